@@ -1,0 +1,127 @@
+"""The open objects of one work unit: each record goes to one open object (chunk) per path.
+
+A chunk lives in a local spool file while it is written; when it is rolled it is closed,
+its intent marker is written, it is uploaded whole, and its spool file is removed. Chunk
+boundaries depend only on the records and the flush policy, so every attempt of a unit
+writes the same keys.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from kafka_archive.archiver import flush
+from kafka_archive.archiver.formats.base import FormatWriter, writer_for
+from kafka_archive.archiver.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.partition.keys import object_key
+from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.state import pending
+from kafka_archive.archiver.store.s3 import S3Store
+
+_SPOOL_BUFFER = 1024 * 1024
+
+
+@dataclass
+class OpenChunk:
+    """An object being written. Mutable, and local to one executor task."""
+
+    key: str
+    first_offset: int
+    first_timestamp: int | None
+    path: Path
+    file: BinaryIO
+    writer: FormatWriter
+    last_offset: int = -1
+    records: int = 0
+
+    def stats(self) -> flush.ChunkStats:
+        return flush.ChunkStats(self.records, self.writer.bytes_written(), self.first_timestamp)
+
+
+class ChunkSet:
+    """Routes records into open chunks and rolls them by the flush policy."""
+
+    def __init__(self, unit: WorkUnit, store: S3Store, spool_dir: str | None) -> None:
+        self._unit = unit
+        self._store = store
+        self._spool_dir = spool_dir
+        self._factory = writer_for(unit.route.format)
+        self._open: dict[tuple[str, ...], OpenChunk] = {}
+        self.written: list[ObjectWritten] = []
+        self.marker_keys: list[str] = []
+
+    def add(self, record: Record, values: tuple[str, ...] = ()) -> None:
+        """Write one record; raises the format's BadRecordError with nothing of it written."""
+        policy = self._unit.route.flush
+        chunk = self._open.get(values)
+        if chunk is not None and flush.interval_elapsed(policy, chunk.stats(), record.timestamp):
+            self._roll(values)
+            chunk = None
+        if chunk is None:
+            chunk = self._open_chunk(record, values)
+        chunk.writer.write(record)
+        chunk.records += 1
+        chunk.last_offset = record.offset
+        if flush.is_full(policy, chunk.stats()):
+            self._roll(values)
+
+    def _open_chunk(self, record: Record, values: tuple[str, ...]) -> OpenChunk:
+        unit = self._unit
+        key = object_key(unit.route, unit.tp, record.offset, values)
+        fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
+        file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
+        chunk = OpenChunk(
+            key=key,
+            first_offset=record.offset,
+            first_timestamp=record.timestamp,
+            path=Path(name),
+            file=file,
+            writer=self._factory(file, unit.route),
+        )
+        self._open[values] = chunk
+        return chunk
+
+    def _roll(self, values: tuple[str, ...]) -> None:
+        chunk = self._open.pop(values)
+        try:
+            if chunk.records == 0:
+                return
+            chunk.writer.close()
+            chunk.file.close()
+            unit = self._unit
+            target = unit.route.target
+            self.marker_keys.append(
+                pending.mark(
+                    self._store, target, unit.job, unit.tp, chunk.first_offset, chunk.key,
+                    unit.run_id,
+                )
+            )
+            self._store.upload_file(target.bucket, chunk.key, chunk.path)
+            self.written.append(
+                ObjectWritten(
+                    key=chunk.key,
+                    first_offset=chunk.first_offset,
+                    last_offset=chunk.last_offset,
+                    records=chunk.records,
+                    size=chunk.path.stat().st_size,
+                )
+            )
+        finally:
+            chunk.file.close()
+            chunk.path.unlink(missing_ok=True)
+
+    def flush_all(self) -> None:
+        """Roll every open chunk, oldest first (the end of a bounded run)."""
+        for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
+            self._roll(values)
+
+    def discard_all(self) -> None:
+        """Drop every open chunk without uploading (a failed unit)."""
+        for chunk in self._open.values():
+            chunk.file.close()
+            chunk.path.unlink(missing_ok=True)
+        self._open.clear()

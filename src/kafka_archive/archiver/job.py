@@ -1,0 +1,164 @@
+"""Driver side: name the job, plan one work unit per partition, run the units on Spark."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.model import PartitionSkip, TopicPartition, Totals, WorkUnit
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import checkpoint, pending
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.task import UnitFailure, archive_units
+from kafka_archive.kcql.plan import Plan, Route
+
+log = logging.getLogger(__name__)
+
+_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def job_name_for(plan: Plan) -> str:
+    """A stable default job name from what the plan writes where.
+
+    It depends only on each route's topic and target (not on formats or flush settings), so
+    editing a flush count keeps the job, and with it the archive's state.
+    """
+    identity = sorted(f"{r.target.bucket}:{r.target.prefix}<-{r.topic}" for r in plan.routes)
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:8]
+    topics = "+".join(sorted({r.topic for r in plan.routes}))
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", topics)[:48] or "archive"
+    return f"{readable}-{digest}"
+
+
+def check_job_name(name: str) -> str:
+    if not _JOB_NAME.match(name) or name in (".", ".."):
+        from kafka_archive.archiver.errors import ConfigError
+
+        raise ConfigError(
+            f"job name {name!r} is not allowed",
+            hint="Use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def group_for(job: str) -> str:
+    return f"kafka-archive.{job}"
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkPlan:
+    units: tuple[WorkUnit, ...]
+    skipped: tuple[PartitionSkip, ...]
+    recovered_objects: int
+
+
+def _is_ours(key: str, route: Route) -> bool:
+    """Whether an incomplete multipart upload at ``key`` belongs to this route's objects."""
+    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    name = key.rsplit("/", 1)[-1]
+    return key.startswith(f"{head}{route.topic}/") or name.startswith(f"{route.topic}(")
+
+
+def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:
+    """Abort multipart uploads that crashed runs of these routes left open."""
+    aborted = 0
+    for route in routes:
+        head = f"{route.target.prefix}/" if route.target.prefix else ""
+        for key, upload_id in store.incomplete_uploads(route.target.bucket, head):
+            if _is_ours(key, route):
+                store.abort_upload(route.target.bucket, key, upload_id)
+                aborted += 1
+    return aborted
+
+
+def plan_work(
+    plan: Plan,
+    partitions: dict[str, tuple[int, ...]],
+    *,
+    store: S3Store,
+    admin: KafkaAdmin,
+    job: str,
+    run_id: str,
+) -> WorkPlan:
+    """One unit per (route, partition) with something to archive; the rest are skipped.
+
+    For each partition: load its state, remove what a crashed attempt left beyond the
+    committed offset, and fix the stop offset for this run from a fetch.
+    """
+    units: list[WorkUnit] = []
+    skipped: list[PartitionSkip] = []
+    recovered = 0
+    group = group_for(job)
+    for index, route in enumerate(plan.routes):
+        for partition in partitions[route.topic]:
+            tp = TopicPartition(route.topic, partition)
+            loaded = checkpoint.load(store, route.target, job, tp)
+            state = loaded.state
+            committed = state.next_offset if state is not None else 0
+            recovery = pending.recover(store, route.target, job, tp, committed)
+            if recovery.deleted_objects:
+                log.info(
+                    "%s: removed %d object(s) a crashed run left beyond offset %d",
+                    tp, len(recovery.deleted_objects), committed,
+                )
+                recovered += len(recovery.deleted_objects)
+            marks = admin.watermarks(tp, committed)
+            start = committed if state is not None else marks.low
+            if start < marks.low:
+                log.warning(
+                    "%s: offsets %d..%d were removed by Kafka before they were archived",
+                    tp, start, marks.low - 1,
+                )
+                start = marks.low
+            if start >= marks.high:
+                skipped.append(PartitionSkip(index, tp, start, "nothing new"))
+                continue
+            prior = (
+                Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
+            )
+            units.append(
+                WorkUnit(
+                    route_index=index,
+                    route=route,
+                    tp=tp,
+                    start=start,
+                    stop=marks.high,
+                    run_id=run_id,
+                    job=job,
+                    group=group,
+                    state_etag=loaded.etag,
+                    prior=prior,
+                )
+            )
+    return WorkPlan(tuple(units), tuple(skipped), recovered)
+
+
+RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]
+
+
+def run_units_on_spark(spark: Any, units: Sequence[WorkUnit], settings: Settings) -> list[Any]:
+    """Run every unit as one Spark task and collect the results (UnitResult | UnitFailure)."""
+    sc = spark.sparkContext
+    rdd = sc.parallelize(list(units), len(units))
+    results: list[Any] = rdd.mapPartitions(
+        functools.partial(archive_units, settings=settings)
+    ).collect()
+    return results
+
+
+def split_results(results: list[Any]) -> tuple[list[Any], list[UnitFailure]]:
+    failures = [r for r in results if isinstance(r, UnitFailure)]
+    done = [r for r in results if not isinstance(r, UnitFailure)]
+    done += [f.committed for f in failures if f.committed is not None]
+    return done, failures

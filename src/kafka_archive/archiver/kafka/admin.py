@@ -1,0 +1,103 @@
+"""Driver-side Kafka calls: topics and partitions, the stop offset of a run, group commits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import TracebackType
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
+from kafka_archive.archiver.kafka.reader import consumer_config
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.settings import KafkaSettings
+
+_METADATA_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Watermarks:
+    low: int
+    high: int
+
+
+class KafkaAdmin:
+    """One consumer handle for the driver's metadata, offset and commit requests."""
+
+    def __init__(self, kafka: KafkaSettings, group: str) -> None:
+        self._kafka = kafka
+        self._consumer = Consumer(consumer_config(kafka, group))
+
+    def __enter__(self) -> KafkaAdmin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._consumer.close()
+
+    def partitions(self, topics: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+        """Partition numbers of each topic; a missing topic is an error, never auto-created."""
+        try:
+            # Asking for all topics (not one by name) never triggers auto-creation.
+            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc.args[0].str()}",
+                hint="Check --bootstrap-servers and that the brokers are up",
+            ) from None
+        found: dict[str, tuple[int, ...]] = {}
+        for topic in topics:
+            meta = metadata.topics.get(topic)
+            if meta is None or (meta.error is not None and meta.error.code() in (
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+            )):
+                raise TopicNotFoundError(
+                    f"topic {topic!r} does not exist on {self._kafka.bootstrap_servers}",
+                    hint="Check the topic name in the FROM clause",
+                )
+            found[topic] = tuple(sorted(meta.partitions))
+        return found
+
+    def watermarks(self, tp: TopicPartition, start: int) -> Watermarks:
+        """The low and high watermark of a partition, as a fetch from ``start`` reports them.
+
+        The high watermark comes from a fetch response (librdkafka's cached value after a
+        consume), not from a ListOffsets request: that is what the consumer will see, and
+        some Kafka-protocol brokers answer ListOffsets with a stale value.
+        """
+        ktp = KafkaTopicPartition(tp.topic, tp.partition)
+        try:
+            low, listed_high = self._consumer.get_watermark_offsets(ktp, timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot read offsets of {tp}: {exc.args[0].str()}",
+                hint="Check that the brokers are up",
+            ) from None
+        if listed_high <= low:
+            return Watermarks(low, listed_high)
+        position = min(max(start, low), max(listed_high - 1, low))
+        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, position)])
+        try:
+            for _ in range(50):
+                messages = self._consumer.consume(1, 0.2)
+                if messages:
+                    break
+            _, fetched_high = self._consumer.get_watermark_offsets(ktp, cached=True)
+        finally:
+            self._consumer.unassign()
+        high = max(listed_high, fetched_high if fetched_high is not None else -1)
+        return Watermarks(low, high)
+
+    def commit_group(self, offsets: dict[TopicPartition, int]) -> None:
+        """Commit next offsets to the consumer group so lag tools see progress."""
+        if not offsets:
+            return
+        self._consumer.commit(
+            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
+            asynchronous=False,
+        )

@@ -1,0 +1,147 @@
+"""Read one partition's offset range ``[start, stop)`` with confluent-kafka (librdkafka)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_archive.archiver.errors import KafkaReadError
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.settings import KafkaSettings
+
+# librdkafka's consume() waits for the full timeout when a batch is not filled, even after a
+# partition EOF event, so poll in short slices and decide when to stop ourselves.
+_POLL_SECONDS = 0.2
+_BATCH = 10_000
+
+
+def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
+    """The librdkafka config for reading ranges with assign(): no group join, no auto commit."""
+    return kafka.client_config(
+        defaults={
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 256 * 1024,
+        },
+        fixed={
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            # An offset that is gone (retention) must be an error, never a silent jump.
+            "auto.offset.reset": "error",
+        },
+    )
+
+
+def to_record(message: Any) -> Record:
+    ts_type, ts = message.timestamp()
+    headers = message.headers()
+    return Record(
+        topic=message.topic(),
+        partition=message.partition(),
+        offset=message.offset(),
+        timestamp=ts if ts_type != 0 else None,
+        key=message.key(),
+        value=message.value(),
+        headers=tuple(headers) if headers else (),
+    )
+
+
+class KafkaReader:
+    """Yields batches of records of one partition from ``start`` until ``stop`` (exclusive).
+
+    The range ends when a record at ``stop - 1`` or beyond arrives, or when the partition
+    EOF event reports a position at or beyond ``stop`` (offsets may have gaps: compaction,
+    transaction markers). No data for ``idle_timeout`` seconds is an error.
+    """
+
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        tp: TopicPartition,
+        *,
+        start: int,
+        stop: int,
+        group: str,
+        idle_timeout: float = 60.0,
+    ) -> None:
+        self._tp = tp
+        self._start = start
+        self._stop = stop
+        self._idle_timeout = idle_timeout
+        self._consumer = Consumer(consumer_config(kafka, group))
+
+    def __enter__(self) -> KafkaReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def batches(self) -> Iterator[list[Record]]:
+        if self._start >= self._stop:
+            return
+        tp, stop = self._tp, self._stop
+        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
+        position = self._start
+        last_progress = time.monotonic()
+        while position < stop:
+            try:
+                messages = self._consumer.consume(_BATCH, _POLL_SECONDS)
+            except KafkaException as exc:
+                raise KafkaReadError(f"consume failed: {exc}", tp=tp, offset=position) from None
+            batch: list[Record] = []
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, message.offset() or 0)
+                        continue
+                    raise KafkaReadError(
+                        f"broker error: {error.str()}",
+                        tp=tp,
+                        offset=position,
+                        hint=_hint_for(error),
+                    )
+                offset = message.offset()
+                if offset is None:
+                    continue
+                if offset >= stop:
+                    position = stop
+                    break
+                batch.append(to_record(message))
+                position = offset + 1
+            if batch:
+                last_progress = time.monotonic()
+                yield batch
+            elif position < stop and time.monotonic() - last_progress > self._idle_timeout:
+                raise KafkaReadError(
+                    f"no data for {self._idle_timeout:.0f}s while reading up to offset {stop}",
+                    tp=tp,
+                    offset=position,
+                    hint="Check that the brokers are up and reachable; the next run resumes "
+                    "from the last committed offset",
+                )
+
+
+def _hint_for(error: Any) -> str | None:
+    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+        return (
+            "The offset to resume from is no longer retained by Kafka (retention or "
+            "compaction removed it); records before the earliest retained offset are lost"
+        )
+    return None

@@ -1,0 +1,97 @@
+"""Nouns of the runtime that cross the driver/executor boundary. All frozen and picklable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafka_archive.kcql.plan import Route
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Running totals of what a partition's archive holds."""
+
+    records: int = 0
+    bytes: int = 0
+    objects: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkUnit:
+    """One Spark task: archive ``[start, stop)`` of one partition for one route.
+
+    ``stop`` is fixed by the driver before any task runs, so every attempt of a task (retry
+    or speculative copy) reads the same records and writes the same keys.
+    """
+
+    route_index: int
+    route: Route
+    tp: TopicPartition
+    start: int
+    stop: int
+    run_id: str
+    job: str
+    group: str
+    state_etag: str | None = None
+    prior: Totals = Totals()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectWritten:
+    key: str
+    first_offset: int
+    last_offset: int
+    records: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnitResult:
+    route_index: int
+    tp: TopicPartition
+    start: int
+    next_offset: int
+    records: int
+    bytes: int
+    objects: tuple[ObjectWritten, ...]
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSkip:
+    """A partition the run did not touch, and why (nothing new, ...)."""
+
+    route_index: int
+    tp: TopicPartition
+    next_offset: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    job: str
+    run_id: str
+    units: tuple[UnitResult, ...]
+    skipped: tuple[PartitionSkip, ...]
+    seconds: float
+
+    @property
+    def records(self) -> int:
+        return sum(u.records for u in self.units)
+
+    @property
+    def bytes(self) -> int:
+        return sum(u.bytes for u in self.units)
+
+    @property
+    def objects(self) -> int:
+        return sum(len(u.objects) for u in self.units)

@@ -1,0 +1,263 @@
+"""Run settings: one frozen object merged from config file < environment < flags.
+
+This module is the only reader of ``os.environ`` (passed in as a mapping) and of the config
+file. Every option is declared once in ``OPTIONS``: its type, its environment variable, its
+default and whether it is secret. ``load_settings`` records where each value came from, so
+``kafka-archive plan`` can show it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kafka_archive.archiver.errors import ConfigError
+
+ENV_PREFIX = "KAFKA_ARCHIVE_"
+
+# librdkafka properties whose values must never be printed.
+_SECRET_WORDS = ("password", "secret", "token", "jaas", "credentials", "sasl.oauthbearer.config")
+
+
+def is_secret(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str
+    kind: type
+    default: Any = None
+    help: str = ""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("bootstrap_servers", str, None, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
+    Option("endpoint_url", str, None, "S3-compatible endpoint URL; absent means AWS"),
+    Option("region", str, None, "S3 region; absent means the standard AWS settings"),
+    Option("master", str, "local[*]", "Spark master"),
+    Option("job_name", str, None, "names the state and the consumer group"),
+    Option("spool_dir", str, None, "local directory for spool files (default: system temp)"),
+    Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
+    Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
+    Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
+)
+_BY_NAME = {option.name: option for option in OPTIONS}
+_FILE_ONLY = ("kcql", "kafka")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    bootstrap_servers: str
+    properties: tuple[tuple[str, str], ...] = ()
+
+    def client_config(
+        self, defaults: Mapping[str, Any], fixed: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A librdkafka config: our defaults, the user's ``-X`` properties over them, and
+        last the properties the runtime's correctness depends on (offsets, EOF events)."""
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, **defaults}
+        config.update(dict(self.properties))
+        config.update(fixed)
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    endpoint_url: str | None = None
+    region: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a run needs besides the plan. Picklable: it travels to Spark executors."""
+
+    kafka: KafkaSettings
+    s3: S3Settings = S3Settings()
+    master: str = "local[*]"
+    job_name: str | None = None
+    spool_dir: str | None = None
+    schema_registry_url: str | None = None
+    lock_ttl_seconds: int = 900
+    read_timeout_seconds: int = 60
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings for display, with secret values replaced and each value's source."""
+        origin = dict(self.sources)
+        shown: dict[str, Any] = {}
+        for option in OPTIONS:
+            value = self._value(option.name)
+            shown[option.name] = {"value": value, "source": origin.get(option.name, "default")}
+        shown["kafka_properties"] = {
+            "value": {k: ("***" if is_secret(k) else v) for k, v in self.kafka.properties},
+            "source": origin.get("kafka_properties", "default"),
+        }
+        return shown
+
+    def _value(self, name: str) -> Any:
+        if name == "bootstrap_servers":
+            return self.kafka.bootstrap_servers or None
+        if name in ("endpoint_url", "region"):
+            return getattr(self.s3, name)
+        return getattr(self, name)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """The settings plus the KCQL statements found in the config file (text is the CLI's)."""
+
+    settings: Settings
+    statements: tuple[str, ...]
+
+
+def _coerce(option: Option, value: Any, source: str) -> Any:
+    if value is None:
+        return None
+    if option.kind is int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{option.name} from {source} must be a whole number, not {value!r}"
+            ) from None
+        if number <= 0:
+            raise ConfigError(f"{option.name} from {source} must be positive, not {number}")
+        return number
+    if not isinstance(value, str):
+        raise ConfigError(f"{option.name} from {source} must be a string, not {value!r}")
+    return value
+
+
+def _unknown(name: str, source: str, known: tuple[str, ...]) -> ConfigError:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"Did you mean {close[0]!r}?" if close else f"Known keys: {', '.join(known)}"
+    return ConfigError(f"unknown setting {name!r} in {source}", hint=hint)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a YAML config file into a mapping; errors name the file and what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _statements(value: Any, source: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    raise ConfigError(f"kcql in {source} must be a string or a list of strings")
+
+
+def _kafka_properties(value: Any, source: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"kafka in {source} must be a mapping of librdkafka properties")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+
+def load_settings(
+    config_path: Path | None,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any],
+) -> LoadedConfig:
+    """Merge file < environment < flags into Settings, recording each value's source.
+
+    ``flags`` holds only the options the user gave (None means "not given"); the special
+    flag ``kafka_properties`` is a mapping of ``-X`` properties, merged over the file's
+    ``kafka:`` section.
+    """
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    statements: tuple[str, ...] = ()
+    kafka_props: dict[str, str] = {}
+
+    if config_path is not None:
+        source = f"config file {config_path}"
+        data = read_config_file(config_path)
+        known = tuple(_BY_NAME) + _FILE_ONLY
+        for name, value in data.items():
+            if name == "kcql":
+                statements = _statements(value, source)
+            elif name == "kafka":
+                kafka_props.update(_kafka_properties(value, source))
+                origin["kafka_properties"] = source
+            elif name in _BY_NAME:
+                values[name] = _coerce(_BY_NAME[name], value, source)
+                origin[name] = source
+            else:
+                raise _unknown(name, source, known)
+
+    for option in OPTIONS:
+        if option.env in environ and environ[option.env] != "":
+            source = f"environment {option.env}"
+            values[option.name] = _coerce(option, environ[option.env], source)
+            origin[option.name] = source
+
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name == "kafka_properties":
+            if value:
+                kafka_props.update(value)
+                origin["kafka_properties"] = "flag -X"
+            continue
+        if name not in _BY_NAME:
+            raise _unknown(name, "flags", tuple(_BY_NAME))
+        values[name] = _coerce(_BY_NAME[name], value, f"flag --{name.replace('_', '-')}")
+        origin[name] = f"flag --{name.replace('_', '-')}"
+
+    def get(name: str) -> Any:
+        value = values.get(name)
+        return _BY_NAME[name].default if value is None else value
+
+    settings = Settings(
+        kafka=KafkaSettings(
+            bootstrap_servers=get("bootstrap_servers") or "",
+            properties=tuple(sorted(kafka_props.items())),
+        ),
+        s3=S3Settings(endpoint_url=get("endpoint_url"), region=get("region")),
+        master=get("master"),
+        job_name=get("job_name"),
+        spool_dir=get("spool_dir"),
+        schema_registry_url=get("schema_registry_url"),
+        lock_ttl_seconds=get("lock_ttl_seconds"),
+        read_timeout_seconds=get("read_timeout_seconds"),
+        sources=tuple(sorted(origin.items())),
+    )
+    return LoadedConfig(settings=settings, statements=statements)
+
+
+def require_bootstrap(settings: Settings, config_path: Path | None) -> None:
+    """Fail, naming every source consulted, when no Kafka bootstrap servers were given."""
+    if settings.kafka.bootstrap_servers:
+        return
+    consulted = ["flag --bootstrap-servers", f"environment {ENV_PREFIX}BOOTSTRAP_SERVERS"]
+    if config_path is not None:
+        consulted.append(f"config file {config_path} (key bootstrap_servers)")
+    raise ConfigError(
+        "no Kafka bootstrap servers given",
+        hint="Looked in: " + ", ".join(consulted),
+    )

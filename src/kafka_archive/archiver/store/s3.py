@@ -1,0 +1,263 @@
+"""S3 access for the runtime: objects, conditional JSON documents, listings, multipart cleanup.
+
+Every boto3 error is translated into the runtime's taxonomy with the bucket and key named.
+Objects become visible only complete: a single PUT, or a multipart upload that is completed
+(boto3's managed transfer aborts the upload when a part fails).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+)
+
+from kafka_archive.archiver.errors import (
+    AccessDeniedError,
+    ArchiveError,
+    BucketNotFoundError,
+    S3UnavailableError,
+    UploadError,
+)
+from kafka_archive.archiver.settings import S3Settings
+
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+PART_SIZE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A JSON document read from S3 with the ETag to make a conditional write against."""
+
+    body: dict[str, Any]
+    etag: str
+
+
+class PreconditionFailed(Exception):
+    """A conditional write lost: the object changed (If-Match) or exists (If-None-Match)."""
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+class S3Store:
+    """A thin, typed wrapper over one boto3 S3 client."""
+
+    def __init__(self, settings: S3Settings) -> None:
+        self._settings = settings
+        self._client = boto3.client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            region_name=settings.region,
+            config=Config(
+                retries={"mode": "standard", "max_attempts": 8},
+                connect_timeout=10,
+                read_timeout=60,
+            ),
+        )
+        self._transfer = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD,
+            multipart_chunksize=PART_SIZE,
+            max_concurrency=4,
+            use_threads=True,
+        )
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def _translate(self, exc: Exception, what: str, bucket: str, key: str = "") -> ArchiveError:
+        where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+        endpoint = self._settings.endpoint_url or "AWS S3"
+        if isinstance(exc, NoCredentialsError):
+            return S3UnavailableError(
+                f"no AWS credentials found to {what} {where}",
+                hint="Set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an "
+                "instance or container role",
+            )
+        if isinstance(exc, EndpointConnectionError):
+            return S3UnavailableError(
+                f"cannot reach {endpoint} to {what} {where}",
+                hint="Check --endpoint-url and that the store is up",
+            )
+        if isinstance(exc, ClientError):
+            code, status = _code(exc), _status(exc)
+            if code in ("NoSuchBucket",) or (status == 404 and not key):
+                return BucketNotFoundError(
+                    f"bucket {bucket!r} does not exist at {endpoint}",
+                    hint="Create it first, or fix the bucket in INSERT INTO",
+                )
+            if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+                return AccessDeniedError(
+                    f"access denied to {what} {where}",
+                    hint="Check the credentials' S3 permissions (s3:ListBucket, s3:GetObject, "
+                    "s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload)",
+                )
+            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
+                return S3UnavailableError(
+                    f"the AWS credentials were rejected ({code}) to {what} {where}",
+                    hint="Check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the profile",
+                )
+            return UploadError(f"S3 refused to {what} {where}: {code or status}")
+        return UploadError(f"S3 request failed to {what} {where}: {type(exc).__name__}")
+
+    # -- preflight ---------------------------------------------------------------------
+
+    def check_bucket(self, bucket: str) -> None:
+        """Fail with a precise error unless the bucket exists and is reachable."""
+        try:
+            self._client.head_bucket(Bucket=bucket)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "open", bucket) from None
+
+    # -- objects -----------------------------------------------------------------------
+
+    def upload_file(self, bucket: str, key: str, path: Path) -> None:
+        """Upload a spool file as one object (multipart above the threshold)."""
+        try:
+            self._client.upload_file(str(path), bucket, key, Config=self._transfer)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "upload", bucket, key) from None
+        except Exception as exc:  # boto3.exceptions.S3UploadFailedError wraps ClientError
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ClientError | BotoCoreError):
+                raise self._translate(cause, "upload", bucket, key) from None
+            raise UploadError(f"upload of s3://{bucket}/{key} failed: {exc}") from None
+
+    def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=body)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "write", bucket, key) from None
+
+    def get_bytes(self, bucket: str, key: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist."""
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise self._translate(exc, "read", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "read", bucket, key) from None
+        body: bytes = response["Body"].read()
+        return body
+
+    def delete(self, bucket: str, keys: list[str]) -> None:
+        """Delete keys in batches of 1,000; a key that is already gone is fine."""
+        for i in range(0, len(keys), 1000):
+            chunk = keys[i : i + 1000]
+            try:
+                response = self._client.delete_objects(
+                    Bucket=bucket,
+                    Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise self._translate(exc, "delete from", bucket, chunk[0]) from None
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise UploadError(
+                    f"could not delete s3://{bucket}/{first.get('Key')}: {first.get('Code')}"
+                )
+
+    def list_keys(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[str]:
+        paginator = self._client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        try:
+            for page in paginator.paginate(**kwargs):
+                for item in page.get("Contents", []):
+                    yield item["Key"]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list", bucket, prefix) from None
+
+    # -- conditional JSON documents (state, lock) ----------------------------------------
+
+    def get_document(self, bucket: str, key: str) -> Document | None:
+        try:
+            response = self._client.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise self._translate(exc, "read", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "read", bucket, key) from None
+        raw = response["Body"].read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise UploadError(
+                f"s3://{bucket}/{key} is not valid JSON",
+                hint="It is kafka-archive's own state; restore it from versioning or remove it",
+            ) from None
+        return Document(body=body, etag=str(response["ETag"]))
+
+    def put_document(
+        self, bucket: str, key: str, body: dict[str, Any], *, if_match: str | None
+    ) -> str:
+        """Write a JSON document only if it still has ETag ``if_match`` (None: not exists).
+
+        Returns the new ETag; raises :class:`PreconditionFailed` when the condition fails.
+        """
+        data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data}
+        if if_match is None:
+            kwargs["IfNoneMatch"] = "*"
+        else:
+            kwargs["IfMatch"] = if_match
+        try:
+            response = self._client.put_object(**kwargs)
+        except ClientError as exc:
+            if _status(exc) in (409, 412) or _code(exc) in (
+                "PreconditionFailed",
+                "ConditionalRequestConflict",
+            ):
+                raise PreconditionFailed(key) from None
+            raise self._translate(exc, "write", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "write", bucket, key) from None
+        return str(response["ETag"])
+
+    def delete_document(self, bucket: str, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "delete", bucket, key) from None
+
+    # -- multipart cleanup ----------------------------------------------------------------
+
+    def incomplete_uploads(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, upload id) of every multipart upload still open under ``prefix``."""
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for upload in page.get("Uploads", []):
+                    yield upload["Key"], upload["UploadId"]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list uploads in", bucket, prefix) from None
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
+        try:
+            self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) == "NoSuchUpload" or _status(exc) in (404, 500):
+                return  # already gone (moto answers 500 for some missing uploads)
+            raise self._translate(exc, "abort upload of", bucket, key) from None

@@ -1,0 +1,142 @@
+"""Executor side: archive one work unit. Runs inside a Spark task (or in-process in tests).
+
+A task builds its own Kafka and S3 clients from picklable settings, reads ``[start, stop)``
+of its partition, writes objects, and commits the partition state after every object up to
+the committed offset is uploaded. Errors of our taxonomy come back as a :class:`UnitFailure`
+value (they are not worth a Spark retry); anything else propagates so Spark retries the task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from kafka_archive.archiver import errors
+from kafka_archive.archiver.chunks import ChunkSet
+from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
+from kafka_archive.archiver.kafka.reader import KafkaReader
+from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import checkpoint, pending
+from kafka_archive.archiver.store.s3 import S3Store
+
+MAX_KEYS_IN_STATE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class UnitFailure:
+    """A unit that stopped on an error of our taxonomy; rebuilt into the error on the driver.
+
+    ``committed`` is the partial result when the unit committed what it cleanly wrote before
+    the failure (a bad record under the ``fail`` policy), else None.
+    """
+
+    route_index: int
+    tp: TopicPartition
+    error_type: str
+    message: str
+    offset: int | None
+    hint: str | None
+    committed: UnitResult | None = None
+
+    def to_error(self) -> errors.ArchiveError:
+        cls = getattr(errors, self.error_type, errors.ArchiveError)
+        if not (isinstance(cls, type) and issubclass(cls, errors.ArchiveError)):
+            cls = errors.ArchiveError
+        return cls(self.message, tp=self.tp, offset=self.offset, hint=self.hint)
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _commit(
+    unit: WorkUnit, store: S3Store, chunks: ChunkSet, next_offset: int, started: float
+) -> UnitResult:
+    written = tuple(chunks.written)
+    records = sum(o.records for o in written)
+    size = sum(o.size for o in written)
+    if next_offset > unit.start:
+        state = checkpoint.PartitionState(
+            next_offset=next_offset,
+            run_id=unit.run_id,
+            committed_at=_now_iso(),
+            last_objects=tuple(o.key for o in written[-MAX_KEYS_IN_STATE:]),
+            records=unit.prior.records + records,
+            bytes=unit.prior.bytes + size,
+            objects=unit.prior.objects + len(written),
+        )
+        checkpoint.commit(
+            store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
+        )
+        # Markers of committed objects are stale now; a leftover one is harmless (the next
+        # run's recovery ignores markers below the committed offset).
+        pending.clear(store, unit.route.target, chunks.marker_keys)
+    return UnitResult(
+        route_index=unit.route_index,
+        tp=unit.tp,
+        start=unit.start,
+        next_offset=next_offset,
+        records=records,
+        bytes=size,
+        objects=written,
+        seconds=time.monotonic() - started,
+    )
+
+
+def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
+    started = time.monotonic()
+    store = S3Store(settings.s3)
+    chunks = ChunkSet(unit, store, settings.spool_dir)
+    try:
+        with KafkaReader(
+            settings.kafka,
+            unit.tp,
+            start=unit.start,
+            stop=unit.stop,
+            group=unit.group,
+            idle_timeout=settings.read_timeout_seconds,
+        ) as reader:
+            for batch in reader.batches():
+                for record in batch:
+                    try:
+                        chunks.add(record)
+                    except EncodeError as exc:
+                        # Policy "fail": keep what was cleanly written before this record.
+                        chunks.flush_all()
+                        partial = _commit(unit, store, chunks, record.offset, started)
+                        return UnitFailure(
+                            unit.route_index,
+                            unit.tp,
+                            "BadRecordError",
+                            f"cannot store the record as {unit.route.format.value}: {exc}",
+                            record.offset,
+                            f"Records before offset {record.offset} were archived; fix or "
+                            "skip the record (error policy) and run again",
+                            committed=partial,
+                        )
+        chunks.flush_all()
+        return _commit(unit, store, chunks, unit.stop, started)
+    except errors.ArchiveError as exc:
+        chunks.discard_all()
+        return UnitFailure(
+            unit.route_index,
+            exc.tp or unit.tp,
+            type(exc).__name__,
+            exc.message,
+            exc.offset,
+            exc.hint,
+        )
+    except BaseException:
+        chunks.discard_all()
+        raise
+
+
+def archive_units(
+    units: Iterable[WorkUnit], settings: Settings
+) -> Iterator[UnitResult | UnitFailure]:
+    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition."""
+    for unit in units:
+        yield archive_unit(unit, settings)
