@@ -6,6 +6,7 @@ shown only with ``--debug``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ import click
 from kafka_archive import __version__, kcql
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
+from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
 from kafka_archive.summary import render_summary
 
@@ -72,21 +74,115 @@ def cli(debug: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+_kcql_option = click.option(
+    "--kcql", "kcql_texts", multiple=True, metavar="TEXT",
+    help="KCQL statement(s); repeatable, or several separated by ';'.",
+)
+_config_option = click.option(
+    "--config", type=click.Path(path_type=Path, dir_okay=False),
+    help="YAML file with kcql: and any run option.",
+)
+
+
+def _run_options(command: Any) -> Any:
+    """The connection and job options shared by run, plan and submit."""
+    for decorator in reversed(
+        (
+            _kcql_option,
+            _config_option,
+            click.option("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
+                         help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS]."),
+            click.option("--endpoint-url", metavar="URL",
+                         help="S3-compatible endpoint; absent means AWS "
+                         "[env KAFKA_ARCHIVE_ENDPOINT_URL]."),
+            click.option("--region", help="S3 region [env KAFKA_ARCHIVE_REGION]."),
+            click.option("--master",
+                         help="Spark master (default local[*]) [env KAFKA_ARCHIVE_MASTER]."),
+            click.option("--job-name", help="Names the archive state and the consumer group "
+                         "(default: derived from the topics and targets)."),
+            click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
+                         help="librdkafka property, as kcat takes it; repeatable."),
+        )
+    ):
+        command = decorator(command)
+    return command
+
+
+def _settings_flags(
+    bootstrap_servers: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    master: str | None,
+    job_name: str | None,
+    kafka_properties: tuple[str, ...],
+) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": bootstrap_servers,
+        "endpoint_url": endpoint_url,
+        "region": region,
+        "master": master,
+        "job_name": job_name,
+        "kafka_properties": _kafka_properties(kafka_properties) or None,
+    }
+
+
 @cli.command()
-@click.option("--kcql", "kcql_texts", multiple=True, metavar="TEXT",
-              help="KCQL statement(s); repeatable, or several separated by ';'.")
-@click.option("--config", type=click.Path(path_type=Path, dir_okay=False),
-              help="YAML file with kcql: and any run option.")
-@click.option("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
-              help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS].")
-@click.option("--endpoint-url", metavar="URL",
-              help="S3-compatible endpoint; absent means AWS [env KAFKA_ARCHIVE_ENDPOINT_URL].")
-@click.option("--region", help="S3 region [env KAFKA_ARCHIVE_REGION].")
-@click.option("--master", help="Spark master (default local[*]) [env KAFKA_ARCHIVE_MASTER].")
-@click.option("--job-name", help="Names the archive state and the consumer group "
-              "(default: derived from the topics and targets).")
-@click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
-              help="librdkafka property, as kcat takes it; repeatable.")
+@_kcql_option
+@_config_option
+def validate(kcql_texts: tuple[str, ...], config: Path | None) -> None:
+    """Check KCQL: exit 0 when valid, 2 with the error pointed at when not."""
+    plan = _plan(kcql_texts, _load(config, {}))
+    click.echo(f"valid: {len(plan.routes)} statement(s)")
+
+
+@cli.command(name="plan")
+@_run_options
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format; json is a stable contract for scripts.")
+def plan_command(
+    kcql_texts: tuple[str, ...],
+    config: Path | None,
+    bootstrap_servers: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    master: str | None,
+    job_name: str | None,
+    kafka_properties: tuple[str, ...],
+    output: str,
+) -> None:
+    """Show the resolved plan and settings (with their sources), touching nothing."""
+    loaded = _load(
+        config,
+        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
+                        kafka_properties),
+    )
+    plan = _plan(kcql_texts, loaded)
+    settings = loaded.settings
+    job = settings.job_name or job_name_for(plan)
+    document = {**kcql.plan_to_dict(plan), "job": job, "settings": settings.redacted()}
+    if output == "json":
+        click.echo(json.dumps(document, indent=2, sort_keys=False))
+        return
+    click.echo(f"job: {job}")
+    for number, route in enumerate(document["routes"], start=1):
+        click.echo(f"route {number}: {route['topic']} -> s3://{route['bucket']}/{route['prefix']}"
+                   f"  ({route['format']})")
+        click.echo(f"  kcql: {route['kcql']}")
+    click.echo("settings:")
+    for name, shown in document["settings"].items():
+        click.echo(f"  {name} = {shown['value']!r}  ({shown['source']})")
+
+
+@cli.command()
+@_run_options
+@click.option("--start", metavar="POSITION",
+              help="Where a job with no state starts: earliest (default), latest, an ISO-8601 "
+              "time, or group:<consumer-group> to adopt a group's offsets. Ignored once the "
+              "job has state.")
+@click.option("--max-records-per-partition", type=int, metavar="N",
+              help="Archive at most N offsets of each partition in this run (backfills).")
+@click.option("--until", metavar="TIME",
+              help="Stop each partition before its first record at or after this ISO-8601 time.")
 def run(
     kcql_texts: tuple[str, ...],
     config: Path | None,
@@ -96,17 +192,19 @@ def run(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    start: str | None,
+    max_records_per_partition: int | None,
+    until: str | None,
 ) -> None:
     """Archive every new record of the KCQL's topics to S3, then exit."""
     loaded = _load(
         config,
         {
-            "bootstrap_servers": bootstrap_servers,
-            "endpoint_url": endpoint_url,
-            "region": region,
-            "master": master,
-            "job_name": job_name,
-            "kafka_properties": _kafka_properties(kafka_properties) or None,
+            **_settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
+                              kafka_properties),
+            "start": start,
+            "max_records_per_partition": max_records_per_partition,
+            "until": until,
         },
     )
     plan = _plan(kcql_texts, loaded)

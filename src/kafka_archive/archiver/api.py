@@ -84,7 +84,8 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
             work = jobs.plan_work(
-                plan, partitions, store=store, admin=admin, job=job, run_id=run_id
+                plan, partitions, store=store, admin=admin, settings=settings, job=job,
+                run_id=run_id,
             )
             results: list[Any] = []
             if work.units:

@@ -22,7 +22,8 @@ from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.store.s3 import S3Store
 
-_SPOOL_BUFFER = 1024 * 1024
+# Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
+_SPOOL_BUFFER = 64 * 1024
 
 
 @dataclass

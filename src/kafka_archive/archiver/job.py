@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_archive.archiver import positions
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.settings import Settings
@@ -88,6 +89,7 @@ def plan_work(
     *,
     store: S3Store,
     admin: KafkaAdmin,
+    settings: Settings,
     job: str,
     run_id: str,
 ) -> WorkPlan:
@@ -100,6 +102,7 @@ def plan_work(
     skipped: list[PartitionSkip] = []
     recovered = 0
     group = group_for(job)
+    start_given = settings.given("start")
     for index, route in enumerate(plan.routes):
         for partition in partitions[route.topic]:
             tp = TopicPartition(route.topic, partition)
@@ -114,14 +117,34 @@ def plan_work(
                 )
                 recovered += len(recovery.deleted_objects)
             marks = admin.watermarks(tp, committed)
-            start = committed if state is not None else marks.low
-            if start < marks.low:
-                log.warning(
-                    "%s: offsets %d..%d were removed by Kafka before they were archived",
-                    tp, start, marks.low - 1,
+            if state is not None:
+                if start_given:
+                    log.info("%s: the job has state (next offset %d); --start %s is ignored",
+                             tp, committed, settings.start)
+                start = committed
+                if start < marks.low:
+                    log.warning(
+                        "%s: offsets %d..%d were removed by Kafka before they were archived",
+                        tp, start, marks.low - 1,
+                    )
+                    start = marks.low
+            else:
+                start, note = positions.initial_offset(
+                    settings.start,
+                    marks.low,
+                    marks.high,
+                    functools.partial(admin.offset_for_time, tp),
+                    functools.partial(admin.group_offset, tp),
                 )
-                start = marks.low
-            if start >= marks.high:
+                if note:
+                    log.warning("%s: %s", tp, note)
+            stop = positions.stop_offset(start, marks.high, settings.max_records_per_partition)
+            if start >= stop:
+                if state is None and start > 0:
+                    # Pin where a new job starts (latest, a time, a group), so that the next
+                    # run continues from here instead of choosing again.
+                    pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
+                    checkpoint.commit(store, route.target, job, tp, pin, expected_etag=None)
                 skipped.append(PartitionSkip(index, tp, start, "nothing new"))
                 continue
             prior = (
@@ -133,12 +156,13 @@ def plan_work(
                     route=route,
                     tp=tp,
                     start=start,
-                    stop=marks.high,
+                    stop=stop,
                     run_id=run_id,
                     job=job,
                     group=group,
                     state_etag=loaded.etag,
                     prior=prior,
+                    until_ms=settings.until_ms,
                 )
             )
     return WorkPlan(tuple(units), tuple(skipped), recovered)

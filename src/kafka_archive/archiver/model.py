@@ -43,6 +43,7 @@ class WorkUnit:
     group: str
     state_etag: str | None = None
     prior: Totals = Totals()
+    until_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

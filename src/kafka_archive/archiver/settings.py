@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from kafka_archive.archiver.errors import ConfigError
+from kafka_archive.archiver.positions import StartPosition, parse_start, parse_timestamp
 
 ENV_PREFIX = "KAFKA_ARCHIVE_"
 
@@ -51,6 +52,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
+    Option("start", str, "earliest", "where a job with no state starts"),
+    Option("max_records_per_partition", int, None, "stop each partition after this many offsets"),
+    Option("until", str, None, "stop each partition at the first record at or after this time"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 _FILE_ONLY = ("kcql", "kafka")
@@ -90,7 +94,14 @@ class Settings:
     schema_registry_url: str | None = None
     lock_ttl_seconds: int = 900
     read_timeout_seconds: int = 60
+    start: StartPosition = field(default_factory=StartPosition)
+    max_records_per_partition: int | None = None
+    until_ms: int | None = None
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def given(self, name: str) -> bool:
+        """Whether the user set an option (anywhere), rather than it taking its default."""
+        return any(key == name for key, _ in self.sources)
 
     def redacted(self) -> dict[str, Any]:
         """The settings for display, with secret values replaced and each value's source."""
@@ -110,6 +121,10 @@ class Settings:
             return self.kafka.bootstrap_servers or None
         if name in ("endpoint_url", "region"):
             return getattr(self.s3, name)
+        if name == "start":
+            return str(self.start)
+        if name == "until":
+            return self.until_ms
         return getattr(self, name)
 
 
@@ -245,6 +260,9 @@ def load_settings(
         schema_registry_url=get("schema_registry_url"),
         lock_ttl_seconds=get("lock_ttl_seconds"),
         read_timeout_seconds=get("read_timeout_seconds"),
+        start=parse_start(get("start")),
+        max_records_per_partition=get("max_records_per_partition"),
+        until_ms=parse_timestamp(get("until"), "--until") if get("until") else None,
         sources=tuple(sorted(origin.items())),
     )
     return LoadedConfig(settings=settings, statements=statements)

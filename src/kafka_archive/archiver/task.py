@@ -8,7 +8,6 @@ value (they are not worth a Spark retry); anything else propagates so Spark retr
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -48,10 +47,6 @@ class UnitFailure:
         return cls(self.message, tp=self.tp, offset=self.offset, hint=self.hint)
 
 
-def _now_iso() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _commit(
     unit: WorkUnit, store: S3Store, chunks: ChunkSet, next_offset: int, started: float
 ) -> UnitResult:
@@ -62,7 +57,7 @@ def _commit(
         state = checkpoint.PartitionState(
             next_offset=next_offset,
             run_id=unit.run_id,
-            committed_at=_now_iso(),
+            committed_at=checkpoint.now_iso(),
             last_objects=tuple(o.key for o in written[-MAX_KEYS_IN_STATE:]),
             records=unit.prior.records + records,
             bytes=unit.prior.bytes + size,
@@ -98,6 +93,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
             stop=unit.stop,
             group=unit.group,
             idle_timeout=settings.read_timeout_seconds,
+            until_ms=unit.until_ms,
         ) as reader:
             for batch in reader.batches():
                 for record in batch:
@@ -117,8 +113,9 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
                             "skip the record (error policy) and run again",
                             committed=partial,
                         )
+            next_offset = reader.next_offset
         chunks.flush_all()
-        return _commit(unit, store, chunks, unit.stop, started)
+        return _commit(unit, store, chunks, next_offset, started)
     except errors.ArchiveError as exc:
         chunks.discard_all()
         return UnitFailure(

@@ -93,6 +93,37 @@ class KafkaAdmin:
         high = max(listed_high, fetched_high if fetched_high is not None else -1)
         return Watermarks(low, high)
 
+    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        """The first offset whose record time is at or after ``timestamp_ms`` (None: none)."""
+        query = KafkaTopicPartition(tp.topic, tp.partition, timestamp_ms)
+        try:
+            (found,) = self._consumer.offsets_for_times([query], timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot look up offsets by time for {tp}: {exc.args[0].str()}"
+            ) from None
+        offset = found.offset
+        return None if offset is None or offset < 0 else int(offset)
+
+    def group_offset(self, tp: TopicPartition, group: str) -> int | None:
+        """The next offset ``group`` committed for ``tp`` (None: nothing committed)."""
+        other = Consumer(
+            self._kafka.client_config(defaults={}, fixed={"group.id": group,
+                                                           "enable.auto.commit": False})
+        )
+        try:
+            (found,) = other.committed(
+                [KafkaTopicPartition(tp.topic, tp.partition)], timeout=_METADATA_TIMEOUT
+            )
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot read committed offsets of group {group!r}: {exc.args[0].str()}"
+            ) from None
+        finally:
+            other.close()
+        offset = found.offset
+        return None if offset is None or offset < 0 else int(offset)
+
     def commit_group(self, offsets: dict[TopicPartition, int]) -> None:
         """Commit next offsets to the consumer group so lag tools see progress."""
         if not offsets:

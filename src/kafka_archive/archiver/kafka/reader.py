@@ -59,7 +59,9 @@ class KafkaReader:
 
     The range ends when a record at ``stop - 1`` or beyond arrives, or when the partition
     EOF event reports a position at or beyond ``stop`` (offsets may have gaps: compaction,
-    transaction markers). No data for ``idle_timeout`` seconds is an error.
+    transaction markers), or before the first record whose timestamp is at or after
+    ``until_ms``. ``next_offset`` then says where the next read starts. No data for
+    ``idle_timeout`` seconds is an error.
     """
 
     def __init__(
@@ -71,10 +73,13 @@ class KafkaReader:
         stop: int,
         group: str,
         idle_timeout: float = 60.0,
+        until_ms: int | None = None,
     ) -> None:
         self._tp = tp
         self._start = start
         self._stop = stop
+        self._until_ms = until_ms
+        self.next_offset = start
         self._idle_timeout = idle_timeout
         self._consumer = Consumer(consumer_config(kafka, group))
 
@@ -95,7 +100,7 @@ class KafkaReader:
     def batches(self) -> Iterator[list[Record]]:
         if self._start >= self._stop:
             return
-        tp, stop = self._tp, self._stop
+        tp, stop, until = self._tp, self._stop, self._until_ms
         self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
         position = self._start
         last_progress = time.monotonic()
@@ -109,7 +114,8 @@ class KafkaReader:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, message.offset() or 0)
+                        # EOF at the high watermark; a compacted gap may reach past stop.
+                        position = max(position, min(message.offset() or 0, stop))
                         continue
                     raise KafkaReadError(
                         f"broker error: {error.str()}",
@@ -123,8 +129,13 @@ class KafkaReader:
                 if offset >= stop:
                     position = stop
                     break
-                batch.append(to_record(message))
+                record = to_record(message)
+                if until is not None and record.timestamp is not None and record.timestamp >= until:
+                    position = stop = offset
+                    break
+                batch.append(record)
                 position = offset + 1
+            self.next_offset = position
             if batch:
                 last_progress = time.monotonic()
                 yield batch

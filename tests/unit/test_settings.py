@@ -1,0 +1,94 @@
+"""Settings precedence is file < environment < flags, decided in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafka_archive.archiver.errors import ConfigError
+from kafka_archive.archiver.settings import load_settings, require_bootstrap
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "archive.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_flags_beat_environment_beat_file(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        "bootstrap_servers: file:9092\nendpoint_url: http://file\nmaster: local[1]\n",
+    )
+    env = {"KAFKA_ARCHIVE_ENDPOINT_URL": "http://env", "KAFKA_ARCHIVE_MASTER": "local[3]"}
+    loaded = load_settings(path, env, {"master": "local[2]"})
+    settings = loaded.settings
+    assert settings.kafka.bootstrap_servers == "file:9092"
+    assert settings.s3.endpoint_url == "http://env"
+    assert settings.master == "local[2]"
+    sources = dict(settings.sources)
+    assert sources["bootstrap_servers"] == f"config file {path}"
+    assert sources["endpoint_url"] == "environment KAFKA_ARCHIVE_ENDPOINT_URL"
+    assert sources["master"] == "flag --master"
+
+
+def test_defaults_apply_when_nothing_is_given() -> None:
+    settings = load_settings(None, {}, {}).settings
+    assert settings.master == "local[*]"
+    assert settings.s3.endpoint_url is None
+    assert settings.lock_ttl_seconds == 900
+
+
+def test_config_file_statements_and_kafka_properties(tmp_path: Path) -> None:
+    path = _config(
+        tmp_path,
+        "kcql:\n  - INSERT INTO b1:p SELECT * FROM t\nkafka:\n  security.protocol: SSL\n"
+        "  enable.ssl.certificate.verification: false\n",
+    )
+    loaded = load_settings(path, {}, {"kafka_properties": {"client.id": "x"}})
+    assert loaded.statements == ("INSERT INTO b1:p SELECT * FROM t",)
+    assert dict(loaded.settings.kafka.properties) == {
+        "security.protocol": "SSL",
+        "enable.ssl.certificate.verification": "false",
+        "client.id": "x",
+    }
+
+
+def test_unknown_key_suggests_the_closest(tmp_path: Path) -> None:
+    path = _config(tmp_path, "bootstrap_server: x:1\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, {}, {})
+    assert "bootstrap_server" in str(err.value)
+    assert "Did you mean 'bootstrap_servers'?" in str(err.value)
+
+
+def test_bad_number_names_its_source() -> None:
+    with pytest.raises(ConfigError, match="environment KAFKA_ARCHIVE_LOCK_TTL_SECONDS"):
+        load_settings(None, {"KAFKA_ARCHIVE_LOCK_TTL_SECONDS": "soon"}, {})
+
+
+def test_invalid_yaml_points_at_the_line(tmp_path: Path) -> None:
+    path = _config(tmp_path, "master: local\n  bad: [\n")
+    with pytest.raises(ConfigError, match=r"archive\.yaml:2:"):
+        load_settings(path, {}, {})
+
+
+def test_missing_bootstrap_lists_every_source(tmp_path: Path) -> None:
+    path = _config(tmp_path, "master: local[1]\n")
+    settings = load_settings(path, {}, {}).settings
+    with pytest.raises(ConfigError) as err:
+        require_bootstrap(settings, path)
+    message = str(err.value)
+    assert "flag --bootstrap-servers" in message
+    assert "KAFKA_ARCHIVE_BOOTSTRAP_SERVERS" in message
+    assert str(path) in message
+
+
+def test_secrets_are_redacted_for_display() -> None:
+    settings = load_settings(
+        None, {}, {"kafka_properties": {"sasl.password": "hunter2", "sasl.username": "me"}}
+    ).settings
+    shown = settings.redacted()["kafka_properties"]["value"]
+    assert shown == {"sasl.password": "***", "sasl.username": "me"}
+    assert "hunter2" not in repr(settings.redacted())
