@@ -22,6 +22,7 @@ from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
+from kafka_archive.archiver.status import status as job_status
 from kafka_archive.summary import render_summary
 
 EXIT_USAGE = 2
@@ -211,6 +212,51 @@ def run(
     require_bootstrap(loaded.settings, config)
     result = api.run(loaded.settings, plan, progress=_StderrProgress())
     click.echo(render_summary(result))
+
+
+@cli.command()
+@_run_options
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--max-lag", type=int, metavar="N",
+              help="Exit 1 when any partition lags by more than N records (for cron alerts).")
+def status(
+    kcql_texts: tuple[str, ...],
+    config: Path | None,
+    bootstrap_servers: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    master: str | None,
+    job_name: str | None,
+    kafka_properties: tuple[str, ...],
+    output: str,
+    max_lag: int | None,
+) -> None:
+    """Per partition: archived offset, Kafka end offset, lag, last commit, objects, bytes."""
+    loaded = _load(
+        config,
+        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
+                        kafka_properties),
+    )
+    plan = _plan(kcql_texts, loaded)
+    require_bootstrap(loaded.settings, config)
+    report = job_status(loaded.settings, plan)
+    if output == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(f"job {report.job}")
+        click.echo(f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10}  last commit")
+        for row in report.partitions:
+            archived = "-" if row.archived_offset is None else str(row.archived_offset)
+            click.echo(
+                f"  {row.topic + '-' + str(row.partition):<32} {archived:>12} "
+                f"{row.end_offset:>12} {row.lag:>10}  {row.last_commit or 'never'}"
+            )
+    if max_lag is not None and report.max_lag > max_lag:
+        click.echo(
+            f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True
+        )
+        raise click.exceptions.Exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

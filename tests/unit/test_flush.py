@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.flush import ChunkStats, interval_elapsed, is_full
+from kafka_archive.archiver.flush import (
+    ChunkStats,
+    OpenSpan,
+    commit_cut,
+    interval_elapsed,
+    is_full,
+)
 from kafka_archive.kcql.plan import FlushPolicy
 
 POLICY = FlushPolicy(count=3, size=100, interval_seconds=60)
@@ -47,3 +53,46 @@ def test_full_is_exactly_either_limit(count: int, records: int, size: int, writt
     assert is_full(policy, ChunkStats(records, written, None)) == (
         records >= count or written >= size
     )
+
+
+spans_strategy = st.lists(
+    st.tuples(st.integers(0, 200), st.integers(0, 50), st.one_of(st.none(), st.integers(0, 100))),
+    max_size=8,
+).map(
+    lambda items: [
+        OpenSpan(first, first + length, ts) for first, length, ts in items
+    ]
+)
+
+
+@given(spans=spans_strategy, written_end=st.integers(-1, 150), young_after=st.integers(0, 100))
+def test_commit_cut_is_clean_and_holds_the_most(
+    spans: list[OpenSpan], written_end: int, young_after: int
+) -> None:
+    stop = 300
+    cut = commit_cut(spans, written_end, stop, young_after)
+    if cut == stop:
+        return
+    assert cut > written_end, "every uploaded object ends before the cut"
+    assert not any(s.first_offset < cut <= s.last_offset for s in spans), "nothing straddles"
+    assert any(
+        s.first_offset == cut and s.first_timestamp is not None and s.first_timestamp > young_after
+        for s in spans
+    ), "the cut starts a young object"
+    for s in spans:  # no smaller clean young start exists
+        young = s.first_timestamp is not None and s.first_timestamp > young_after
+        if young and written_end < s.first_offset < cut:
+            assert any(o.first_offset < s.first_offset <= o.last_offset for o in spans)
+
+
+def test_commit_cut_without_partitionby_holds_the_young_tail() -> None:
+    tail = [OpenSpan(500, 620, first_timestamp=10_000)]
+    assert commit_cut(tail, written_end=499, stop=621, young_after_ms=9_000) == 500
+    assert commit_cut(tail, written_end=499, stop=621, young_after_ms=10_000) == 621
+
+
+def test_commit_cut_never_splits_an_object_already_uploaded() -> None:
+    # Path X rolled an object ending at 250 while path Y's young tail began at 50:
+    # committing 50 would make the next run write X's records 50..250 again.
+    young_y = [OpenSpan(50, 260, first_timestamp=10_000)]
+    assert commit_cut(young_y, written_end=250, stop=300, young_after_ms=0) == 300

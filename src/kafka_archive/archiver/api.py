@@ -85,7 +85,7 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
             work = jobs.plan_work(
                 plan, partitions, store=store, admin=admin, settings=settings, job=job,
-                run_id=run_id,
+                run_id=run_id, now_ms=int(time.time() * 1000),
             )
             results: list[Any] = []
             if work.units:

@@ -54,6 +54,8 @@ class ChunkSet:
         self._open: dict[tuple[str, ...], OpenChunk] = {}
         self.written: list[ObjectWritten] = []
         self.marker_keys: list[str] = []
+        # The last offset in any object uploaded so far (start - 1 before the first).
+        self.written_end = unit.start - 1
 
     def add(self, record: Record, values: tuple[str, ...] = ()) -> None:
         """Write one record; raises the format's BadRecordError with nothing of it written."""
@@ -102,6 +104,7 @@ class ChunkSet:
                 )
             )
             self._store.upload_file(target.bucket, chunk.key, chunk.path)
+            self.written_end = max(self.written_end, chunk.last_offset)
             self.written.append(
                 ObjectWritten(
                     key=chunk.key,
@@ -120,8 +123,28 @@ class ChunkSet:
         for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
             self._roll(values)
 
+    def finish(self, stop: int, young_after_ms: int | None) -> int:
+        """End the unit: upload what may be committed and return the commit offset.
+
+        With ``young_after_ms`` set, open chunks whose first record is newer than it are held
+        back (not uploaded; the next run reads them again) to avoid a crop of small files;
+        :func:`flush.commit_cut` picks the clean cut.
+        """
+        cut = stop
+        if young_after_ms is not None:
+            spans = [
+                flush.OpenSpan(c.first_offset, c.last_offset, c.first_timestamp)
+                for c in self._open.values()
+            ]
+            cut = flush.commit_cut(spans, self.written_end, stop, young_after_ms)
+        for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
+            if self._open[values].first_offset < cut:
+                self._roll(values)
+        self.discard_all()  # what is left starts at or after the cut: held back
+        return cut
+
     def discard_all(self) -> None:
-        """Drop every open chunk without uploading (a failed unit)."""
+        """Drop every open chunk without uploading (held back, or a failed unit)."""
         for chunk in self._open.values():
             chunk.file.close()
             chunk.path.unlink(missing_ok=True)

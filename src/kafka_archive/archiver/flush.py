@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafka_archive.kcql.plan import FlushPolicy
@@ -30,3 +31,38 @@ def interval_elapsed(policy: FlushPolicy, stats: ChunkStats, timestamp: int | No
     if timestamp is None or stats.first_timestamp is None or stats.records == 0:
         return False
     return timestamp - stats.first_timestamp >= policy.interval_seconds * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSpan:
+    """An open object at the end of a unit: its first and last offsets and first time."""
+
+    first_offset: int
+    last_offset: int
+    first_timestamp: int | None
+
+
+def commit_cut(
+    open_spans: Sequence[OpenSpan], written_end: int, stop: int, young_after_ms: int
+) -> int:
+    """Where a unit may commit when young open objects are held back.
+
+    The result ``c`` is a clean cut: every object already uploaded ends before it
+    (``written_end < c``) and no open object straddles it (``first < c <= last``), so open
+    objects split into those flushed now (ending before ``c``) and those held back (starting
+    at or after ``c``, read again by the next run). Among the first offsets of young objects
+    (first record newer than ``young_after_ms``) the smallest clean one is chosen, which
+    holds back the most; if there is none, ``stop`` (everything is flushed).
+    """
+    young = sorted(
+        s.first_offset
+        for s in open_spans
+        if s.first_timestamp is not None and s.first_timestamp > young_after_ms
+    )
+    for candidate in young:
+        if candidate <= written_end:
+            continue
+        if any(s.first_offset < candidate <= s.last_offset for s in open_spans):
+            continue
+        return candidate
+    return stop

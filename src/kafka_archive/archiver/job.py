@@ -92,11 +92,16 @@ def plan_work(
     settings: Settings,
     job: str,
     run_id: str,
+    now_ms: int,
+    hold_tails: bool = False,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
     For each partition: load its state, remove what a crashed attempt left beyond the
-    committed offset, and fix the stop offset for this run from a fetch.
+    committed offset, and fix the stop offset for this run from a fetch. The driver's clock
+    ``now_ms`` fixes which open objects count as young (held back at the end) when the route
+    states a flush interval or ``hold_tails`` (continuous mode) is set, so that every
+    attempt of a task makes the same decision.
     """
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
@@ -163,6 +168,11 @@ def plan_work(
                     state_etag=loaded.etag,
                     prior=prior,
                     until_ms=settings.until_ms,
+                    young_after_ms=(
+                        now_ms - route.flush.interval_seconds * 1000
+                        if route.flush.interval_set or hold_tails
+                        else None
+                    ),
                 )
             )
     return WorkPlan(tuple(units), tuple(skipped), recovered)

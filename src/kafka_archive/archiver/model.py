@@ -44,6 +44,8 @@ class WorkUnit:
     state_etag: str | None = None
     prior: Totals = Totals()
     until_ms: int | None = None
+    # Open objects whose first record is newer than this (ms) are held back at the end.
+    young_after_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

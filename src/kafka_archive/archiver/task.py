@@ -113,8 +113,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
                             "skip the record (error policy) and run again",
                             committed=partial,
                         )
-            next_offset = reader.next_offset
-        chunks.flush_all()
+            next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
         return _commit(unit, store, chunks, next_offset, started)
     except errors.ArchiveError as exc:
         chunks.discard_all()
