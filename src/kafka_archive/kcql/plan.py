@@ -157,6 +157,12 @@ class Envelope:
     metadata: bool = True
 
 
+ALL_TOPICS = "*"
+"""The topic of ``FROM `*```: every topic the job is given (a topics list or regex option)."""
+
+DEFAULT_TIMEZONE = "UTC"
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     """One statement: which topic goes where, in what shape.
@@ -176,6 +182,16 @@ class Route:
     envelope: Envelope = Envelope()
     properties: tuple[tuple[str, str], ...] = ()
     span: Span | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def all_topics(self) -> bool:
+        """Whether this route reads every topic the job is given (``FROM `*```)."""
+        return self.topic == ALL_TOPICS
+
+    @property
+    def timezone(self) -> str:
+        """The IANA time zone of ``_date.<pattern>`` partitions (``'partition.timezone'``)."""
+        return self.property("partition.timezone") or DEFAULT_TIMEZONE
 
     def property(self, key: str, default: str | None = None) -> str | None:
         """The value of one PROPERTIES entry, or ``default``."""
