@@ -1,0 +1,54 @@
+"""The seam between the chunking runtime and the encoders of each STOREAS format."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import BinaryIO, Protocol
+
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import Format, Route
+
+
+class BadRecordError(ValueError):
+    """A record cannot be stored in the chosen format. The message never holds payload."""
+
+
+class FormatWriter(Protocol):
+    """Encodes records into one object's bytes, streaming into ``sink``.
+
+    A writer is created for one object, receives records in offset order, and is closed
+    once. ``write`` raises :class:`BadRecordError` without having written anything of that
+    record. ``bytes_written`` counts what has reached ``sink`` so far (flush by size uses
+    it). ``close`` writes any footer and flushes, but does not close ``sink``.
+    """
+
+    def write(self, record: Record) -> None: ...
+
+    def bytes_written(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class WriterFactory(Protocol):
+    def __call__(self, sink: BinaryIO, route: Route) -> FormatWriter: ...
+
+
+def _registry() -> Mapping[Format, WriterFactory]:
+    from kafka_archive.archiver.formats import bytes_, json_, text
+
+    return MappingProxyType(
+        {
+            Format.JSON: json_.JsonWriter,
+            Format.TEXT: text.TextWriter,
+            Format.BYTES: bytes_.BytesWriter,
+        }
+    )
+
+
+def writer_for(fmt: Format) -> WriterFactory:
+    """The writer class for a format; raises NotImplementedError for one not built yet."""
+    writers = _registry()
+    if fmt not in writers:
+        raise NotImplementedError(f"STOREAS {fmt.value} is not supported yet")
+    return writers[fmt]

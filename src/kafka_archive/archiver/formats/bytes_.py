@@ -1,0 +1,58 @@
+"""STOREAS BYTES: raw values, each framed by its length so any byte sequence round-trips."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import Route
+
+_LENGTH = struct.Struct(">q")
+TOMBSTONE = -1
+
+
+class BytesWriter:
+    """Writes each value as an 8-byte big-endian signed length, then the value's bytes.
+
+    A tombstone (null value) is written as length -1 with no bytes, so it stays distinct
+    from an empty value (length 0).
+    """
+
+    def __init__(self, sink: BinaryIO, route: Route) -> None:
+        self._sink = sink
+        self._written = 0
+
+    def write(self, record: Record) -> None:
+        value = record.value
+        if value is None:
+            self._sink.write(_LENGTH.pack(TOMBSTONE))
+            self._written += _LENGTH.size
+            return
+        self._sink.write(_LENGTH.pack(len(value)))
+        self._sink.write(value)
+        self._written += _LENGTH.size + len(value)
+
+    def bytes_written(self) -> int:
+        return self._written
+
+    def close(self) -> None:
+        self._sink.flush()
+
+
+def read_values(data: bytes) -> Iterator[bytes | None]:
+    """Split a BYTES object back into its values (None for a tombstone)."""
+    pos = 0
+    while pos < len(data):
+        if pos + _LENGTH.size > len(data):
+            raise ValueError(f"truncated length frame at byte {pos}")
+        (length,) = _LENGTH.unpack_from(data, pos)
+        pos += _LENGTH.size
+        if length == TOMBSTONE:
+            yield None
+            continue
+        if length < 0 or pos + length > len(data):
+            raise ValueError(f"bad length {length} at byte {pos - _LENGTH.size}")
+        yield data[pos : pos + length]
+        pos += length

@@ -1,0 +1,45 @@
+"""STOREAS JSON: JSON Lines, one record value per line."""
+
+from __future__ import annotations
+
+import json
+from typing import BinaryIO
+
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import Route
+
+
+class JsonWriter:
+    """Writes each value as one line of JSON.
+
+    A value that is already compact JSON on one line is copied as it is; a value spread over
+    several lines is re-serialized compactly; a tombstone becomes ``null``. A value that is
+    not JSON raises :class:`BadRecordError`.
+    """
+
+    def __init__(self, sink: BinaryIO, route: Route) -> None:
+        self._sink = sink
+        self._written = 0
+
+    def write(self, record: Record) -> None:
+        value = record.value
+        if value is None:
+            line = b"null\n"
+        else:
+            try:
+                parsed = json.loads(value)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
+            if b"\n" in value or b"\r" in value:
+                line = json.dumps(parsed, separators=(",", ":")).encode() + b"\n"
+            else:
+                line = value.strip() + b"\n"
+        self._sink.write(line)
+        self._written += len(line)
+
+    def bytes_written(self) -> int:
+        return self._written
+
+    def close(self) -> None:
+        self._sink.flush()
