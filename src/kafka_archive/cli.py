@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +23,15 @@ from kafka_archive import __version__, kcql
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
-from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
+from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.settings import (
+    LoadedConfig,
+    Settings,
+    load_settings,
+    require_bootstrap,
+)
 from kafka_archive.archiver.status import status as job_status
-from kafka_archive.summary import render_summary
+from kafka_archive.summary import human_bytes, render_summary
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -184,6 +192,14 @@ def plan_command(
               help="Archive at most N offsets of each partition in this run (backfills).")
 @click.option("--until", metavar="TIME",
               help="Stop each partition before its first record at or after this ISO-8601 time.")
+@click.option("--follow", is_flag=True,
+              help="Keep archiving in micro-batches until SIGTERM/SIGINT.")
+@click.option("--poll-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              metavar="SECONDS", help="With --follow: pause between micro-batches.")
+@click.option("--shutdown-timeout", type=click.FloatRange(min=1), default=60.0,
+              show_default=True, metavar="SECONDS",
+              help="With --follow: how long a stop request waits for the current batch to "
+              "commit before its Spark jobs are cancelled.")
 def run(
     kcql_texts: tuple[str, ...],
     config: Path | None,
@@ -196,8 +212,11 @@ def run(
     start: str | None,
     max_records_per_partition: int | None,
     until: str | None,
+    follow: bool,
+    poll_interval: float,
+    shutdown_timeout: float,
 ) -> None:
-    """Archive every new record of the KCQL's topics to S3, then exit."""
+    """Archive every new record of the KCQL's topics to S3, then exit (or --follow)."""
     loaded = _load(
         config,
         {
@@ -210,8 +229,44 @@ def run(
     )
     plan = _plan(kcql_texts, loaded)
     require_bootstrap(loaded.settings, config)
+    if follow:
+        _follow(loaded.settings, plan, poll_interval, shutdown_timeout)
+        return
     result = api.run(loaded.settings, plan, progress=_StderrProgress())
     click.echo(render_summary(result))
+
+
+def _follow(settings: Settings, plan: kcql.Plan, poll: float, shutdown_timeout: float) -> None:
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        if stop.is_set():
+            return
+        click.echo(
+            f"kafka-archive: {signal.Signals(signum).name}: finishing the current batch "
+            f"(at most {shutdown_timeout:.0f}s)",
+            err=True,
+        )
+        stop.set()
+        timer = threading.Timer(shutdown_timeout, api.cancel_spark_jobs)
+        timer.daemon = True
+        timer.start()
+
+    def on_batch(result: RunResult) -> None:
+        if result.records:
+            click.echo(render_summary(result))
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        totals = api.follow(settings, plan, poll_seconds=poll, stop=stop, on_batch=on_batch,
+                            progress=_StderrProgress())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo(
+        f"stopped after {totals.batches} batch(es): {totals.records} records, "
+        f"{human_bytes(totals.bytes)}, {totals.objects} object(s) in {totals.seconds:.1f} s"
+    )
 
 
 @cli.command()

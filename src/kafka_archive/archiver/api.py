@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
@@ -63,6 +65,75 @@ def _locks(store: S3Store, plan: Plan, job: str, run_id: str, ttl: int) -> Itera
         yield
 
 
+class _Archiver:
+    """One job's open session: preflight done, locks held, Spark started on first need."""
+
+    def __init__(
+        self, settings: Settings, plan: Plan, store: S3Store, admin: KafkaAdmin, job: str,
+        run_id: str, progress: Progress,
+    ) -> None:
+        self.settings, self.plan, self.store, self.admin = settings, plan, store, admin
+        self.job, self.run_id, self.progress = job, run_id, progress
+        self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
+        self._spark: Any = None
+        self._owned = False
+
+    def batch(self, *, hold_tails: bool) -> RunResult:
+        """Archive from each committed offset to the end as of now; raise the first failure."""
+        started = time.monotonic()
+        work = jobs.plan_work(
+            self.plan, self.partitions, store=self.store, admin=self.admin,
+            settings=self.settings, job=self.job, run_id=self.run_id,
+            now_ms=int(time.time() * 1000), hold_tails=hold_tails,
+        )
+        results: list[Any] = []
+        if work.units:
+            self.progress.step(
+                f"archiving {len(work.units)} partition(s) with Spark ({self.settings.master})"
+            )
+            if self._spark is None:
+                self._spark, self._owned = spark_session(self.settings, f"kafka-archive {self.job}")
+            results = jobs.run_units_on_spark(self._spark, work.units, self.settings)
+        done, failures = jobs.split_results(results)
+        _commit_group(self.admin, done)
+        outcome = RunResult(
+            job=self.job,
+            run_id=self.run_id,
+            units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
+            skipped=work.skipped,
+            seconds=time.monotonic() - started,
+        )
+        if failures:
+            error: ArchiveError = failures[0].to_error()
+            error.result = outcome
+            raise error
+        return outcome
+
+    def close(self) -> None:
+        if self._spark is not None and self._owned:
+            self._spark.stop()
+        self._spark = None
+
+
+@contextlib.contextmanager
+def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_Archiver]:
+    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
+    run_id = jobs.new_run_id()
+    store = S3Store(settings.s3)
+    for bucket in sorted({r.target.bucket for r in plan.routes}):
+        store.check_bucket(bucket)
+    with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
+        archiver = _Archiver(settings, plan, store, admin, job, run_id, progress)
+        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds):
+            aborted = jobs.abort_stale_uploads(store, plan.routes)
+            if aborted:
+                log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+            try:
+                yield archiver
+            finally:
+                archiver.close()
+
+
 def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> RunResult:
     """Archive every route of the plan from its committed offset to the current end.
 
@@ -70,48 +141,76 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
     that succeeded before another failed keep their commits (each partition is its own
     exactly-once stream), and the error of the first failed unit is raised.
     """
-    progress = progress or NullProgress()
     started = time.monotonic()
-    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
-    run_id = jobs.new_run_id()
-    store = S3Store(settings.s3)
-    for bucket in sorted({r.target.bucket for r in plan.routes}):
-        store.check_bucket(bucket)
-    with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
-        partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
-        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds):
-            aborted = jobs.abort_stale_uploads(store, plan.routes)
-            if aborted:
-                log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
-            work = jobs.plan_work(
-                plan, partitions, store=store, admin=admin, settings=settings, job=job,
-                run_id=run_id, now_ms=int(time.time() * 1000),
+    with _archiver(settings, plan, progress or NullProgress()) as archiver:
+        result = archiver.batch(hold_tails=False)
+    return dataclasses.replace(result, seconds=time.monotonic() - started)
+
+
+FOLLOW_BATCH_LIMIT = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowResult:
+    job: str
+    run_id: str
+    batches: int
+    records: int
+    bytes: int
+    objects: int
+    seconds: float
+
+
+def follow(
+    settings: Settings,
+    plan: Plan,
+    *,
+    poll_seconds: float,
+    stop: threading.Event,
+    on_batch: Callable[[RunResult], None],
+    progress: Progress | None = None,
+) -> FollowResult:
+    """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
+
+    Each micro-batch is a bounded run (at most ``max_records_per_partition`` offsets per
+    partition, default 1,000,000, so a stop request is served soon) that holds back young
+    tails (the route's flush interval, default one hour, on the driver's clock): objects
+    roll by count and size as records arrive, and by interval even when none do. The lock
+    and the SparkSession stay up between batches. Setting ``stop`` lets the current batch
+    finish and commit.
+    """
+    if settings.max_records_per_partition is None:
+        settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
+    started = time.monotonic()
+    batches = records = size = objects = 0
+    with _archiver(settings, plan, progress or NullProgress()) as archiver:
+        while True:
+            result = archiver.batch(hold_tails=True)
+            batches += 1
+            records, size, objects = (
+                records + result.records, size + result.bytes, objects + result.objects
             )
-            results: list[Any] = []
-            if work.units:
-                progress.step(
-                    f"archiving {len(work.units)} partition(s) with Spark ({settings.master})"
-                )
-                spark, owned = spark_session(settings, f"kafka-archive {job}")
-                try:
-                    results = jobs.run_units_on_spark(spark, work.units, settings)
-                finally:
-                    if owned:
-                        spark.stop()
-            done, failures = jobs.split_results(results)
-            _commit_group(admin, done)
-    outcome = RunResult(
-        job=job,
-        run_id=run_id,
-        units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
-        skipped=work.skipped,
+            on_batch(result)
+            if stop.wait(poll_seconds):
+                break
+    return FollowResult(
+        job=archiver.job,
+        run_id=archiver.run_id,
+        batches=batches,
+        records=records,
+        bytes=size,
+        objects=objects,
         seconds=time.monotonic() - started,
     )
-    if failures:
-        error: ArchiveError = failures[0].to_error()
-        error.result = outcome
-        raise error
-    return outcome
+
+
+def cancel_spark_jobs() -> None:
+    """Cancel whatever the driver's SparkContext is running (a bounded shutdown gave up)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        context.cancelAllJobs()
 
 
 def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
