@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
@@ -48,8 +49,11 @@ def spark_session(settings: Settings, app_name: str) -> tuple[Any, bool]:
         .config("spark.task.maxFailures", "4")
     )
     if settings.master.startswith("local"):
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-            "spark.driver.host", "127.0.0.1"
+        log_config = Path(__file__).with_name("log4j2.properties")
+        builder = (
+            builder.config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,35 @@
+# kafka-archive: make demo | make test | make lint
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-unit test-integration lint install clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null 2>&1 || { echo "Spark needs Java 17+: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python samples/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest -m "not integration"
+
+test-integration: $(STAMP)
+	$(BIN)/python -m pytest -m integration
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests samples
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
