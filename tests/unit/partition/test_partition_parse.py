@@ -1,0 +1,95 @@
+"""parse_key reads back what object_key wrote, for every layout, and rejects foreign keys."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from partition_helpers import COUNTRY, KIND, T, route
+from test_partition_keys import OFFSET, TIMESTAMP, TPS, _accepted, routes_and_values
+
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.partition.keys import object_group, object_key
+from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.partition.parse import ParsedKey, listing_prefix, parse_key
+from kafka_archive.kcql.plan import KeyNaming, Padding, Route
+
+TP = TopicPartition("orders", 3)
+
+
+@settings(max_examples=300)
+@given(routes_and_values(), TPS, OFFSET, TIMESTAMP)
+def test_parse_inverts_object_key(
+    case: tuple[Route, tuple[str | None, ...]],
+    tp: TopicPartition,
+    offset: int,
+    timestamp_ms: int | None,
+) -> None:
+    r, values = case
+    _accepted(r)
+    layout = layout_for(r)
+    group = object_group(r, values, timestamp_ms=timestamp_ms)
+    key = object_key(r, tp, offset, values, timestamp_ms=timestamp_ms)
+    assert parse_key(layout, key) == ParsedKey(tp, offset, group)
+    assert key.startswith(listing_prefix(layout))
+
+
+@pytest.mark.parametrize(
+    ("r", "values", "key"),
+    [
+        (route(), (), "archive/orders/3/000000000042.json"),
+        (
+            route(partition_by=(COUNTRY, KIND)),
+            ("DE", None),
+            "archive/DE/(missing)/orders(3_000000000042).json",
+        ),
+        (route(layout="confluent"), (), "archive/orders/partition=3/orders+3+000000000042.json"),
+        (
+            route(layout="hive"),
+            (),
+            "archive/orders/year=2024/month=05/day=06/hour=13/orders+3+000000000042.json",
+        ),
+    ],
+)
+def test_known_keys(r: Route, values: tuple[str | None, ...], key: str) -> None:
+    assert object_key(r, TP, 42, values, timestamp_ms=T) == key
+    parsed = parse_key(layout_for(r), key)
+    assert parsed is not None
+    assert (parsed.tp, parsed.start_offset) == (TP, 42)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "archive/orders/3/000000000042.parquet",  # another format
+        "archive/orders/3/42x.json",  # not a number
+        "archive/orders/x/000000000042.json",
+        "other/orders/3/000000000042.json",  # another prefix
+        "archive/.kafka-archive/job/state/orders/3.json",  # the runtime's own objects
+        "archive/orders/3/sub/000000000042.json",
+    ],
+)
+def test_foreign_keys_are_not_parsed(key: str) -> None:
+    assert parse_key(layout_for(route()), key) is None
+
+
+def test_left_padding_of_zero_and_unpadded_offsets() -> None:
+    layout = layout_for(route())
+    parsed = parse_key(layout, "archive/orders/0/000000000000.json")
+    assert parsed is not None and parsed.start_offset == 0
+    unpadded = layout_for(route(naming=KeyNaming(padding=Padding.NONE)))
+    parsed = parse_key(unpadded, "archive/orders/0/7.json")
+    assert parsed is not None and parsed.start_offset == 7
+
+
+def test_repeated_template_placeholders_must_agree() -> None:
+    layout = layout_for(route(layout_template="{topic}/{partition}/{topic}+{offset}.{ext}"))
+    assert parse_key(layout, "archive/orders/1/orders+5.json") == ParsedKey(
+        TopicPartition("orders", 1), 5, ()
+    )
+    assert parse_key(layout, "archive/orders/1/other+5.json") is None
+
+
+def test_listing_prefix_stops_at_the_first_placeholder() -> None:
+    assert listing_prefix(layout_for(route())) == "archive/"
+    template = route(layout_template="data/{topic}/{partition}/{offset}.{ext}")
+    assert listing_prefix(layout_for(template)) == "archive/data/"
