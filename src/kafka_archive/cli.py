@@ -31,7 +31,8 @@ from kafka_archive.archiver.settings import (
     require_bootstrap,
 )
 from kafka_archive.archiver.status import status as job_status
-from kafka_archive.summary import human_bytes, render_summary
+from kafka_archive.archiver.verify import to_json as verify_json
+from kafka_archive.summary import human_bytes, render_summary, render_verify
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -314,12 +315,52 @@ def status(
         raise click.exceptions.Exit(1)
 
 
+@cli.command()
+@_run_options
+@click.option("--offline", is_flag=True,
+              help="Check the archive alone (objects, overlaps, state), without Kafka.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def verify(
+    kcql_texts: tuple[str, ...],
+    config: Path | None,
+    bootstrap_servers: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    master: str | None,
+    job_name: str | None,
+    kafka_properties: tuple[str, ...],
+    offline: bool,
+    output: str,
+) -> None:
+    """Check that every archived record is in exactly one object and matches Kafka.
+
+    Exits 0 when the archive is clean, 1 with every discrepancy listed when it is not.
+    """
+    loaded = _load(
+        config,
+        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
+                        kafka_properties),
+    )
+    plan = _plan(kcql_texts, loaded)
+    if not offline:
+        require_bootstrap(loaded.settings, config)
+    result = api.verify(loaded.settings, plan, offline=offline, progress=_StderrProgress())
+    if output == "json":
+        click.echo(json.dumps(verify_json(result), indent=2))
+    else:
+        click.echo(render_verify(result))
+    if not result.clean:
+        raise click.exceptions.Exit(1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of raising (tests call this directly)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="kafka-archive", standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of an Exit.
+        code = cli.main(args=args, prog_name="kafka-archive", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
@@ -352,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             err=True,
         )
         return EXIT_INTERNAL
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.verify import VerifyResult
 
 
 def human_bytes(size: int) -> str:
@@ -34,5 +35,46 @@ def render_summary(result: RunResult) -> str:
     lines.append(
         f"total: {result.records} records, {human_bytes(result.bytes)}, {result.objects} "
         f"object(s) in {result.seconds:.1f} s ({rate:.2f} MB/s)"
+    )
+    return "\n".join(lines)
+
+
+def _span(first: int | None, last: int | None) -> str:
+    if first is None:
+        return ""
+    return f"offset {first}" if last in (None, first) else f"offsets {first}..{last}"
+
+
+def render_verify(result: VerifyResult) -> str:
+    """Per partition: what was checked and every discrepancy, then the verdict."""
+    how = "offline (objects and state only)" if result.offline else "against Kafka"
+    lines = [f"job {result.job}: verified {how}"]
+    for v in result.partitions:
+        checked = (
+            f"offsets {v.checked_from}..{v.checked_to - 1} compared"
+            if v.checked_from is not None and v.checked_to is not None
+            else "nothing compared with Kafka"
+        )
+        verdict = "ok" if v.clean else f"{len(v.discrepancies)} problem(s)"
+        committed = "no state" if v.committed is None else f"committed up to {v.committed}"
+        lines.append(
+            f"  {v.tp}: {verdict} ({committed}; {v.objects} object(s), {v.records} records; "
+            f"{checked})"
+        )
+        for d in v.discrepancies:
+            where = " ".join(part for part in (_span(d.first_offset, d.last_offset), d.key) if part)
+            lines.append(f"    {where}: {d.problem}" if where else f"    {d.problem}")
+        if v.unverifiable_objects:
+            lines.append(f"    note: {v.unverifiable_objects} object(s) begin before Kafka's "
+                         "retained offsets and were checked offline only")  # fmt: skip
+        if v.unarchivable_records:
+            lines.append(f"    note: {v.unarchivable_records} record(s) cannot be stored in "
+                         "this format and are not expected in the archive")  # fmt: skip
+        lines.extend(f"    note: {note}" for note in v.notes)
+    problems = sum(len(v.discrepancies) for v in result.partitions)
+    lines.append(
+        f"{'clean' if result.clean else 'NOT CLEAN'}: {len(result.partitions)} partition(s), "
+        f"{result.objects} object(s), {result.records} records, {problems} problem(s) "
+        f"in {result.seconds:.1f} s"
     )
     return "\n".join(lines)

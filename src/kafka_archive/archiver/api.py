@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, UnitResult
@@ -224,3 +225,27 @@ def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
         admin.commit_group(offsets)
     except Exception as exc:  # the archive is committed; a lag-tool mirror must not fail it
         log.warning("could not commit offsets to the consumer group: %s", exc)
+
+
+def verify(
+    settings: Settings, plan: Plan, *, offline: bool, progress: Progress | None = None
+) -> verifying.VerifyResult:
+    """Check the archive of every route: offline (objects and state), or also against Kafka.
+
+    The checks run as Spark tasks, one per partition, like :func:`run`; Spark is started
+    only when there is something to check.
+    """
+    progress = progress or NullProgress()
+    started = time.monotonic()
+    job, checks = verifying.prepare(settings, plan, offline=offline)
+    session: Any = None
+    owned = False
+    if checks:
+        progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
+        session, owned = spark_session(settings, f"kafka-archive verify {job}")
+    try:
+        verdicts = verifying.run_checks(checks, settings, session)
+    finally:
+        if owned:
+            session.stop()
+    return verifying.VerifyResult(job, offline, verdicts, time.monotonic() - started)

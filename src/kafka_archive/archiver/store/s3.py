@@ -178,6 +178,13 @@ class S3Store:
                 )
 
     def list_keys(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[str]:
+        for key, _ in self.list_objects(bucket, prefix, start_after):
+            yield key
+
+    def list_objects(
+        self, bucket: str, prefix: str, start_after: str = ""
+    ) -> Iterator[tuple[str, int]]:
+        """(key, size) of every object under ``prefix``, in key order."""
         paginator = self._client.get_paginator("list_objects_v2")
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         if start_after:
@@ -185,7 +192,7 @@ class S3Store:
         try:
             for page in paginator.paginate(**kwargs):
                 for item in page.get("Contents", []):
-                    yield item["Key"]
+                    yield item["Key"], int(item.get("Size", 0))
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "list", bucket, prefix) from None
 

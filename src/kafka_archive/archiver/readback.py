@@ -1,0 +1,95 @@
+"""Read archived objects back into records, and say how a Kafka record should read back.
+
+``read_object`` decodes an object's bytes with the format's own framing (it never guesses);
+``stored_form`` gives the form a Kafka record takes in that format, so that ``verify`` can
+compare the archive with Kafka record by record. A damaged object (cut short, not the
+format) raises :class:`UnreadableObject`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from kafka_archive.archiver.formats.bytes_ import read_values
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import Format
+
+
+class UnreadableObject(ValueError):
+    """An object's bytes do not decode in its format (truncated or corrupt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record as an object holds it. ``offset`` is known only where the format keeps it."""
+
+    value: Any
+    offset: int | None = None
+
+
+def _lines(data: bytes) -> list[bytes]:
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        raise UnreadableObject("the last line has no line break (the object is cut short)")
+    return data[:-1].split(b"\n")
+
+
+def _read_json(data: bytes) -> list[StoredRecord]:
+    out = []
+    for number, line in enumerate(_lines(data), start=1):
+        try:
+            out.append(StoredRecord(json.loads(line)))
+        except ValueError:
+            raise UnreadableObject(f"line {number} is not JSON") from None
+    return out
+
+
+def _read_text(data: bytes) -> list[StoredRecord]:
+    try:
+        return [StoredRecord(line.decode("utf-8")) for line in _lines(data)]
+    except UnicodeDecodeError:
+        raise UnreadableObject("not UTF-8 text") from None
+
+
+def _read_bytes(data: bytes) -> list[StoredRecord]:
+    try:
+        return [StoredRecord(value) for value in read_values(data)]
+    except ValueError as exc:
+        raise UnreadableObject(str(exc)) from None
+
+
+_READERS: Mapping[Format, Callable[[bytes], list[StoredRecord]]] = MappingProxyType(
+    {Format.JSON: _read_json, Format.TEXT: _read_text, Format.BYTES: _read_bytes}
+)
+
+
+def can_read(fmt: Format) -> bool:
+    return fmt in _READERS
+
+
+def read_object(fmt: Format, data: bytes) -> list[StoredRecord]:
+    """The records of one object, in the order they were written.
+
+    Raises:
+        UnreadableObject: the bytes are not a complete object of ``fmt``.
+        NotImplementedError: reading ``fmt`` back is not supported.
+    """
+    reader = _READERS.get(fmt)
+    if reader is None:
+        raise NotImplementedError(f"reading STOREAS {fmt.value} objects back is not supported yet")
+    return reader(data)
+
+
+def stored_form(fmt: Format, record: Record) -> Any:
+    """What ``read_object`` returns as the value of ``record`` archived in ``fmt``."""
+    value = record.value
+    if fmt is Format.JSON:
+        return None if value is None else json.loads(value)
+    if fmt is Format.TEXT:
+        return None if value is None else value.decode("utf-8")
+    return value

@@ -1,0 +1,437 @@
+"""``verify``: is every record in the archive exactly once, and does it match Kafka?
+
+Per topic-partition (one Spark task each, like ``run``):
+
+- **Offline** (always): every object decodes in its format and is not empty; no object
+  starts at or beyond the committed offset (a crashed run's leftover); no two objects share
+  a start offset; in a layout with a single group (no PARTITIONBY, no time folders) objects
+  do not overlap, and a gap between two objects is reported as a note (Kafka may have no
+  records there: compaction, transaction markers); the objects the state names exist.
+- **Against Kafka** (unless ``offline``): over the offsets both Kafka still retains and the
+  archive claims (from the first object's start to the committed offset), each record's
+  object is worked out from the key naming itself (the object of its group with the greatest
+  start offset at or below the record's offset, which is how the writer chunked it), and
+  the object's records are compared with Kafka's one by one in the format's stored form:
+  a record missing from the archive, an extra or different record, or an object whose
+  first record is not at its key's start offset is a discrepancy.
+
+Cost: one listing per route, one GET of every object, and one read of the checked offset
+range from Kafka; memory holds one decoded object per open group.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.kafka.reader import KafkaReader
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.partition.keys import object_group
+from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.readback import (
+    StoredRecord,
+    UnreadableObject,
+    read_object,
+    stored_form,
+)
+from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import checkpoint
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.stored import StoredObject, list_partition_objects
+from kafka_archive.kcql.plan import Plan, Route
+
+# Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
+_GROUP = "kafka-archive.verify"
+
+
+@dataclass(frozen=True, slots=True)
+class Discrepancy:
+    """Something wrong in the archive: where (offsets, object) and what."""
+
+    first_offset: int | None
+    last_offset: int | None
+    key: str | None
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCheck:
+    """One verify task: a partition's objects, its state, and Kafka's retained range."""
+
+    route_index: int
+    route: Route
+    tp: TopicPartition
+    committed: int | None
+    state_objects: tuple[str, ...]
+    objects: tuple[StoredObject, ...]
+    low: int | None = None  # None: offline
+    high: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionVerdict:
+    route_index: int
+    tp: TopicPartition
+    committed: int | None
+    objects: int
+    records: int
+    checked_from: int | None
+    checked_to: int | None
+    unverifiable_objects: int
+    unarchivable_records: int
+    discrepancies: tuple[Discrepancy, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.discrepancies
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    job: str
+    offline: bool
+    partitions: tuple[PartitionVerdict, ...]
+    seconds: float
+
+    @property
+    def clean(self) -> bool:
+        return all(p.clean for p in self.partitions)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def objects(self) -> int:
+        return sum(p.objects for p in self.partitions)
+
+
+def group_of(route: Route, record: Record) -> tuple[str | None, ...]:
+    """The object group a record was written to (what places its object, apart from tp)."""
+    if route.partition_by:
+        raise NotImplementedError("checking PARTITIONBY routes against Kafka")
+    return object_group(route, (), timestamp_ms=record.timestamp)
+
+
+class _Events:
+    """Problems found record by record, merged into ranges of consecutive offsets."""
+
+    def __init__(self) -> None:
+        self.out: list[Discrepancy] = []
+        self._open: dict[tuple[str | None, str], tuple[int, int]] = {}
+
+    def add(self, offset: int, key: str | None, problem: str) -> None:
+        span = self._open.get((key, problem))
+        if span is not None and span[1] == offset - 1:
+            self._open[(key, problem)] = (span[0], offset)
+            return
+        if span is not None:
+            self.out.append(Discrepancy(span[0], span[1], key, problem))
+        self._open[(key, problem)] = (offset, offset)
+
+    def close(self) -> list[Discrepancy]:
+        for (key, problem), (first, last) in self._open.items():
+            self.out.append(Discrepancy(first, last, key, problem))
+        self._open.clear()
+        return sorted(self.out, key=lambda d: (d.first_offset or 0, d.key or ""))
+
+
+@dataclass
+class _Cursor:
+    obj: StoredObject
+    records: list[StoredRecord] | None
+    index: int = 0
+
+
+class _PartitionChecker:
+    """Mutable, local to one task: reads objects once, compares, collects problems."""
+
+    def __init__(self, check: PartitionCheck, store: S3Store) -> None:
+        self.check = check
+        self.store = store
+        self.problems: list[Discrepancy] = []
+        self.notes: list[str] = []
+        self.counts: dict[str, int] = {}
+        self.events = _Events()
+        self.unarchivable = 0
+        self.unverifiable = 0
+
+    def problem(self, obj: StoredObject | None, text: str, first: int | None = None,
+                last: int | None = None) -> None:  # fmt: skip
+        self.problems.append(Discrepancy(first, last, obj.key if obj else None, text))
+
+    def load(self, obj: StoredObject) -> list[StoredRecord] | None:
+        data = self.store.get_bytes(self.check.route.target.bucket, obj.key)
+        if data is None:
+            self.problem(obj, "object disappeared while verifying", obj.start_offset)
+            return None
+        try:
+            records = read_object(self.check.route.format, data)
+        except UnreadableObject as exc:
+            self.problem(obj, f"unreadable {self.check.route.format.value} object: {exc}",
+                         obj.start_offset)  # fmt: skip
+            return None
+        self.counts[obj.key] = len(records)
+        if not records:
+            self.problem(obj, "empty object", obj.start_offset)
+        offsets = [r.offset for r in records if r.offset is not None]
+        if offsets and (offsets[0] != obj.start_offset or offsets != sorted(set(offsets))):
+            self.problem(obj, "stored offsets do not start at the key's offset or are not "
+                         "strictly increasing", obj.start_offset)  # fmt: skip
+        return records
+
+    # -- offline ----------------------------------------------------------------------
+
+    def offline(self) -> None:
+        check = self.check
+        committed = check.committed
+        starts: dict[int, StoredObject] = {}
+        for obj in check.objects:
+            if committed is None:
+                self.problem(obj, "object exists but the job has no committed state for "
+                             "this partition", obj.start_offset)  # fmt: skip
+            elif obj.start_offset >= committed:
+                self.problem(obj, f"object starts at or beyond the committed offset "
+                             f"{committed} (left by a crashed run; the next run removes it)",
+                             obj.start_offset)  # fmt: skip
+            other = starts.get(obj.start_offset)
+            if other is not None:
+                self.problem(obj, f"starts at the same offset as {other.key}: the record at "
+                             "that offset is archived twice", obj.start_offset)  # fmt: skip
+            starts[obj.start_offset] = obj
+        keys = {o.key for o in check.objects}
+        for key in check.state_objects:
+            if key not in keys:
+                self.problem(None, f"the state names {key}, which does not exist")
+        for obj in check.objects:
+            if obj.key not in self.counts:
+                self.load(obj)
+        layout = layout_for(check.route)
+        if layout.fields or layout.times:
+            return
+        for before, after in zip(check.objects, check.objects[1:], strict=False):
+            count = self.counts.get(before.key)
+            if count is None:
+                continue
+            end = before.start_offset + count
+            if after.start_offset < end:
+                self.problem(after, f"overlaps {before.key}, which holds {count} records from "
+                             f"offset {before.start_offset}", after.start_offset,
+                             end - 1)  # fmt: skip
+            elif after.start_offset > end:
+                self.notes.append(
+                    f"offsets {end}..{after.start_offset - 1} are in no object: a hole, "
+                    "unless Kafka has no records there (compaction, transaction markers)"
+                )
+
+    # -- against Kafka ----------------------------------------------------------------
+
+    def against_kafka(self, settings: Settings) -> tuple[int | None, int | None]:
+        check = self.check
+        assert check.low is not None and check.high is not None
+        committed = check.committed
+        live = [o for o in check.objects if committed is not None and o.start_offset < committed]
+        if committed is None or not live:
+            return None, None
+        first = max(check.low, live[0].start_offset)
+        last = min(committed, check.high)
+        self.unverifiable = sum(1 for o in live if o.start_offset < check.low)
+        if first >= last:
+            return None, None
+        by_group: dict[tuple[str | None, ...], list[StoredObject]] = {}
+        for obj in live:
+            by_group.setdefault(obj.group, []).append(obj)
+        starts = {g: [o.start_offset for o in objs] for g, objs in by_group.items()}
+        cursors: dict[tuple[str | None, ...], _Cursor] = {}
+        reached: set[str] = set()
+        fmt = check.route.format
+        with KafkaReader(settings.kafka, check.tp, start=first, stop=last, group=_GROUP,
+                         idle_timeout=settings.read_timeout_seconds) as reader:  # fmt: skip
+            for batch in reader.batches():
+                for record in batch:
+                    try:
+                        expected = stored_form(fmt, record)
+                    except ValueError:
+                        self.unarchivable += 1  # refused by the format; never archived
+                        continue
+                    self._compare(record, expected, by_group, starts, cursors, reached, first)
+        for cursor in cursors.values():
+            self._finish(cursor)
+        for obj in live:
+            if obj.start_offset >= first and obj.key not in reached and self.counts.get(obj.key):
+                self.problem(obj, "holds records that belong to no offset of its group in "
+                             "Kafka (a copy?)", obj.start_offset)  # fmt: skip
+        return first, last
+
+    def _compare(
+        self,
+        record: Record,
+        expected: Any,
+        by_group: dict[tuple[str | None, ...], list[StoredObject]],
+        starts: dict[tuple[str | None, ...], list[int]],
+        cursors: dict[tuple[str | None, ...], _Cursor],
+        reached: set[str],
+        first: int,
+    ) -> None:
+        group = group_of(self.check.route, record)
+        index = bisect.bisect_right(starts.get(group, []), record.offset) - 1
+        if index < 0:
+            self.events.add(record.offset, None, "record is in no object")
+            return
+        obj = by_group[group][index]
+        if obj.start_offset < first:
+            return  # the object began before Kafka's retained range
+        cursor = cursors.get(group)
+        if cursor is None or cursor.obj is not obj:
+            if cursor is not None:
+                self._finish(cursor)
+            reached.add(obj.key)
+            cursor = cursors[group] = _Cursor(obj, self.load(obj))
+            if record.offset != obj.start_offset:
+                self.problem(obj, f"the key says the first record is at offset "
+                             f"{obj.start_offset}, but its group's first record from there is "
+                             f"at {record.offset}", obj.start_offset)  # fmt: skip
+        if cursor.records is None:
+            return
+        if cursor.index >= len(cursor.records):
+            self.events.add(record.offset, obj.key, "record missing from its object")
+            return
+        stored = cursor.records[cursor.index]
+        cursor.index += 1
+        if stored.value != expected or stored.offset not in (None, record.offset):
+            self.events.add(record.offset, obj.key, "archived record differs from Kafka")
+
+    def _finish(self, cursor: _Cursor) -> None:
+        if cursor.records is not None and cursor.index < len(cursor.records):
+            extra = len(cursor.records) - cursor.index
+            self.problem(cursor.obj, f"holds {extra} record(s) more than Kafka has for its "
+                         "range (duplicates?)", cursor.obj.start_offset)  # fmt: skip
+
+
+def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
+    """Verify one partition (runs in a Spark task, or in-process)."""
+    checker = _PartitionChecker(check, S3Store(settings.s3))
+    first = last = None
+    if check.low is not None:
+        if check.route.partition_by:
+            checker.notes.append("content not compared with Kafka: PARTITIONBY routes are "
+                                 "checked offline only")  # fmt: skip
+        else:
+            first, last = checker.against_kafka(settings)
+    checker.offline()
+    return PartitionVerdict(
+        route_index=check.route_index,
+        tp=check.tp,
+        committed=check.committed,
+        objects=len(check.objects),
+        records=sum(checker.counts.values()),
+        checked_from=first,
+        checked_to=last,
+        unverifiable_objects=checker.unverifiable,
+        unarchivable_records=checker.unarchivable,
+        discrepancies=tuple(checker.problems + checker.events.close()),
+        notes=tuple(checker.notes),
+    )
+
+
+def _check_all(checks: Iterator[PartitionCheck], settings: Settings) -> Iterator[PartitionVerdict]:
+    for check in checks:
+        yield check_partition(check, settings)
+
+
+def plan_checks(
+    plan: Plan, settings: Settings, store: S3Store, job: str, admin: KafkaAdmin | None
+) -> tuple[PartitionCheck, ...]:
+    """One check per (route, partition): Kafka's partitions, or (offline) the archive's."""
+    checks: list[PartitionCheck] = []
+    kafka_partitions = (
+        admin.partitions(tuple(sorted({r.topic for r in plan.routes}))) if admin else {}
+    )
+    for index, route in enumerate(plan.routes):
+        objects = list_partition_objects(store, route)
+        tps = set(objects)
+        if admin is not None:
+            tps |= {TopicPartition(route.topic, p) for p in kafka_partitions[route.topic]}
+        for tp in sorted(tps):
+            loaded = checkpoint.load(store, route.target, job, tp)
+            committed = loaded.state.next_offset if loaded.state else None
+            low = high = None
+            if admin is not None:
+                marks = admin.watermarks(tp, committed or 0)
+                low, high = marks.low, marks.high
+            checks.append(
+                PartitionCheck(
+                    route_index=index,
+                    route=route,
+                    tp=tp,
+                    committed=committed,
+                    state_objects=loaded.state.last_objects if loaded.state else (),
+                    objects=objects.get(tp, ()),
+                    low=low,
+                    high=high,
+                )
+            )
+    return tuple(checks)
+
+
+def prepare(
+    settings: Settings, plan: Plan, *, offline: bool
+) -> tuple[str, tuple[PartitionCheck, ...]]:
+    """The job name and one check per partition; fails fast on a missing bucket or topic."""
+    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
+    store = S3Store(settings.s3)
+    for bucket in sorted({r.target.bucket for r in plan.routes}):
+        store.check_bucket(bucket)
+    if offline:
+        return job, plan_checks(plan, settings, store, job, None)
+    with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
+        return job, plan_checks(plan, settings, store, job, admin)
+
+
+def run_checks(
+    checks: tuple[PartitionCheck, ...], settings: Settings, spark_session: Any = None
+) -> tuple[PartitionVerdict, ...]:
+    """Run the checks as Spark tasks (in-process without a session), in a stable order."""
+    if spark_session is not None and checks:
+        sc = spark_session.sparkContext
+        verdicts: list[PartitionVerdict] = (
+            sc.parallelize(list(checks), len(checks))
+            .mapPartitions(functools.partial(_check_all, settings=settings))
+            .collect()
+        )
+    else:
+        verdicts = [check_partition(check, settings) for check in checks]
+    return tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
+
+
+def to_json(result: VerifyResult) -> dict[str, Any]:
+    """The JSON contract of ``kafka-archive verify --output json``."""
+    return {
+        "job": result.job,
+        "offline": result.offline,
+        "clean": result.clean,
+        "partitions": [
+            {
+                "topic": v.tp.topic,
+                "partition": v.tp.partition,
+                "committed_offset": v.committed,
+                "checked_from": v.checked_from,
+                "checked_to": v.checked_to,
+                "objects": v.objects,
+                "records": v.records,
+                "unverifiable_objects": v.unverifiable_objects,
+                "unarchivable_records": v.unarchivable_records,
+                "discrepancies": [dataclasses.asdict(d) for d in v.discrepancies],
+                "notes": list(v.notes),
+            }
+            for v in result.partitions
+        ],
+    }
