@@ -354,6 +354,37 @@ def verify(
         raise click.exceptions.Exit(1)
 
 
+@cli.command(name="cat")
+@click.option("--from", "location", required=True, metavar="BUCKET[:PREFIX]",
+              help="Where the archive is (the INSERT INTO target).")
+@click.option("--topic", required=True)
+@click.option("--partition", type=click.IntRange(min=0), required=True)
+@click.option("--offset", type=click.IntRange(min=0), required=True)
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--output", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+@_kcql_option
+@_config_option
+@click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint; absent means AWS.")
+@click.option("--region", help="S3 region.")
+def cat_command(
+    location: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    count: int,
+    output: str,
+    kcql_texts: tuple[str, ...],
+    config: Path | None,
+    endpoint_url: str | None,
+    region: str | None,
+) -> None:
+    """Print archived records of one partition from an offset, as JSON lines."""
+    loaded = _load(config, {"endpoint_url": endpoint_url, "region": region})
+    plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
+    for line in api.cat(loaded.settings, plan, location, topic, partition, offset, count):
+        click.echo(line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of raising (tests call this directly)."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver import lookup
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError
+from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import RunResult, UnitResult
+from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import S3Store
@@ -249,3 +250,39 @@ def verify(
         if owned:
             session.stop()
     return verifying.VerifyResult(job, offline, verdicts, time.monotonic() - started)
+
+
+def cat(
+    settings: Settings,
+    plan: Plan | None,
+    location: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    count: int,
+) -> Iterator[str]:
+    """JSON lines of up to ``count`` archived records of a partition from ``offset`` on.
+
+    Without a plan the archive must use the default layout (its format is told by the
+    objects' extension); with one, the route writing ``topic`` to ``location`` is used.
+    """
+    target = lookup.parse_location(location)
+    tp = TopicPartition(topic, partition)
+    store = S3Store(settings.s3)
+    store.check_bucket(target.bucket)
+    if plan is None:
+        route = lookup.default_route(store, target, tp)
+    else:
+        matching = [
+            r for r in plan.routes
+            if r.target == target and (r.topic == topic or r.all_topics)
+        ]  # fmt: skip
+        if not matching:
+            raise ConfigError(
+                f"no KCQL statement writes {topic} to {target}",
+                hint="Pass the statement that wrote the archive, or leave out --kcql",
+            )
+        route = matching[0]
+    committed = lookup.committed_offset(store, target, tp)
+    for record in lookup.find_records(store, route, tp, offset, count, committed=committed):
+        yield lookup.to_jsonl(record)

@@ -102,3 +102,9 @@ class UploadError(ArchiveError):
 
     exit_code = 12
     retriable = True
+
+
+class NotInArchiveError(ArchiveError):
+    """The records asked for are not in the archive (before its start, beyond its end)."""
+
+    exit_code = 13

@@ -1,0 +1,130 @@
+"""`kafka-archive cat`: exactly the requested records, at object starts, ends and middles."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_archive.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def produce(broker: str, topic: str, values: list[bytes | None]) -> None:
+    producer = Producer({"bootstrap.servers": broker})
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture
+def json_archive(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[str, str, str]:
+    """250 JSON records of one partition in objects starting at 0, 100 and 200."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, [json.dumps({"id": i}).encode() for i in range(250)])
+    kcql = f"INSERT INTO {bkt}:data/v1 SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    code, _, err = cli(
+        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
+    )
+    assert code == 0, err
+    return name, f"{bkt}:data/v1", s3_endpoint
+
+
+def cat(capsys: pytest.CaptureFixture[str], archive: tuple[str, str, str], *args: str) -> Any:
+    name, location, endpoint = archive
+    return cli(
+        capsys, "cat", "--from", location, "--topic", name, "--partition", "0",
+        "--endpoint-url", endpoint, *args,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("offset", "count", "ids"),
+    [
+        (0, 1, [0]),  # the first record of the first object
+        (99, 3, [99, 100, 101]),  # the end of one object into the next
+        (150, 2, [150, 151]),  # the middle of an object
+        (200, 1, [200]),  # the start of the last object
+        (248, 10, [248, 249]),  # the end of the archive: fewer than asked for
+    ],
+)
+def test_cat_returns_exactly_the_requested_records(
+    json_archive: tuple[str, str, str],
+    capsys: pytest.CaptureFixture[str],
+    offset: int,
+    count: int,
+    ids: list[int],
+) -> None:
+    code, out, err = cat(capsys, json_archive, "--offset", str(offset), "--count", str(count))
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["value"] for line in lines] == [{"id": i} for i in ids]
+    assert [line["offset"] for line in lines] == ids
+    assert all(line["offset_exact"] and line["value_encoding"] == "json" for line in lines)
+    name = json_archive[0]
+    assert lines[0]["object"] == f"data/v1/{name}/0/{offset // 100 * 100:012d}.json"
+
+
+def test_cat_beyond_the_archive_and_a_wrong_place_fail_with_one_line(
+    json_archive: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cat(capsys, json_archive, "--offset", "250")
+    assert (code, out) == (13, "")
+    assert "offset 250 is beyond the archive" in err
+    assert len(err.strip().splitlines()) == 1
+
+    name, location, endpoint = json_archive
+    code, _, err = cli(
+        capsys, "cat", "--from", location + "/other", "--topic", name, "--partition", "0",
+        "--offset", "0", "--endpoint-url", endpoint,
+    )  # fmt: skip
+    assert code == 13
+    assert "no archived objects" in err and "--kcql" in err
+
+
+def test_cat_prints_binary_values_base64_and_text_as_text(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    values: list[bytes | None] = [b"\x00\xff", "naïve".encode(), None, b""]
+    produce(broker, name, values)
+    kcql = f"INSERT INTO {bkt}:raw SELECT * FROM {name} STOREAS BYTES"
+    code, _, err = cli(
+        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
+    )
+    assert code == 0, err
+    code, out, err = cli(
+        capsys, "cat", "--from", f"{bkt}:raw", "--topic", name, "--partition", "0",
+        "--offset", "0", "--count", "4", "--endpoint-url", s3_endpoint,
+    )  # fmt: skip
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(line["value"], line["value_encoding"]) for line in lines] == [
+        (base64.b64encode(b"\x00\xff").decode(), "base64"),
+        ("naïve", "utf8"),
+        (None, "utf8"),
+        ("", "utf8"),
+    ]
