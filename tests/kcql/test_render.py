@@ -184,7 +184,9 @@ def statements(draw: st.DrawFn) -> str:
     bucket = draw(buckets)
     prefix = "/".join(draw(st.lists(prefix_segments, max_size=3)))
     target = f"{bucket}:{prefix}" if prefix else bucket
-    bare_target = all(c in _SIMPLE + ".-:/=+" for c in target) and "--" not in target
+    bare_target = (
+        all(c in _SIMPLE + ".-:/=+" for c in target) and "--" not in target and ":" not in prefix
+    )
     if not bare_target or draw(st.booleans()):
         target = f"`{target}`"
     fmt = draw(st.sampled_from(list(Format)))
