@@ -24,6 +24,8 @@ from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.positions import parse_timestamp
+from kafka_archive.archiver.restore import RestoreFilter
 from kafka_archive.archiver.settings import (
     LoadedConfig,
     Settings,
@@ -32,7 +34,7 @@ from kafka_archive.archiver.settings import (
 )
 from kafka_archive.archiver.status import status as job_status
 from kafka_archive.archiver.verify import to_json as verify_json
-from kafka_archive.summary import human_bytes, render_summary, render_verify
+from kafka_archive.summary import human_bytes, render_restore, render_summary, render_verify
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -383,6 +385,65 @@ def cat_command(
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     for line in api.cat(loaded.settings, plan, location, topic, partition, offset, count):
         click.echo(line)
+
+
+@cli.command()
+@click.option("--from", "location", required=True, metavar="BUCKET[:PREFIX]",
+              help="Where the archive is (the INSERT INTO target).")
+@click.option("--topic", required=True, help="The archived topic.")
+@click.option("--to-topic", required=True, help="The existing topic to produce into.")
+@click.option("--partition-map", type=click.Choice(["same", "hash"]), default="same",
+              show_default=True, help="same: each record to its original partition number; "
+              "hash: the producer's partitioner, by key.")
+@click.option("--from-offset", type=click.IntRange(min=0), help="First archived offset.")
+@click.option("--to-offset", type=click.IntRange(min=0), help="Last archived offset.")
+@click.option("--from-time", metavar="TIME", help="First record time (ISO-8601; envelope).")
+@click.option("--to-time", metavar="TIME", help="Last record time (ISO-8601; envelope).")
+@click.option("--values-only", is_flag=True,
+              help="Replay values alone from an archive without the envelope.")
+@click.option("--max-records-per-partition", type=click.IntRange(min=1), metavar="N",
+              help="Restore at most N records of each partition in this run (resumable).")
+@_run_options
+def restore(
+    location: str,
+    topic: str,
+    to_topic: str,
+    partition_map: str,
+    from_offset: int | None,
+    to_offset: int | None,
+    from_time: str | None,
+    to_time: str | None,
+    values_only: bool,
+    max_records_per_partition: int | None,
+    kcql_texts: tuple[str, ...],
+    config: Path | None,
+    bootstrap_servers: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    master: str | None,
+    job_name: str | None,
+    kafka_properties: tuple[str, ...],
+) -> None:
+    """Replay archived records into a Kafka topic, exactly once and resumably."""
+    loaded = _load(
+        config,
+        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
+                        kafka_properties),
+    )
+    plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
+    require_bootstrap(loaded.settings, config)
+    only = RestoreFilter(
+        from_offset=from_offset,
+        to_offset=to_offset,
+        from_ms=parse_timestamp(from_time, "--from-time") if from_time else None,
+        to_ms=parse_timestamp(to_time, "--to-time") if to_time else None,
+    )
+    result = api.restore(
+        loaded.settings, plan, location, topic, to_topic, partition_map=partition_map,
+        only=only, values_only=values_only, max_records=max_records_per_partition,
+        progress=_StderrProgress(),
+    )  # fmt: skip
+    click.echo(render_restore(result))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.restore import RestoreRun
 from kafka_archive.archiver.verify import VerifyResult
 
 
@@ -77,4 +78,15 @@ def render_verify(result: VerifyResult) -> str:
         f"{result.objects} object(s), {result.records} records, {problems} problem(s) "
         f"in {result.seconds:.1f} s"
     )
+    return "\n".join(lines)
+
+
+def render_restore(result: RestoreRun) -> str:
+    """Per archived partition what was produced, then the total."""
+    lines = [f"restored into {result.to_topic}"]
+    for unit in result.units:
+        resumed = "" if unit.resumed_from is None else f" (resumed at offset {unit.resumed_from})"
+        upto = "" if unit.next_offset is None else f", up to archived offset {unit.next_offset - 1}"
+        lines.append(f"  {unit.tp}: {unit.records} records{upto}{resumed}")
+    lines.append(f"total: {result.records} records in {result.seconds:.1f} s")
     return "\n".join(lines)

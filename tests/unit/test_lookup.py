@@ -7,6 +7,7 @@ import pytest
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.lookup import FoundRecord, parse_location
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.readback import StoredRecord
 from kafka_archive.kcql.plan import Format, Target
 
 
@@ -42,6 +43,6 @@ def test_bad_locations_are_refused(text: str) -> None:
 def test_values_are_printed_as_json_text_or_base64(
     fmt: Format, value: object, shown: tuple[object, str]
 ) -> None:
-    record = FoundRecord(TopicPartition("t", 0), 5, True, value, fmt, "k")
+    record = FoundRecord(TopicPartition("t", 0), 5, True, StoredRecord(value), fmt, "k")
     line = record.to_json()
     assert (line["value"], line["value_encoding"]) == shown

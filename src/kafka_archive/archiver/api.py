@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import sys
 import threading
@@ -13,15 +14,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup
+from kafka_archive.archiver import lookup, stored
+from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError, ConfigError
+from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Plan
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +254,20 @@ def verify(
     return verifying.VerifyResult(job, offline, verdicts, time.monotonic() - started)
 
 
+def _archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
+    """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
+    store.check_bucket(target.bucket)
+    if plan is None:
+        return lookup.default_route(store, target, topic)
+    for route in plan.routes:
+        if route.target == target and (route.topic == topic or route.all_topics):
+            return dataclasses.replace(route, topic=topic)
+    raise ConfigError(
+        f"no KCQL statement writes {topic} to {target}",
+        hint="Pass the statement that wrote the archive, or leave out --kcql",
+    )
+
+
 def cat(
     settings: Settings,
     plan: Plan | None,
@@ -269,20 +285,95 @@ def cat(
     target = lookup.parse_location(location)
     tp = TopicPartition(topic, partition)
     store = S3Store(settings.s3)
-    store.check_bucket(target.bucket)
-    if plan is None:
-        route = lookup.default_route(store, target, tp)
-    else:
-        matching = [
-            r for r in plan.routes
-            if r.target == target and (r.topic == topic or r.all_topics)
-        ]  # fmt: skip
-        if not matching:
-            raise ConfigError(
-                f"no KCQL statement writes {topic} to {target}",
-                hint="Pass the statement that wrote the archive, or leave out --kcql",
-            )
-        route = matching[0]
-    committed = lookup.committed_offset(store, target, tp)
+    route = _archived_route(store, plan, target, topic)
+    committed = lookup.committed_offsets(store, target).get(tp)
     for record in lookup.find_records(store, route, tp, offset, count, committed=committed):
         yield lookup.to_jsonl(record)
+
+
+def restore(
+    settings: Settings,
+    plan: Plan | None,
+    location: str,
+    topic: str,
+    to_topic: str,
+    *,
+    partition_map: str = "same",
+    only: restoring.RestoreFilter | None = None,
+    values_only: bool = False,
+    max_records: int | None = None,
+    progress: Progress | None = None,
+) -> restoring.RestoreRun:
+    """Replay the archive of ``topic`` into ``to_topic``; see :mod:`archiver.restore`.
+
+    Raises an :class:`ArchiveError` for every failure a user can act on; units that finished
+    before another failed keep their committed progress, and a re-run resumes.
+    """
+    progress = progress or NullProgress()
+    only = only or restoring.RestoreFilter()
+    started = time.monotonic()
+    target = lookup.parse_location(location)
+    store = S3Store(settings.s3)
+    route = _archived_route(store, plan, target, topic)
+    committed = lookup.committed_offsets(store, target)
+    objects = {
+        tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
+        for tp, objs in stored.list_partition_objects(store, route).items()
+        if tp.topic == topic
+    }
+    objects = {tp: objs for tp, objs in objects.items() if objs}
+    if not objects:
+        raise NotInArchiveError(f"nothing of {topic} is archived under {target}")
+    first = next(iter(objects.values()))[0]
+    sample = lookup.partition_records(store, route, (first,), None)
+    has_envelope = next(sample).stored.has_envelope
+    if not has_envelope and not values_only:
+        raise ConfigError(
+            f"the archive of {topic} stores values only (no keys, headers or timestamps)",
+            hint="Pass --values-only to replay the values alone, or archive with "
+            "PROPERTIES('store.envelope'=true) to restore whole records",
+        )
+    if not has_envelope and (only.from_ms is not None or only.to_ms is not None):
+        raise ConfigError("--from-time/--to-time need the record timestamps the envelope keeps")
+    with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
+        target_partitions = admin.partitions((to_topic,))[to_topic]
+    if partition_map == "same":
+        missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
+        if missing:
+            raise ConfigError(
+                f"{to_topic} has {len(target_partitions)} partition(s); the archive has "
+                f"partition(s) {', '.join(map(str, missing))}",
+                hint="Add partitions to the target topic, or pass --partition-map hash",
+            )
+    units = [
+        restoring.RestoreUnit(
+            route=route,
+            tp=tp,
+            objects=objs,
+            committed=committed.get(tp),
+            to_topic=to_topic,
+            to_partition=tp.partition if partition_map == "same" else None,
+            values_only=values_only,
+            only=only,
+            max_records=max_records,
+        )
+        for tp, objs in sorted(objects.items())
+    ]
+    progress.step(f"restoring {len(units)} partition(s) into {to_topic} with Spark "
+                  f"({settings.master})")  # fmt: skip
+    session, owned = spark_session(settings, f"kafka-archive restore {topic}")
+    try:
+        results: list[restoring.RestoreResult] = (
+            session.sparkContext.parallelize(units, len(units))
+            .mapPartitions(functools.partial(restoring.restore_units, settings=settings))
+            .collect()
+        )
+    finally:
+        if owned:
+            session.stop()
+    outcome = restoring.RestoreRun(to_topic, tuple(sorted(results, key=lambda r: r.tp)),
+                         time.monotonic() - started)  # fmt: skip
+    failed = [r for r in outcome.units if r.error_type is not None]
+    if failed:
+        raise failed[0].to_error()
+    return outcome

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import heapq
 import json
 import re
 from collections.abc import Iterator
@@ -21,14 +22,14 @@ from typing import Any
 from kafka_archive.archiver.errors import ConfigError, NotInArchiveError
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.readback import read_object
+from kafka_archive.archiver.readback import StoredRecord, read_object
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.stored import StoredObject, list_partition_objects
 from kafka_archive.kcql.plan import Format, Route, Target
 
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
-_LENSES_NAME = re.compile(r"^[0-9]+\.(?P<ext>[A-Za-z]+)$")
+_LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)$")
 _STATE_NAME = re.compile(r"/state/(?P<topic>[^/]+)/(?P<partition>[0-9]+)\.json$")
 
 
@@ -39,20 +40,24 @@ class FoundRecord:
     tp: TopicPartition
     offset: int
     offset_exact: bool
-    value: Any
+    stored: StoredRecord
     fmt: Format
     key: str
 
     def to_json(self) -> dict[str, Any]:
-        value, encoding = _encode(self.value, self.fmt)
+        value, encoding = _encode(self.stored.value, self.fmt)
+        stored = self.stored
         return {
             "topic": self.tp.topic,
             "partition": self.tp.partition,
             "offset": self.offset,
             "offset_exact": self.offset_exact,
-            "timestamp": None,
-            "key": None,
-            "headers": None,
+            "timestamp": stored.timestamp,
+            "key": None if stored.key is None else _encode(stored.key, Format.BYTES)[0],
+            "headers": None
+            if stored.headers is None
+            else [[name, None if v is None else _encode(v, Format.BYTES)[0]]
+                  for name, v in stored.headers],
             "value": value,
             "value_encoding": encoding,
             "object": self.key,
@@ -81,34 +86,101 @@ def parse_location(text: str) -> Target:
     return Target(bucket, prefix)
 
 
-def default_route(store: S3Store, target: Target, tp: TopicPartition) -> Route:
+def default_route(store: S3Store, target: Target, topic: str) -> Route:
     """The route of a default-layout archive (``<prefix>/<topic>/<partition>/<offset>.<ext>``),
     its format told by the objects' extension."""
     head = f"{target.prefix}/" if target.prefix else ""
-    folder = f"{head}{tp.topic}/{tp.partition}/"
+    folder = f"{head}{topic}/"
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
         if match and match["ext"] in _EXTENSION_FORMATS:
-            return Route(target=target, topic=tp.topic, format=_EXTENSION_FORMATS[match["ext"]])
+            return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]])
     raise NotInArchiveError(
-        f"no archived objects of {tp} under s3://{target.bucket}/{folder}",
-        tp=tp,
-        hint="Check --from, --topic and --partition; for an archive written with PARTITIONBY "
-        "or another layout, pass the KCQL that wrote it with --kcql",
+        f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
+        hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
+        "layout, pass the KCQL that wrote it with --kcql",
     )
 
 
-def committed_offset(store: S3Store, target: Target, tp: TopicPartition) -> int | None:
-    """The committed offset of ``tp`` when exactly one job archives it under ``target``."""
+def committed_offsets(store: S3Store, target: Target) -> dict[TopicPartition, int]:
+    """Committed offsets of the partitions that exactly one job archives under ``target``."""
     head = f"{target.prefix}/" if target.prefix else ""
-    found: list[int] = []
+    found: dict[TopicPartition, list[int]] = {}
     for key, _ in store.list_objects(target.bucket, f"{head}{STATE_DIR}/"):
         match = _STATE_NAME.search(key)
-        if match and (match["topic"], int(match["partition"])) == (tp.topic, tp.partition):
-            doc = store.get_document(target.bucket, key)
-            if doc is not None:
-                found.append(int(doc.body["next_offset"]))
-    return found[0] if len(found) == 1 else None
+        if match is None:
+            continue
+        doc = store.get_document(target.bucket, key)
+        if doc is not None:
+            tp = TopicPartition(match["topic"], int(match["partition"]))
+            found.setdefault(tp, []).append(int(doc.body["next_offset"]))
+    return {tp: offsets[0] for tp, offsets in found.items() if len(offsets) == 1}
+
+
+def partition_objects(
+    store: S3Store, route: Route, tp: TopicPartition, committed: int | None
+) -> tuple[StoredObject, ...]:
+    """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
+    layout = layout_for(route)
+    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    keys = (
+        store.list_objects(route.target.bucket, f"{head}{tp.topic}/{tp.partition}/")
+        if layout.template.startswith("{prefix}/{topic}/{partition}/")
+        else None
+    )
+    objects = list_partition_objects(store, route, keys).get(tp, ())
+    return tuple(o for o in objects if committed is None or o.start_offset < committed)
+
+
+def partition_records(
+    store: S3Store,
+    route: Route,
+    objects: tuple[StoredObject, ...],
+    committed: int | None,
+    start: int = 0,
+) -> Iterator[FoundRecord]:
+    """Every record of one partition's objects from offset ``start`` on, in offset order.
+
+    In a layout with one group the objects follow each other; otherwise (PARTITIONBY, time
+    folders) the groups are merged by offset, which needs the offsets the envelope stores.
+
+    Raises:
+        NotInArchiveError: several groups and a format that stores no offsets.
+    """
+    layout = layout_for(route)
+    if not (layout.fields or layout.times):
+        starts = [o.start_offset for o in objects]
+        first = max(bisect.bisect_right(starts, start) - 1, 0)
+        for position in range(first, len(objects)):
+            obj = objects[position]
+            bound = (
+                objects[position + 1].start_offset if position + 1 < len(objects) else committed
+            )
+            for record in _read(store, route, obj, bound):
+                if record.offset >= start:
+                    yield record
+        return
+    groups: dict[tuple[str | None, ...], list[StoredObject]] = {}
+    for obj in objects:
+        groups.setdefault(obj.group, []).append(obj)
+    streams = [_group_records(store, route, objs, start) for objs in groups.values()]
+    yield from heapq.merge(*streams, key=lambda r: r.offset)
+
+
+def _group_records(
+    store: S3Store, route: Route, objects: list[StoredObject], start: int
+) -> Iterator[FoundRecord]:
+    for obj in objects:
+        for record in _read(store, route, obj, None):
+            if not record.stored.has_envelope:
+                raise NotInArchiveError(
+                    f"the objects of {obj.tp} are spread over several folders and store no "
+                    "offsets, so their records cannot be put back in offset order",
+                    tp=obj.tp,
+                    hint="Archive with PROPERTIES('store.envelope'=true) to keep offsets",
+                )
+            if record.offset >= start:
+                yield record
 
 
 def find_records(
@@ -125,40 +197,17 @@ def find_records(
     Raises:
         NotInArchiveError: no object holds ``offset``.
     """
-    layout = layout_for(route)
-    if layout.fields or layout.times:
-        raise NotInArchiveError(
-            f"cat reads archives whose objects follow each other in offset order; this "
-            f"route's layout ({layout.template}) spreads {tp} over several folders",
-            tp=tp,
-            hint="Read the objects of one folder with your own tools, or archive with a "
-            "layout without PARTITIONBY or time folders",
-        )
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
-    keys = (
-        store.list_objects(route.target.bucket, f"{head}{tp.topic}/{tp.partition}/")
-        if layout.template.startswith("{prefix}/{topic}/{partition}/")
-        else None
-    )
-    objects = list_partition_objects(store, route, keys).get(tp, ())
-    objects = tuple(o for o in objects if committed is None or o.start_offset < committed)
-    starts = [o.start_offset for o in objects]
-    index = bisect.bisect_right(starts, offset) - 1
-    if index < 0:
-        where = f"starts at offset {starts[0]}" if starts else "is empty"
+    objects = partition_objects(store, route, tp, committed)
+    if not objects or objects[0].start_offset > offset:
+        where = f"starts at offset {objects[0].start_offset}" if objects else "is empty"
         raise NotInArchiveError(f"offset {offset} is not archived: the archive of {tp} {where}",
                                 tp=tp, offset=offset)  # fmt: skip
     left = count
-    for position in range(index, len(objects)):
-        obj = objects[position]
-        bound = objects[position + 1].start_offset if position + 1 < len(objects) else committed
-        for record in _read(store, route, obj, bound):
-            if record.offset < offset:
-                continue
-            yield record
-            left -= 1
-            if left == 0:
-                return
+    for record in partition_records(store, route, objects, committed, offset):
+        yield record
+        left -= 1
+        if left == 0:
+            return
     if left == count:
         raise NotInArchiveError(f"offset {offset} is beyond the archive of {tp}", tp=tp,
                                 offset=offset)  # fmt: skip
@@ -173,7 +222,7 @@ def _read(store: S3Store, route: Route, obj: StoredObject, bound: int | None) ->
             tp=obj.tp,
             offset=record.offset if record.offset is not None else obj.start_offset + i,
             offset_exact=record.offset is not None or exact,
-            value=record.value,
+            stored=record,
             fmt=route.format,
             key=obj.key,
         )

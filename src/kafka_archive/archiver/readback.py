@@ -25,10 +25,20 @@ class UnreadableObject(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
-    """One record as an object holds it. ``offset`` is known only where the format keeps it."""
+    """One record as an object holds it.
+
+    ``value`` is the comparable form (see :func:`stored_form`); ``raw`` the value's bytes as
+    stored (None for a tombstone), what a values-only restore produces. ``offset``, ``key``,
+    ``headers`` and ``timestamp`` are known only where the format keeps them (the envelope).
+    """
 
     value: Any
+    raw: bytes | None = None
     offset: int | None = None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] | None = None
+    timestamp: int | None = None
+    has_envelope: bool = False
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -43,7 +53,8 @@ def _read_json(data: bytes) -> list[StoredRecord]:
     out = []
     for number, line in enumerate(_lines(data), start=1):
         try:
-            out.append(StoredRecord(json.loads(line)))
+            value = json.loads(line)
+            out.append(StoredRecord(value, None if value is None else line))
         except ValueError:
             raise UnreadableObject(f"line {number} is not JSON") from None
     return out
@@ -51,14 +62,14 @@ def _read_json(data: bytes) -> list[StoredRecord]:
 
 def _read_text(data: bytes) -> list[StoredRecord]:
     try:
-        return [StoredRecord(line.decode("utf-8")) for line in _lines(data)]
+        return [StoredRecord(line.decode("utf-8"), line) for line in _lines(data)]
     except UnicodeDecodeError:
         raise UnreadableObject("not UTF-8 text") from None
 
 
 def _read_bytes(data: bytes) -> list[StoredRecord]:
     try:
-        return [StoredRecord(value) for value in read_values(data)]
+        return [StoredRecord(value, value) for value in read_values(data)]
     except ValueError as exc:
         raise UnreadableObject(str(exc)) from None
 

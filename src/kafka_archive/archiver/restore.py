@@ -1,0 +1,214 @@
+"""``restore``: replay archived records into a Kafka topic, exactly once, resumably.
+
+One unit per archived partition (a Spark task, like ``run``). A unit reads its partition's
+objects in offset order and produces the records with a transactional producer, in batches;
+each batch's transaction also commits the unit's progress (the next archived offset to
+restore) as the offset of a consumer group of its own, so records and progress become
+visible together or not at all. A re-run resumes from the committed progress, and its
+``transactional.id`` (derived from source and target) fences a crashed or zombie attempt.
+Consumers must read with ``isolation.level=read_committed`` to see no aborted batch.
+
+Key, headers and timestamp are restored from the envelope (``store.envelope``); an archive
+without it can restore values only, and only when the user asks (``values_only``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_archive.archiver import errors
+from kafka_archive.archiver.lookup import FoundRecord, partition_records
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.stored import StoredObject
+from kafka_archive.kcql.plan import Route
+
+BATCH_RECORDS = 5_000
+_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreFilter:
+    """Which archived records to restore: offsets ``[from_offset, to_offset]`` and record
+    times ``[from_ms, to_ms]`` (both inclusive, None: unbounded)."""
+
+    from_offset: int | None = None
+    to_offset: int | None = None
+    from_ms: int | None = None
+    to_ms: int | None = None
+
+    def admits(self, record: FoundRecord) -> bool:
+        if self.to_offset is not None and record.offset > self.to_offset:
+            return False
+        timestamp = record.stored.timestamp
+        if self.from_ms is not None and (timestamp is None or timestamp < self.from_ms):
+            return False
+        return not (self.to_ms is not None and (timestamp is None or timestamp > self.to_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreUnit:
+    route: Route
+    tp: TopicPartition
+    objects: tuple[StoredObject, ...]
+    committed: int | None
+    to_topic: str
+    to_partition: int | None  # None: the producer's partitioner (by key)
+    values_only: bool
+    only: RestoreFilter
+    max_records: int | None = None
+    batch_records: int = BATCH_RECORDS
+
+    @property
+    def transactional_id(self) -> str:
+        return f"kafka-archive.restore.{self.tp.topic}.{self.tp.partition}.to.{self.to_topic}"
+
+    @property
+    def progress_group(self) -> str:
+        """The consumer group whose offset of ``to_topic``-0 is this unit's progress."""
+        return self.transactional_id
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    tp: TopicPartition
+    resumed_from: int | None
+    records: int
+    next_offset: int | None
+    seconds: float
+    error_type: str | None = None
+    message: str | None = None
+    hint: str | None = None
+
+    def to_error(self) -> errors.ArchiveError:
+        cls = getattr(errors, self.error_type or "", errors.ArchiveError)
+        if not (isinstance(cls, type) and issubclass(cls, errors.ArchiveError)):
+            cls = errors.ArchiveError
+        return cls(self.message or "restore failed", tp=self.tp, hint=self.hint)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreRun:
+    to_topic: str
+    units: tuple[RestoreResult, ...]
+    seconds: float
+
+    @property
+    def records(self) -> int:
+        return sum(u.records for u in self.units)
+
+
+def progress_of(consumer: Any, unit: RestoreUnit) -> int | None:
+    """The next archived offset a unit has to restore, as its last transaction committed."""
+    (found,) = consumer.committed([KafkaTopicPartition(unit.to_topic, 0)], timeout=_TIMEOUT)
+    offset = found.offset
+    return None if offset is None or offset < 0 else int(offset)
+
+
+def start_offset(unit: RestoreUnit, progress: int | None) -> int:
+    """Where a unit starts: after its committed progress, never before ``from_offset``."""
+    first = unit.only.from_offset or 0
+    return first if progress is None else max(first, progress)
+
+
+def batches(records: Iterable[FoundRecord], size: int) -> Iterator[list[FoundRecord]]:
+    batch: list[FoundRecord] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _produce(producer: Any, unit: RestoreUnit, record: FoundRecord) -> None:
+    stored = record.stored
+    kwargs: dict[str, Any] = {"value": stored.raw}
+    if not unit.values_only:
+        kwargs.update(key=stored.key, headers=list(stored.headers or ()))
+        if stored.timestamp is not None:
+            kwargs["timestamp"] = stored.timestamp
+    if unit.to_partition is not None:
+        kwargs["partition"] = unit.to_partition
+    while True:
+        try:
+            producer.produce(unit.to_topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
+    """Restore one archived partition; errors of our taxonomy come back in the result."""
+    started = time.monotonic()
+    group = unit.progress_group
+    consumer = Consumer(settings.kafka.client_config(
+        defaults={}, fixed={"group.id": group, "enable.auto.commit": False}))  # fmt: skip
+    producer = Producer(settings.kafka.client_config(
+        defaults={"linger.ms": 20, "compression.type": "lz4"},
+        fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
+    ))  # fmt: skip
+    progress: int | None = None
+    done = 0
+    next_offset: int | None = None
+    try:
+        producer.init_transactions(_TIMEOUT)
+        progress = progress_of(consumer, unit)
+        begin = start_offset(unit, progress)
+        store = S3Store(settings.s3)
+        wanted = (
+            r for r in partition_records(store, unit.route, unit.objects, unit.committed, begin)
+            if unit.only.to_offset is None or r.offset <= unit.only.to_offset
+        )  # fmt: skip
+        for batch in batches(wanted, unit.batch_records):
+            if unit.max_records is not None and done >= unit.max_records:
+                break
+            if unit.max_records is not None:
+                batch = batch[: unit.max_records - done]
+            producer.begin_transaction()
+            for record in batch:
+                if unit.only.admits(record):
+                    _produce(producer, unit, record)
+                    done += 1
+            next_offset = batch[-1].offset + 1
+            producer.send_offsets_to_transaction(
+                [KafkaTopicPartition(unit.to_topic, 0, next_offset)],
+                consumer.consumer_group_metadata(),
+                _TIMEOUT,
+            )
+            producer.commit_transaction(_TIMEOUT)
+    except KafkaException as exc:
+        _abort(producer)
+        return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started,
+                             "KafkaReadError", f"producing to {unit.to_topic} failed: "
+                             f"{exc.args[0].str()}", "Run the same restore again: it resumes "
+                             "after the last committed batch")  # fmt: skip
+    except errors.ArchiveError as exc:
+        _abort(producer)
+        return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started,
+                             type(exc).__name__, exc.message, exc.hint)  # fmt: skip
+    finally:
+        consumer.close()
+        producer.flush(_TIMEOUT)
+    return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started)
+
+
+def _abort(producer: Any) -> None:
+    # No transaction open, or the producer is fenced: either way nothing of it is visible.
+    with contextlib.suppress(KafkaException):
+        producer.abort_transaction(_TIMEOUT)
+
+
+def restore_units(units: Iterable[RestoreUnit], settings: Settings) -> Iterator[RestoreResult]:
+    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition."""
+    for unit in units:
+        yield restore_unit(unit, settings)
