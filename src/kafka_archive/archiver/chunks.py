@@ -17,7 +17,8 @@ from typing import BinaryIO
 from kafka_archive.archiver import flush
 from kafka_archive.archiver.formats.base import FormatWriter, writer_for
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
-from kafka_archive.archiver.partition.keys import object_key
+from kafka_archive.archiver.partition.fields import reader_for
+from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.store.s3 import S3Store
@@ -51,14 +52,25 @@ class ChunkSet:
         self._store = store
         self._spool_dir = spool_dir
         self._factory = writer_for(unit.route.format)
-        self._open: dict[tuple[str, ...], OpenChunk] = {}
+        self._layout = layout_for(unit.route)
+        self._fields = reader_for(unit.route)
+        # Without PARTITIONBY or time in the layout, every record shares the one group ().
+        self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
+        self._open: dict[tuple[str | None, ...], OpenChunk] = {}
         self.written: list[ObjectWritten] = []
         self.marker_keys: list[str] = []
         # The last offset in any object uploaded so far (start - 1 before the first).
         self.written_end = unit.start - 1
 
-    def add(self, record: Record, values: tuple[str, ...] = ()) -> None:
-        """Write one record; raises the format's BadRecordError with nothing of it written."""
+    def add(self, record: Record) -> None:
+        """Write one record into the open object of its group (PARTITIONBY values, time).
+
+        Raises the format's BadRecordError with nothing of the record written (also when
+        its PARTITIONBY values cannot be read).
+        """
+        values: tuple[str | None, ...] = ()
+        if self._grouped:
+            values = self._layout.group(self._fields.values(record), record.timestamp)
         policy = self._unit.route.flush
         chunk = self._open.get(values)
         if chunk is not None and flush.interval_elapsed(policy, chunk.stats(), record.timestamp):
@@ -72,9 +84,9 @@ class ChunkSet:
         if flush.is_full(policy, chunk.stats()):
             self._roll(values)
 
-    def _open_chunk(self, record: Record, values: tuple[str, ...]) -> OpenChunk:
+    def _open_chunk(self, record: Record, values: tuple[str | None, ...]) -> OpenChunk:
         unit = self._unit
-        key = object_key(unit.route, unit.tp, record.offset, values)
+        key = self._layout.key(unit.tp, record.offset, values)
         fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
         file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
         chunk = OpenChunk(
@@ -88,7 +100,7 @@ class ChunkSet:
         self._open[values] = chunk
         return chunk
 
-    def _roll(self, values: tuple[str, ...]) -> None:
+    def _roll(self, values: tuple[str | None, ...]) -> None:
         chunk = self._open.pop(values)
         try:
             if chunk.records == 0:

@@ -32,6 +32,7 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.partition.fields import partition_values
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.readback import (
@@ -116,9 +117,7 @@ class VerifyResult:
 
 def group_of(route: Route, record: Record) -> tuple[str | None, ...]:
     """The object group a record was written to (what places its object, apart from tp)."""
-    if route.partition_by:
-        raise NotImplementedError("checking PARTITIONBY routes against Kafka")
-    return object_group(route, (), timestamp_ms=record.timestamp)
+    return object_group(route, partition_values(route, record), timestamp_ms=record.timestamp)
 
 
 class _Events:
@@ -321,11 +320,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
     checker = _PartitionChecker(check, S3Store(settings.s3))
     first = last = None
     if check.low is not None:
-        if check.route.partition_by:
-            checker.notes.append("content not compared with Kafka: PARTITIONBY routes are "
-                                 "checked offline only")  # fmt: skip
-        else:
-            first, last = checker.against_kafka(settings)
+        first, last = checker.against_kafka(settings)
     checker.offline()
     return PartitionVerdict(
         route_index=check.route_index,

@@ -1,0 +1,144 @@
+"""PARTITIONBY values of one record: what :func:`~.keys.object_group` takes.
+
+A route's PARTITIONBY entries are compiled once into :class:`FieldReader` (cached per
+route); reading a record parses its key, value or a header as JSON only when an entry looks
+inside it, and at most once per record.
+
+What a value becomes (before :mod:`~.values` makes it key-safe):
+
+- a JSON string: the string; a number, ``true``/``false``: its JSON text (``42``, ``1.5``,
+  ``true``); an object or array: its compact JSON text;
+- JSON ``null``, a missing field, a missing header, a tombstone's value, a record without
+  key: None — the record is kept, under the layout's missing-value segment;
+- ``_key`` or ``_header.h`` without a path: the bytes as UTF-8 text (bytes that are not
+  UTF-8 are kept reversibly as surrogate escapes, which the key encoding escapes as ``%XX``);
+- ``_topic``, ``_partition``: the record's; ``_date.<pattern>``: the record timestamp,
+  which the layout formats in the route's time zone.
+
+A key, value or header that must be looked into but is not JSON makes the record
+unroutable: :class:`~kafka_archive.archiver.formats.base.BadRecordError`, handled by the
+error policy like any record the format cannot store.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import FieldRef, Route, Source
+
+_MISSING = object()
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _scalar(value: Any) -> str | None:
+    if value is None or value is _MISSING:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def _walk(document: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
+        if not isinstance(document, dict) or name not in document:
+            return _MISSING
+        document = document[name]
+    return document
+
+
+class _Parsed:
+    """The JSON documents of one record, parsed on first use."""
+
+    __slots__ = ("_cache", "record")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self._cache: dict[tuple[str, str], Any] = {}
+
+    def json(self, part: str, name: str, data: bytes | None) -> Any:
+        if data is None:
+            return _MISSING
+        slot = (part, name)
+        if slot not in self._cache:
+            try:
+                self._cache[slot] = json.loads(data)
+            except (ValueError, UnicodeDecodeError):
+                what = "value" if part == "v" else "key" if part == "k" else f"header {name!r}"
+                raise BadRecordError(
+                    f"the record's {what} is not JSON, so PARTITIONBY cannot read a field of it"
+                ) from None
+        return self._cache[slot]
+
+
+def _header(record: Record, name: str) -> bytes | None:
+    for key, value in record.headers:
+        if key == name:
+            return value
+    return None
+
+
+Extract = Callable[[_Parsed], str | None]
+
+
+def _extractor(ref: FieldRef) -> Extract:
+    path = ref.path
+    if ref.source is Source.VALUE:
+        return lambda p: _scalar(_walk(p.json("v", "", p.record.value), path))
+    if ref.source is Source.KEY:
+        if not path:
+            return lambda p: None if p.record.key is None else _text(p.record.key)
+        return lambda p: _scalar(_walk(p.json("k", "", p.record.key), path))
+    if ref.source is Source.HEADER:
+        name, inner = path[0], path[1:]
+        if not inner:
+            return lambda p: _optional_text(_header(p.record, name))
+        return lambda p: _scalar(_walk(p.json("h", name, _header(p.record, name)), inner))
+    if ref.source is Source.TOPIC:
+        return lambda p: p.record.topic
+    if ref.source is Source.PARTITION:
+        return lambda p: str(p.record.partition)
+    if ref.source is Source.OFFSET:
+        return lambda p: str(p.record.offset)
+    # _date and _timestamp: the record time; the layout formats a _date pattern.
+    return lambda p: None if p.record.timestamp is None else str(p.record.timestamp)
+
+
+def _optional_text(data: bytes | None) -> str | None:
+    return None if data is None else _text(data)
+
+
+class FieldReader:
+    """Reads a route's PARTITIONBY values from records."""
+
+    def __init__(self, fields: tuple[FieldRef, ...]) -> None:
+        self._extract = tuple(_extractor(ref) for ref in fields)
+
+    def values(self, record: Record) -> tuple[str | None, ...]:
+        """The record's raw PARTITIONBY values, in PARTITIONBY order.
+
+        Raises:
+            BadRecordError: a field must be read from a key, value or header that is not JSON.
+        """
+        if not self._extract:
+            return ()
+        parsed = _Parsed(record)
+        return tuple(extract(parsed) for extract in self._extract)
+
+
+@functools.lru_cache(maxsize=256)
+def reader_for(route: Route) -> FieldReader:
+    """The (cached) reader of ``route``'s PARTITIONBY values."""
+    return FieldReader(route.partition_by)
+
+
+def partition_values(route: Route, record: Record) -> tuple[str | None, ...]:
+    """The record's raw PARTITIONBY values for ``route``; see :class:`FieldReader`."""
+    return reader_for(route).values(record)
