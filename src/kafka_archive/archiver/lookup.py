@@ -215,7 +215,7 @@ def find_records(
 
 def _read(store: S3Store, route: Route, obj: StoredObject, bound: int | None) -> list[FoundRecord]:
     data = store.get_bytes(route.target.bucket, obj.key) or b""
-    stored = read_object(route.format, data)
+    stored = read_object(route.format, data, route.envelope if route.envelope.enabled else None)
     exact = bound is not None and bound == obj.start_offset + len(stored)
     return [
         FoundRecord(

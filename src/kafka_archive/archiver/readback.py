@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.formats.bytes_ import read_values
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import Format
+from kafka_archive.kcql.plan import Envelope, Format
+
+FULL_ENVELOPE = Envelope(enabled=True)
 
 
 class UnreadableObject(ValueError):
@@ -49,32 +52,54 @@ def _lines(data: bytes) -> list[bytes]:
     return data[:-1].split(b"\n")
 
 
-def _read_json(data: bytes) -> list[StoredRecord]:
+def from_envelope(record: Record, envelope: Envelope) -> StoredRecord:
+    """The stored form of a record read from an envelope."""
+    return StoredRecord(
+        value=env.comparable(record, envelope),
+        raw=record.value,
+        offset=record.offset,
+        key=record.key,
+        headers=record.headers,
+        timestamp=record.timestamp,
+        has_envelope=True,
+    )
+
+
+def _read_json(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     out = []
     for number, line in enumerate(_lines(data), start=1):
         try:
             value = json.loads(line)
-            out.append(StoredRecord(value, None if value is None else line))
         except ValueError:
             raise UnreadableObject(f"line {number} is not JSON") from None
+        if envelope is None:  # not told: an envelope archive is recognised by its first line
+            envelope = FULL_ENVELOPE if env.is_json_envelope(value) else Envelope()
+        if envelope.enabled:
+            try:
+                out.append(from_envelope(env.from_json_document(value), envelope))
+            except env.EnvelopeError as exc:
+                raise UnreadableObject(f"line {number}: {exc}") from None
+        else:
+            out.append(StoredRecord(value, None if value is None else line))
     return out
 
 
-def _read_text(data: bytes) -> list[StoredRecord]:
+def _read_text(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     try:
         return [StoredRecord(line.decode("utf-8"), line) for line in _lines(data)]
     except UnicodeDecodeError:
         raise UnreadableObject("not UTF-8 text") from None
 
 
-def _read_bytes(data: bytes) -> list[StoredRecord]:
+def _read_bytes(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     try:
         return [StoredRecord(value, value) for value in read_values(data)]
     except ValueError as exc:
         raise UnreadableObject(str(exc)) from None
 
 
-_READERS: Mapping[Format, Callable[[bytes], list[StoredRecord]]] = MappingProxyType(
+Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
+_READERS: Mapping[Format, Reader] = MappingProxyType(
     {Format.JSON: _read_json, Format.TEXT: _read_text, Format.BYTES: _read_bytes}
 )
 
@@ -83,8 +108,11 @@ def can_read(fmt: Format) -> bool:
     return fmt in _READERS
 
 
-def read_object(fmt: Format, data: bytes) -> list[StoredRecord]:
+def read_object(fmt: Format, data: bytes, envelope: Envelope | None = None) -> list[StoredRecord]:
     """The records of one object, in the order they were written.
+
+    ``envelope`` is the route's envelope setting; None when it is not known (``cat`` of an
+    archive without its KCQL), and then an envelope is recognised by its shape.
 
     Raises:
         UnreadableObject: the bytes are not a complete object of ``fmt``.
@@ -93,11 +121,13 @@ def read_object(fmt: Format, data: bytes) -> list[StoredRecord]:
     reader = _READERS.get(fmt)
     if reader is None:
         raise NotImplementedError(f"reading STOREAS {fmt.value} objects back is not supported yet")
-    return reader(data)
+    return reader(data, envelope)
 
 
-def stored_form(fmt: Format, record: Record) -> Any:
+def stored_form(fmt: Format, record: Record, envelope: Envelope | None = None) -> Any:
     """What ``read_object`` returns as the value of ``record`` archived in ``fmt``."""
+    if envelope is not None and envelope.enabled:
+        return env.comparable(record, envelope)
     value = record.value
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)

@@ -173,7 +173,7 @@ class _PartitionChecker:
             self.problem(obj, "object disappeared while verifying", obj.start_offset)
             return None
         try:
-            records = read_object(self.check.route.format, data)
+            records = read_object(self.check.route.format, data, self.check.route.envelope)
         except UnreadableObject as exc:
             self.problem(obj, f"unreadable {self.check.route.format.value} object: {exc}",
                          obj.start_offset)  # fmt: skip
@@ -257,7 +257,7 @@ class _PartitionChecker:
             for batch in reader.batches():
                 for record in batch:
                     try:
-                        expected = stored_form(fmt, record)
+                        expected = stored_form(fmt, record, self.check.route.envelope)
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
                         continue

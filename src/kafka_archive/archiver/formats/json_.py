@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import BinaryIO
 
+from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
@@ -16,15 +17,22 @@ class JsonWriter:
     A value that is already compact JSON on one line is copied as it is; a value spread over
     several lines is re-serialized compactly; a tombstone becomes ``null``. A value that is
     not JSON raises :class:`BadRecordError`.
+
+    With the envelope, each line is the record's envelope (:mod:`..envelope`): any key and
+    value bytes can be stored, JSON or not.
     """
 
     def __init__(self, sink: BinaryIO, route: Route) -> None:
         self._sink = sink
         self._written = 0
+        self._envelope = route.envelope if route.envelope.enabled else None
 
     def write(self, record: Record) -> None:
         value = record.value
-        if value is None:
+        if self._envelope is not None:
+            document = to_json_document(record, self._envelope)
+            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        elif value is None:
             line = b"null\n"
         else:
             try:
