@@ -81,7 +81,7 @@ def read_back(broker: str, topic: str, partitions: int) -> dict[int, list[Origin
     return found
 
 
-@pytest.mark.parametrize("fmt", ["JSON"])
+@pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET"])
 def test_envelope_archive_verifies_and_restores_every_record_exactly(
     broker: str,
     s3_endpoint: str,

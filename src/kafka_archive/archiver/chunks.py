@@ -73,7 +73,10 @@ class ChunkSet:
             values = self._layout.group(self._fields.values(record), record.timestamp)
         policy = self._unit.route.flush
         chunk = self._open.get(values)
-        if chunk is not None and flush.interval_elapsed(policy, chunk.stats(), record.timestamp):
+        if chunk is not None and (
+            flush.interval_elapsed(policy, chunk.stats(), record.timestamp)
+            or not chunk.writer.accepts(record)  # a new schema: a new object
+        ):
             self._roll(values)
             chunk = None
         if chunk is None:

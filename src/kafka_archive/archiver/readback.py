@@ -8,6 +8,7 @@ format) raises :class:`UnreadableObject`.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from types import MappingProxyType
 from typing import Any
 
 from kafka_archive.archiver import envelope as env
+from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.bytes_ import read_values
+from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, row_to_record
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Format
 
@@ -98,9 +101,53 @@ def _read_bytes(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
         raise UnreadableObject(str(exc)) from None
 
 
+def _structured(
+    rows: list[dict[str, Any]], is_envelope: bool, envelope: Envelope | None
+) -> list[StoredRecord]:
+    if envelope is None or (is_envelope and not envelope.enabled):
+        envelope = FULL_ENVELOPE if is_envelope else Envelope()
+    if envelope.enabled:
+        return [from_envelope(row_to_record(row), envelope) for row in rows]
+    return [
+        StoredRecord(schema.normalized(row), json.dumps(row, separators=(",", ":")).encode())
+        for row in rows
+    ]
+
+
+def _read_avro(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
+    import fastavro
+
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        rows = [row for row in reader if isinstance(row, dict)]
+    except Exception as exc:  # fastavro raises many types for damaged files
+        raise UnreadableObject(f"not a complete Avro file ({type(exc).__name__})") from None
+    written = reader.writer_schema
+    name = str(written.get("name", "")) if isinstance(written, dict) else ""
+    return _structured(rows, name.endswith(ENVELOPE_NAME), envelope)
+
+
+def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise UnreadableObject(f"not a complete Parquet file ({type(exc).__name__})") from None
+    meta = table.schema.metadata or {}
+    return _structured(table.to_pylist(), meta.get(b"kafka_archive.envelope") == b"true", envelope)
+
+
 Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
 _READERS: Mapping[Format, Reader] = MappingProxyType(
-    {Format.JSON: _read_json, Format.TEXT: _read_text, Format.BYTES: _read_bytes}
+    {
+        Format.JSON: _read_json,
+        Format.TEXT: _read_text,
+        Format.BYTES: _read_bytes,
+        Format.AVRO: _read_avro,
+        Format.PARQUET: _read_parquet,
+    }
 )
 
 
@@ -133,4 +180,6 @@ def stored_form(fmt: Format, record: Record, envelope: Envelope | None = None) -
         return None if value is None else json.loads(value)
     if fmt is Format.TEXT:
         return None if value is None else value.decode("utf-8")
+    if fmt in (Format.AVRO, Format.PARQUET):
+        return None if value is None else schema.normalized(json.loads(value))
     return value

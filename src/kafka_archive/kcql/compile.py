@@ -105,6 +105,19 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
         ),
+        "avro.codec": PropertySpec(
+            Kind.CHOICE,
+            "AVRO block compression (default null)",
+            ("null", "deflate", "snappy", "zstandard", "bzip2", "xz"),
+        ),
+        "parquet.codec": PropertySpec(
+            Kind.CHOICE,
+            "PARQUET compression (default snappy)",
+            ("snappy", "zstd", "gzip", "lz4", "brotli", "none"),
+        ),
+        "parquet.row.group.records": PropertySpec(
+            Kind.INT, "records per PARQUET row group (default 10000)"
+        ),
     }
 )
 

@@ -23,6 +23,11 @@ class FormatWriter(Protocol):
     it). ``close`` writes any footer and flushes, but does not close ``sink``.
     """
 
+    def accepts(self, record: Record) -> bool:
+        """Whether ``record`` may join this object; False rolls the object first (a value
+        whose schema differs). Formats without a schema accept every record."""
+        ...
+
     def write(self, record: Record) -> None: ...
 
     def bytes_written(self) -> int: ...
@@ -35,10 +40,12 @@ class WriterFactory(Protocol):
 
 
 def _registry() -> Mapping[Format, WriterFactory]:
-    from kafka_archive.archiver.formats import bytes_, json_, text
+    from kafka_archive.archiver.formats import avro_, bytes_, json_, parquet_, text
 
     return MappingProxyType(
         {
+            Format.AVRO: avro_.AvroWriter,
+            Format.PARQUET: parquet_.ParquetWriter,
             Format.JSON: json_.JsonWriter,
             Format.TEXT: text.TextWriter,
             Format.BYTES: bytes_.BytesWriter,

@@ -24,6 +24,9 @@ class BytesWriter:
         self._sink = sink
         self._written = 0
 
+    def accepts(self, record: Record) -> bool:
+        return True
+
     def write(self, record: Record) -> None:
         value = record.value
         if value is None:

@@ -27,6 +27,9 @@ class JsonWriter:
         self._written = 0
         self._envelope = route.envelope if route.envelope.enabled else None
 
+    def accepts(self, record: Record) -> bool:
+        return True
+
     def write(self, record: Record) -> None:
         value = record.value
         if self._envelope is not None:

@@ -20,6 +20,9 @@ class TextWriter:
         self._sink = sink
         self._written = 0
 
+    def accepts(self, record: Record) -> bool:
+        return True
+
     def write(self, record: Record) -> None:
         value = record.value
         if value is None:

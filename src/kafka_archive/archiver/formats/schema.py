@@ -1,0 +1,189 @@
+"""Schemas of structured objects (AVRO, PARQUET), inferred from JSON record values.
+
+An object's value schema is inferred from its first record: JSON null, booleans, integers,
+floats, strings, objects and arrays become ``null``, ``boolean``, ``long``, ``double``,
+``string``, records and arrays; every field is nullable. A later record belongs in the same
+object when it *fits* the schema: each of its fields is in the schema with a value of that
+type (or null, or absent; an integer fits a ``double``). A record that does not fit rolls
+the object and starts a new one with its own schema, as the Confluent sink does with
+``schema.compatibility=NONE``; so no object ever holds a record its schema disagrees with,
+and object boundaries still depend on the records alone.
+
+The same tree gives the Avro schema (:func:`to_avro`) and the Arrow schema (:func:`to_arrow`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from kafka_archive.archiver.formats.base import BadRecordError
+
+
+@dataclass(frozen=True, slots=True)
+class Type:
+    """One node of an inferred schema: a primitive, a record (``fields``) or an ``array``."""
+
+    kind: str  # null, boolean, long, double, string, record, array
+    fields: tuple[tuple[str, Type], ...] = ()
+    items: Type | None = None
+
+
+NULL, BOOLEAN, LONG, DOUBLE, STRING = (
+    Type(k) for k in ("null", "boolean", "long", "double", "string")
+)
+
+
+def infer(value: Any) -> Type:
+    """The schema of one JSON value.
+
+    Raises:
+        BadRecordError: an array whose elements have different types.
+    """
+    if value is None:
+        return NULL
+    if isinstance(value, bool):
+        return BOOLEAN
+    if isinstance(value, int):
+        return LONG
+    if isinstance(value, float):
+        return DOUBLE
+    if isinstance(value, str):
+        return STRING
+    if isinstance(value, dict):
+        return Type("record", tuple((str(k), infer(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        items = next((infer(v) for v in value if v is not None), NULL)
+        if not all(fits(v, items) for v in value):
+            raise BadRecordError("an array holds values of different types")
+        return Type("array", items=items)
+    raise BadRecordError(f"unsupported JSON value {type(value).__name__}")
+
+
+def fits(value: Any, schema: Type) -> bool:
+    """Whether ``value`` can be stored under ``schema`` without loss."""
+    if value is None:
+        return True
+    kind = schema.kind
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "long":
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if kind == "double":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "record":
+        if not isinstance(value, dict):
+            return False
+        names = dict(schema.fields)
+        return all(k in names and fits(v, names[k]) for k, v in value.items())
+    if kind == "array":
+        assert schema.items is not None
+        return isinstance(value, list) and all(fits(v, schema.items) for v in value)
+    return False  # null: only None fits
+
+
+def value_schema(value: Any) -> Type:
+    """The schema of an object whose first value is ``value`` (a JSON object).
+
+    Raises:
+        BadRecordError: the value is not a JSON object, or its arrays are mixed.
+    """
+    if not isinstance(value, dict):
+        raise BadRecordError(
+            "a value must be a JSON object to be stored in a structured format "
+            "(or use PROPERTIES('store.envelope'=true) to keep any value as bytes)"
+        )
+    schema = infer(value)
+    if not fits(value, schema):  # a long out of range
+        raise BadRecordError("a number does not fit a 64-bit integer")
+    return schema
+
+
+def normalized(value: Any) -> Any:
+    """``value`` without null fields, doubles that are whole as integers: what compares equal
+    between a JSON value and the same value read back from an object (where absent fields
+    come back as null and integers in a double column as floats)."""
+    if isinstance(value, dict):
+        return {k: normalized(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [normalized(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# -- Avro ------------------------------------------------------------------------------
+
+_AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_AVRO_PRIMITIVE = {"null": "null", "boolean": "boolean", "long": "long", "double": "double",
+                   "string": "string"}  # fmt: skip
+
+
+def to_avro(schema: Type, name: str = "Value") -> dict[str, Any]:
+    """The Avro record schema of an inferred record schema (every field nullable).
+
+    Raises:
+        BadRecordError: a field name that Avro does not allow.
+    """
+    return _avro_record(schema, name)
+
+
+def _avro_record(schema: Type, name: str) -> dict[str, Any]:
+    fields = []
+    for field_name, field_type in schema.fields:
+        if not _AVRO_NAME.fullmatch(field_name):
+            raise BadRecordError(
+                f"field name {field_name[:40]!r} is not a valid Avro name "
+                "([A-Za-z_][A-Za-z0-9_]*); store as PARQUET or JSON, or use the envelope"
+            )
+        avro = _avro_type(field_type, f"{name}_{field_name}")
+        nullable = avro if avro == "null" else ["null", avro]
+        fields.append({"name": field_name, "type": nullable, "default": None})
+    return {"type": "record", "name": name, "fields": fields}
+
+
+def _avro_type(schema: Type, name: str) -> Any:
+    if schema.kind == "record":
+        return _avro_record(schema, name)
+    if schema.kind == "array":
+        assert schema.items is not None
+        items = _avro_type(schema.items, f"{name}_item")
+        return {"type": "array", "items": items if items == "null" else ["null", items]}
+    return _AVRO_PRIMITIVE[schema.kind]
+
+
+# -- Arrow -----------------------------------------------------------------------------
+
+
+EMPTY_FIELD = "__empty__"
+"""The one null column of an empty JSON object: Parquet has no struct without columns."""
+
+
+def to_arrow(schema: Type) -> pa.Schema:
+    """The Arrow schema of an inferred record schema (every field nullable)."""
+    if not schema.fields:
+        return pa.schema([pa.field(EMPTY_FIELD, pa.null())])
+    return pa.schema([pa.field(n, _arrow_type(t)) for n, t in schema.fields])
+
+
+def _arrow_type(schema: Type) -> pa.DataType:
+    kind = schema.kind
+    if kind == "record":
+        if not schema.fields:
+            return pa.struct([pa.field(EMPTY_FIELD, pa.null())])
+        return pa.struct([pa.field(n, _arrow_type(t)) for n, t in schema.fields])
+    if kind == "array":
+        assert schema.items is not None
+        return pa.list_(_arrow_type(schema.items))
+    return {
+        "null": pa.null(),
+        "boolean": pa.bool_(),
+        "long": pa.int64(),
+        "double": pa.float64(),
+        "string": pa.string(),
+    }[kind]

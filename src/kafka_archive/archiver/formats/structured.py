@@ -1,0 +1,143 @@
+"""What the AVRO and PARQUET writers share: decoding a value, the schema of the open
+object, and the envelope as columns.
+
+Without the envelope a value must be a JSON object; its object's schema is inferred from
+the first value (:mod:`.schema`), and :meth:`ValueSchema.accepts` tells the chunking
+runtime to roll the object before a value that does not fit. With the envelope, key, value
+and header values are stored as bytes under one fixed schema, so any record fits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kafka_archive.archiver.formats import schema
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.records import Record
+from kafka_archive.kcql.plan import Envelope
+
+ENVELOPE_NAME = "KafkaArchiveEnvelope"
+
+
+def decode_value(record: Record) -> dict[str, Any]:
+    """The record's value as a JSON object.
+
+    Raises:
+        BadRecordError: a tombstone, a value that is not JSON, or not a JSON object.
+    """
+    if record.value is None:
+        raise BadRecordError(
+            "a tombstone (null value) has no fields to store; use "
+            "PROPERTIES('store.envelope'=true) to archive tombstones"
+        )
+    try:
+        value = json.loads(record.value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
+    if not isinstance(value, dict):
+        raise BadRecordError(
+            "a value must be a JSON object to be stored in a structured format "
+            "(or use PROPERTIES('store.envelope'=true) to keep any value as bytes)"
+        )
+    return value
+
+
+class ValueSchema:
+    """The schema of one open object, fixed by its first value."""
+
+    def __init__(self) -> None:
+        self.schema: schema.Type | None = None
+        self._last: tuple[Record, dict[str, Any]] | None = None
+
+    def decode(self, record: Record) -> dict[str, Any]:
+        """The record's value, decoded once for ``accepts`` and ``write`` together."""
+        if self._last is not None and self._last[0] is record:
+            return self._last[1]
+        value = decode_value(record)
+        self._last = (record, value)
+        return value
+
+    def accepts(self, record: Record) -> bool:
+        """Whether ``record`` may go into this object (True before the first record, and for
+        a record that cannot be stored at all: ``write`` then raises BadRecordError)."""
+        if self.schema is None:
+            return True
+        try:
+            value = self.decode(record)
+        except BadRecordError:
+            return True
+        return schema.fits(value, self.schema)
+
+    def first(self, value: dict[str, Any]) -> schema.Type:
+        """Fix the schema from the object's first value."""
+        self.schema = schema.value_schema(value)
+        return self.schema
+
+
+def envelope_row(record: Record, envelope: Envelope) -> dict[str, Any]:
+    """The envelope of ``record`` as a row of :func:`envelope_avro_schema` / Arrow schema."""
+    row: dict[str, Any] = {}
+    if envelope.key:
+        row["key"] = record.key
+    if envelope.value:
+        row["value"] = record.value
+    if envelope.headers:
+        row["headers"] = [{"name": n, "value": v} for n, v in record.headers]
+    if envelope.metadata:
+        row["metadata"] = {
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+        }
+    return row
+
+
+def row_to_record(row: dict[str, Any]) -> Record:
+    """The record an envelope row holds (parts it does not keep come back empty)."""
+    meta = row.get("metadata") or {}
+    return Record(
+        topic=meta.get("topic") or "",
+        partition=-1 if meta.get("partition") is None else int(meta["partition"]),
+        offset=int(meta["offset"]) if meta.get("offset") is not None else -1,
+        timestamp=meta.get("timestamp"),
+        key=_bytes(row.get("key")),
+        value=_bytes(row.get("value")),
+        headers=tuple((h["name"], _bytes(h["value"])) for h in row.get("headers") or ()),
+    )
+
+
+def _bytes(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def envelope_avro_schema(envelope: Envelope) -> dict[str, Any]:
+    fields: list[dict[str, Any]] = []
+    if envelope.key:
+        fields.append({"name": "key", "type": ["null", "bytes"], "default": None})
+    if envelope.value:
+        fields.append({"name": "value", "type": ["null", "bytes"], "default": None})
+    if envelope.headers:
+        header = {
+            "type": "record",
+            "name": "Header",
+            "fields": [
+                {"name": "name", "type": "string"},
+                {"name": "value", "type": ["null", "bytes"], "default": None},
+            ],
+        }
+        fields.append({"name": "headers", "type": {"type": "array", "items": header}})
+    if envelope.metadata:
+        metadata = {
+            "type": "record",
+            "name": "Metadata",
+            "fields": [
+                {"name": "topic", "type": "string"},
+                {"name": "partition", "type": "int"},
+                {"name": "offset", "type": "long"},
+                {"name": "timestamp", "type": ["null", "long"], "default": None},
+            ],
+        }
+        fields.append({"name": "metadata", "type": metadata})
+    return {"type": "record", "name": ENVELOPE_NAME, "namespace": "kafka_archive", "fields": fields}
