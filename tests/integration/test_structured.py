@@ -4,6 +4,7 @@ schema per object (a value with a new schema starts a new object), verified agai
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from collections.abc import Callable
@@ -67,5 +68,59 @@ def test_structured_objects_roll_on_a_new_schema_and_hold_every_record_once(
         assert {k: v for k, v in row.items() if v is not None} == {
             k: v for k, v in expected.items() if v is not None
         }
+    capsys.readouterr()
+    assert main(["verify", *args]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("fmt", "read"),
+    [
+        ("JSON", lambda data: [json.loads(line) for line in data.decode().splitlines()]),
+        (
+            "CSV_WITHHEADERS",
+            lambda data: [
+                dict(zip(["order_id", "customer", "country", "offset"], row, strict=True))
+                for row in csv.reader(io.StringIO(data.decode(), newline=""))
+            ][1:],
+        ),
+        ("PARQUET", lambda data: pq.read_table(pa.BufferReader(data)).to_pylist()),
+    ],
+    ids=["json", "csv", "parquet"],
+)
+def test_select_projects_and_renames_then_verifies(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    fmt: str,
+    read: Callable[[bytes], list[dict[str, Any]]],
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(50):
+        order = {"id": i, "customer": {"name": f"c{i}", "card": "4111"}, "secret": "s"}
+        producer.produce(name, value=json.dumps(order).encode(), headers=[("country", b"DE")])
+    assert producer.flush(30) == 0
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT id AS order_id, _value.customer.name AS customer, "
+        f"_header.country, _offset FROM {name} STOREAS {fmt}"
+    )
+    args = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    assert main(["run", *args]) == 0, capsys.readouterr().err
+    (item,) = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")["Contents"]
+    rows = read(s3_client.get_object(Bucket=bkt, Key=item["Key"])["Body"].read())
+    as_text = fmt == "CSV_WITHHEADERS"
+    assert rows == [
+        {
+            "order_id": str(i) if as_text else i,
+            "customer": f"c{i}",
+            "country": "DE",
+            "offset": str(i) if as_text else i,
+        }
+        for i in range(50)
+    ]
     capsys.readouterr()
     assert main(["verify", *args]) == 0, capsys.readouterr().out

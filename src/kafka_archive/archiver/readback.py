@@ -8,6 +8,7 @@ format) raises :class:`UnreadableObject`.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from collections.abc import Callable, Mapping
@@ -16,9 +17,10 @@ from types import MappingProxyType
 from typing import Any
 
 from kafka_archive.archiver import envelope as env
-from kafka_archive.archiver.formats import schema
+from kafka_archive.archiver.formats import csv_, schema
 from kafka_archive.archiver.formats.bytes_ import read_values
-from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, row_to_record
+from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
+from kafka_archive.archiver.partition.fields import Projector
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Format
 
@@ -53,6 +55,9 @@ def _lines(data: bytes) -> list[bytes]:
     if not data.endswith(b"\n"):
         raise UnreadableObject("the last line has no line break (the object is cut short)")
     return data[:-1].split(b"\n")
+
+
+Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
 
 
 def from_envelope(record: Record, envelope: Envelope) -> StoredRecord:
@@ -139,13 +144,25 @@ def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     return _structured(table.to_pylist(), meta.get(b"kafka_archive.envelope") == b"true", envelope)
 
 
-Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
+def _read_csv(headers: bool) -> Reader:
+    def read(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
+        try:
+            rows = csv_.read_rows(data, headers)
+        except (ValueError, csv.Error) as exc:
+            raise UnreadableObject(f"not complete UTF-8 CSV ({exc})") from None
+        return [StoredRecord(csv_.comparable(row), ",".join(row).encode()) for row in rows]
+
+    return read
+
+
 _READERS: Mapping[Format, Reader] = MappingProxyType(
     {
         Format.JSON: _read_json,
         Format.TEXT: _read_text,
         Format.BYTES: _read_bytes,
         Format.AVRO: _read_avro,
+        Format.CSV: _read_csv(headers=False),
+        Format.CSV_WITHHEADERS: _read_csv(headers=True),
         Format.PARQUET: _read_parquet,
     }
 )
@@ -171,10 +188,22 @@ def read_object(fmt: Format, data: bytes, envelope: Envelope | None = None) -> l
     return reader(data, envelope)
 
 
-def stored_form(fmt: Format, record: Record, envelope: Envelope | None = None) -> Any:
-    """What ``read_object`` returns as the value of ``record`` archived in ``fmt``."""
+def stored_form(
+    fmt: Format,
+    record: Record,
+    envelope: Envelope | None = None,
+    projector: Projector | None = None,
+) -> Any:
+    """What ``read_object`` returns as the value of ``record`` archived in ``fmt`` (with
+    the route's envelope setting and SELECT projector)."""
     if envelope is not None and envelope.enabled:
         return env.comparable(record, envelope)
+    if fmt in (Format.CSV, Format.CSV_WITHHEADERS):
+        row = projector.project(record) if projector is not None else decode_value(record)
+        return csv_.comparable([csv_.cell(v) for v in row.values()])
+    if projector is not None:
+        projected = projector.project(record)
+        return projected if fmt is Format.JSON else schema.normalized(projected)
     value = record.value
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)

@@ -32,7 +32,7 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.partition.fields import partition_values
+from kafka_archive.archiver.partition.fields import partition_values, projector_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.readback import (
@@ -257,7 +257,9 @@ class _PartitionChecker:
             for batch in reader.batches():
                 for record in batch:
                     try:
-                        expected = stored_form(fmt, record, self.check.route.envelope)
+                        expected = stored_form(
+                            fmt, record, check.route.envelope, projector_for(check.route)
+                        )
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
                         continue

@@ -31,7 +31,7 @@ class AvroWriter:
         self._start = sink.tell()
         self._codec = route.property("avro.codec") or DEFAULT_CODEC
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema()
+        self._values = ValueSchema(route)
         self._writer: Writer | None = None
 
     def _open(self, avro_schema: dict[str, Any]) -> Writer:

@@ -40,11 +40,13 @@ class WriterFactory(Protocol):
 
 
 def _registry() -> Mapping[Format, WriterFactory]:
-    from kafka_archive.archiver.formats import avro_, bytes_, json_, parquet_, text
+    from kafka_archive.archiver.formats import avro_, bytes_, csv_, json_, parquet_, text
 
     return MappingProxyType(
         {
             Format.AVRO: avro_.AvroWriter,
+            Format.CSV: csv_.CsvWriter,
+            Format.CSV_WITHHEADERS: csv_.CsvWriter,
             Format.PARQUET: parquet_.ParquetWriter,
             Format.JSON: json_.JsonWriter,
             Format.TEXT: text.TextWriter,

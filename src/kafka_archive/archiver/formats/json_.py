@@ -7,6 +7,7 @@ from typing import BinaryIO
 
 from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
 
@@ -18,6 +19,7 @@ class JsonWriter:
     several lines is re-serialized compactly; a tombstone becomes ``null``. A value that is
     not JSON raises :class:`BadRecordError`.
 
+    With a SELECT list, each line is the object of the selected fields under their names.
     With the envelope, each line is the record's envelope (:mod:`..envelope`): any key and
     value bytes can be stored, JSON or not.
     """
@@ -26,6 +28,7 @@ class JsonWriter:
         self._sink = sink
         self._written = 0
         self._envelope = route.envelope if route.envelope.enabled else None
+        self._projector = projector_for(route)
 
     def accepts(self, record: Record) -> bool:
         return True
@@ -35,6 +38,9 @@ class JsonWriter:
         if self._envelope is not None:
             document = to_json_document(record, self._envelope)
             line = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        elif self._projector is not None:
+            projected = self._projector.project(record)
+            line = json.dumps(projected, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         elif value is None:
             line = b"null\n"
         else:

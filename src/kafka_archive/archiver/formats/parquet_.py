@@ -55,7 +55,7 @@ class ParquetWriter:
             route.property("parquet.row.group.records") or DEFAULT_ROW_GROUP_RECORDS
         )
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema()
+        self._values = ValueSchema(route)
         self._schema: pa.Schema | None = None
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []

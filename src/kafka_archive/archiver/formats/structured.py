@@ -14,8 +14,9 @@ from typing import Any
 
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import Envelope
+from kafka_archive.kcql.plan import Envelope, Route
 
 ENVELOPE_NAME = "KafkaArchiveEnvelope"
 
@@ -44,17 +45,22 @@ def decode_value(record: Record) -> dict[str, Any]:
 
 
 class ValueSchema:
-    """The schema of one open object, fixed by its first value."""
+    """The schema of one open object, fixed by its first value (projected by the SELECT
+    list, if the route has one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, route: Route) -> None:
         self.schema: schema.Type | None = None
         self._last: tuple[Record, dict[str, Any]] | None = None
+        self._projector = projector_for(route)
 
     def decode(self, record: Record) -> dict[str, Any]:
         """The record's value, decoded once for ``accepts`` and ``write`` together."""
         if self._last is not None and self._last[0] is record:
             return self._last[1]
-        value = decode_value(record)
+        if self._projector is not None:
+            value = self._projector.project(record)
+        else:
+            value = decode_value(record)
         self._last = (record, value)
         return value
 

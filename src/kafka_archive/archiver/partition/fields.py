@@ -1,4 +1,5 @@
-"""PARTITIONBY values of one record: what :func:`~.keys.object_group` takes.
+"""Fields of one record: PARTITIONBY values (what :func:`~.keys.object_group` takes) and
+SELECT projections.
 
 A route's PARTITIONBY entries are compiled once into :class:`FieldReader` (cached per
 route); reading a record parses its key, value or a header as JSON only when an entry looks
@@ -29,7 +30,7 @@ from typing import Any
 
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import FieldRef, Route, Source
+from kafka_archive.kcql.plan import FieldRef, Route, SelectField, Source
 
 _MISSING = object()
 
@@ -85,34 +86,62 @@ def _header(record: Record, name: str) -> bytes | None:
     return None
 
 
-Extract = Callable[[_Parsed], str | None]
+Extract = Callable[[_Parsed], Any]
 
 
 def _extractor(ref: FieldRef) -> Extract:
+    """A function from a parsed record to the raw value of ``ref`` (or ``MISSING``)."""
     path = ref.path
     if ref.source is Source.VALUE:
-        return lambda p: _scalar(_walk(p.json("v", "", p.record.value), path))
+        if not path:
+            return lambda p: p.json("v", "", p.record.value)
+        return lambda p: _walk(p.json("v", "", p.record.value), path)
     if ref.source is Source.KEY:
         if not path:
             return lambda p: None if p.record.key is None else _text(p.record.key)
-        return lambda p: _scalar(_walk(p.json("k", "", p.record.key), path))
+        return lambda p: _walk(p.json("k", "", p.record.key), path)
     if ref.source is Source.HEADER:
         name, inner = path[0], path[1:]
         if not inner:
             return lambda p: _optional_text(_header(p.record, name))
-        return lambda p: _scalar(_walk(p.json("h", name, _header(p.record, name)), inner))
+        return lambda p: _walk(p.json("h", name, _header(p.record, name)), inner)
     if ref.source is Source.TOPIC:
         return lambda p: p.record.topic
     if ref.source is Source.PARTITION:
-        return lambda p: str(p.record.partition)
+        return lambda p: p.record.partition
     if ref.source is Source.OFFSET:
-        return lambda p: str(p.record.offset)
+        return lambda p: p.record.offset
     # _date and _timestamp: the record time; the layout formats a _date pattern.
-    return lambda p: None if p.record.timestamp is None else str(p.record.timestamp)
+    return lambda p: p.record.timestamp
 
 
 def _optional_text(data: bytes | None) -> str | None:
     return None if data is None else _text(data)
+
+
+class Projector:
+    """Applies a SELECT list: each record becomes ``{output name: raw JSON value}``.
+
+    A missing field, a tombstone's value field or a record without key give None (JSON
+    null). Raises BadRecordError where a field must be read from bytes that are not JSON.
+    """
+
+    def __init__(self, fields: tuple[SelectField, ...]) -> None:
+        self._fields = tuple((f.output_name, _extractor(f.ref)) for f in fields)
+
+    def project(self, record: Record) -> dict[str, Any]:
+        parsed = _Parsed(record)
+        out: dict[str, Any] = {}
+        for name, extract in self._fields:
+            value = extract(parsed)
+            out[name] = None if value is _MISSING else value
+        return out
+
+
+@functools.lru_cache(maxsize=256)
+def projector_for(route: Route) -> Projector | None:
+    """The (cached) projector of ``route``'s SELECT list; None for ``SELECT *``."""
+    return None if route.fields is None else Projector(route.fields)
 
 
 class FieldReader:
@@ -130,7 +159,7 @@ class FieldReader:
         if not self._extract:
             return ()
         parsed = _Parsed(record)
-        return tuple(extract(parsed) for extract in self._extract)
+        return tuple(_scalar(extract(parsed)) for extract in self._extract)
 
 
 @functools.lru_cache(maxsize=256)
