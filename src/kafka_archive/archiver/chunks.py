@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from kafka_archive.archiver import flush
+from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.formats.base import FormatWriter, writer_for
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
@@ -37,6 +38,7 @@ class OpenChunk:
     path: Path
     file: BinaryIO
     writer: FormatWriter
+    compressor: BinaryIO | None
     last_offset: int = -1
     records: int = 0
 
@@ -53,6 +55,7 @@ class ChunkSet:
         self._spool_dir = spool_dir
         self._factory = writer_for(unit.route.format)
         self._layout = layout_for(unit.route)
+        self._codec = compression.codec_of(unit.route)
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
@@ -92,13 +95,15 @@ class ChunkSet:
         key = self._layout.key(unit.tp, record.offset, values)
         fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
         file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
+        compressor = compression.compressing(file, self._codec)
         chunk = OpenChunk(
             key=key,
             first_offset=record.offset,
             first_timestamp=record.timestamp,
             path=Path(name),
             file=file,
-            writer=self._factory(file, unit.route),
+            writer=self._factory(compressor or file, unit.route),
+            compressor=compressor,
         )
         self._open[values] = chunk
         return chunk
@@ -109,6 +114,8 @@ class ChunkSet:
             if chunk.records == 0:
                 return
             chunk.writer.close()
+            if chunk.compressor is not None:
+                chunk.compressor.close()  # writes the trailer; leaves the file open
             chunk.file.close()
             unit = self._unit
             target = unit.route.target

@@ -108,3 +108,9 @@ class NotInArchiveError(ArchiveError):
     """The records asked for are not in the archive (before its start, beyond its end)."""
 
     exit_code = 13
+
+
+class DamagedObjectError(ArchiveError):
+    """An archived object cannot be read back: cut short, or not in its format."""
+
+    exit_code = 14

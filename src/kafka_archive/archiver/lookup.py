@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_archive.archiver.errors import ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import ConfigError, DamagedObjectError, NotInArchiveError
+from kafka_archive.archiver.formats.compression import SUFFIXES, decompress
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.readback import StoredRecord, read_object
@@ -29,7 +30,8 @@ from kafka_archive.archiver.stored import StoredObject, list_partition_objects
 from kafka_archive.kcql.plan import Format, Route, Target
 
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
-_LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)$")
+_LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
+_SUFFIX_CODECS = {suffix: codec for codec, suffix in SUFFIXES.items()}
 _STATE_NAME = re.compile(r"/state/(?P<topic>[^/]+)/(?P<partition>[0-9]+)\.json$")
 
 
@@ -94,7 +96,10 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
         if match and match["ext"] in _EXTENSION_FORMATS:
-            return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]])
+            codec = _SUFFIX_CODECS.get(match["suffix"] or "")
+            properties = (("store.compression", codec),) if codec else ()
+            return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]],
+                         properties=properties)  # fmt: skip
     raise NotInArchiveError(
         f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
@@ -215,7 +220,15 @@ def find_records(
 
 def _read(store: S3Store, route: Route, obj: StoredObject, bound: int | None) -> list[FoundRecord]:
     data = store.get_bytes(route.target.bucket, obj.key) or b""
-    stored = read_object(route.format, data, route.envelope if route.envelope.enabled else None)
+    try:
+        data = decompress(obj.key, data)
+        stored = read_object(route.format, data, route.envelope if route.envelope.enabled else None)
+    except ValueError as exc:  # UnreadableObject, or damaged compression
+        raise DamagedObjectError(
+            f"s3://{route.target.bucket}/{obj.key} cannot be read as {route.format.value}: {exc}",
+            tp=obj.tp,
+            hint="Run kafka-archive verify to list damaged objects",
+        ) from None
     exact = bound is not None and bound == obj.start_offset + len(stored)
     return [
         FoundRecord(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver.formats.compression import decompress
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
@@ -173,8 +174,9 @@ class _PartitionChecker:
             self.problem(obj, "object disappeared while verifying", obj.start_offset)
             return None
         try:
+            data = decompress(obj.key, data)
             records = read_object(self.check.route.format, data, self.check.route.envelope)
-        except UnreadableObject as exc:
+        except (UnreadableObject, ValueError) as exc:
             self.problem(obj, f"unreadable {self.check.route.format.value} object: {exc}",
                          obj.start_offset)  # fmt: skip
             return None

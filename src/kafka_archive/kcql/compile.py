@@ -105,6 +105,11 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
         ),
+        "store.compression": PropertySpec(
+            Kind.CHOICE,
+            "whole-object compression of JSON, CSV, TEXT, BYTES (default none)",
+            ("none", "gzip", "bzip2", "zstd"),
+        ),
         "avro.codec": PropertySpec(
             Kind.CHOICE,
             "AVRO block compression (default null)",
@@ -178,6 +183,7 @@ def compile_statement(statement: Statement) -> Route:
     partition_by = _partition_by(statement.partition_by or (), fmt)
     settings = _settings(statement)
     envelope = _envelope(settings, fmt)
+    _check_format_properties(settings, fmt)
     return Route(
         target=target,
         topic=topic,
@@ -580,6 +586,32 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
 
 def _shown(value: Value) -> str:
     return repr(value.text) if value.kind is ValueKind.STRING else value.text
+
+
+# Properties that apply to some formats only, and the formats they apply to.
+_FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
+    {
+        "store.compression": frozenset(
+            {Format.JSON, Format.CSV, Format.CSV_WITHHEADERS, Format.TEXT, Format.BYTES}
+        ),
+        "avro.codec": frozenset({Format.AVRO}),
+        "parquet.codec": frozenset({Format.PARQUET}),
+        "parquet.row.group.records": frozenset({Format.PARQUET}),
+    }
+)
+
+
+def _check_format_properties(settings: _Settings, fmt: Format) -> None:
+    for key, formats in _FORMAT_PROPERTIES.items():
+        setting = settings.get(key)
+        if setting is not None and fmt not in formats:
+            names = ", ".join(sorted(f.value for f in formats))
+            raise KcqlSemanticError(
+                f"{key!r} does not apply to STOREAS {fmt.value}",
+                span=setting.span,
+                hint=f"It applies to {names}; remove it, or change STOREAS",
+                label="property-format",
+            )
 
 
 def _envelope(settings: _Settings, fmt: Format) -> Envelope:

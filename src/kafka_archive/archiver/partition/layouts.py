@@ -67,6 +67,7 @@ from datetime import tzinfo
 from types import MappingProxyType
 from typing import Protocol
 
+from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.dates import (
     DatePattern,
@@ -337,7 +338,7 @@ def layout_for(route: Route) -> Layout:
         raise LayoutError(str(exc), property="partition.timezone") from None
     fields = tuple(_field_spec(ref) for ref in route.partition_by)
     suffix = escape_text(route.property("key.suffix") or "")
-    ext = route.format.extension
+    ext = compression.extension(route)
     times: list[str] = []
     if kind is LayoutKind.TEMPLATE:
         parts = _parse_template(route, fields, times, suffix, ext)
