@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from kafka_archive import __version__, kcql
+from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
@@ -444,6 +445,71 @@ def restore(
         progress=_StderrProgress(),
     )  # fmt: skip
     click.echo(render_restore(result))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--master", required=True, metavar="URL",
+              help="spark://host:7077, yarn, k8s://https://host:443 or local[*].")
+@click.option("--deploy-mode", type=click.Choice(["client", "cluster"]), default="client",
+              show_default=True)
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
+              help="A Spark property; repeatable.")
+@click.option("--num-executors", type=click.IntRange(min=1))
+@click.option("--executor-memory", metavar="SIZE")
+@click.option("--executor-cores", type=click.IntRange(min=1))
+@click.option("--driver-memory", metavar="SIZE")
+@click.option("--archives", "archives", multiple=True, metavar="PATH#NAME",
+              help="An archive unpacked on the cluster (a packed virtualenv); repeatable.")
+@click.option("--spark-submit", "spark_submit_path", metavar="PATH",
+              help="spark-submit to use (default $SPARK_HOME/bin/spark-submit, else pyspark's).")
+@click.option("--print-command", is_flag=True,
+              help="Print the spark-submit command (secrets redacted) instead of running it.")
+@click.pass_context
+def submit(
+    ctx: click.Context,
+    master: str,
+    deploy_mode: str,
+    confs: tuple[str, ...],
+    num_executors: int | None,
+    executor_memory: str | None,
+    executor_cores: int | None,
+    driver_memory: str | None,
+    archives: tuple[str, ...],
+    spark_submit_path: str | None,
+    print_command: bool,
+) -> None:
+    """Run the same job as `run` on a Spark cluster; takes every option of `run`."""
+    run_args = list(ctx.args)
+    run_ctx = run.make_context("run", [*run_args, "--master", master])  # checks the options
+    params = run_ctx.params
+    if params.get("config") is None and not params.get("kcql_texts"):
+        raise click.UsageError("give the job with --kcql or --config, as for run")
+    _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors before submitting
+    spark = submitting.SparkOptions(
+        master=master, deploy_mode=deploy_mode, conf=tuple(_pairs(confs, "--conf")),
+        num_executors=num_executors, executor_memory=executor_memory,
+        executor_cores=executor_cores, driver_memory=driver_memory, archives=archives,
+        spark_submit=spark_submit_path,
+    )  # fmt: skip
+    zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
+    argv = submitting.command(spark, run_args, zip_path, os.environ)
+    if print_command:
+        click.echo(submitting.render(argv))
+        return
+    click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
+    code = submitting.submit(argv)
+    if code != 0:
+        ctx.exit(code)
+
+
+def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=flag)
+        out.append((key, value))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

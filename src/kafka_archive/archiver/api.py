@@ -49,13 +49,14 @@ def spark_session(settings: Settings, app_name: str) -> tuple[Any, bool]:
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.pyspark.python", sys.executable)
         .config("spark.task.maxFailures", "4")
     )
     if settings.master.startswith("local"):
+        # On a cluster the workers' Python is the cluster's (spark.pyspark.python/--archives).
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = (
-            builder.config("spark.driver.bindAddress", "127.0.0.1")
+            builder.config("spark.pyspark.python", sys.executable)
+            .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
         )
