@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint install clean
+.PHONY: demo test test-unit test-integration lint install clean bench
 
 install: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python samples/demo.py
 
+# make bench [BENCH_MB=1024] [BENCH_VALUE_BYTES=200] [BENCH_FORMATS=JSON,BYTES]
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python bench/run.py
+
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
@@ -28,7 +33,7 @@ test-integration: $(STAMP)
 	$(BIN)/python -m pytest -m integration
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests samples
+	$(BIN)/ruff check src tests samples bench
 	$(BIN)/mypy
 
 clean:
