@@ -22,6 +22,7 @@ import click
 from kafka_archive import __version__, kcql
 from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
+from kafka_archive.archiver import report as reports
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.model import RunResult
@@ -204,6 +205,14 @@ def plan_command(
               show_default=True, metavar="SECONDS",
               help="With --follow: how long a stop request waits for the current batch to "
               "commit before its Spark jobs are cancelled.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the run summary as JSON to this file (also when the run fails).")
+@click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write Prometheus metrics (records, bytes, objects, lag, last run) to this "
+              "file after the run, for node_exporter's textfile collector.")
+@click.option("--reset-state", is_flag=True,
+              help="Forget what this job archived and start over from --start (asks first).")
+@click.option("--yes", is_flag=True, help="Do not ask before --reset-state.")
 def run(
     kcql_texts: tuple[str, ...],
     config: Path | None,
@@ -219,6 +228,10 @@ def run(
     follow: bool,
     poll_interval: float,
     shutdown_timeout: float,
+    report_path: Path | None,
+    metrics_file: Path | None,
+    reset_state: bool,
+    yes: bool,
 ) -> None:
     """Archive every new record of the KCQL's topics to S3, then exit (or --follow)."""
     loaded = _load(
@@ -233,11 +246,50 @@ def run(
     )
     plan = _plan(kcql_texts, loaded)
     require_bootstrap(loaded.settings, config)
+    if reset_state:
+        job = loaded.settings.job_name or job_name_for(plan)
+        if not yes and not sys.stdin.isatty():
+            raise click.UsageError("--reset-state asks for confirmation; without a terminal "
+                                   "to answer, pass --yes")  # fmt: skip
+        if not yes:
+            click.confirm(f"Forget everything job {job} archived and start over? Objects stay; "
+                          "records may be archived again", abort=True, err=True)  # fmt: skip
+        deleted = api.reset_state(loaded.settings, plan)
+        click.echo(f"kafka-archive: reset job {job} ({deleted} state object(s) deleted)", err=True)
     if follow:
         _follow(loaded.settings, plan, poll_interval, shutdown_timeout)
         return
-    result = api.run(loaded.settings, plan, progress=_StderrProgress())
+    try:
+        result = api.run(loaded.settings, plan, progress=_StderrProgress())
+    except ArchiveError as exc:
+        _write_outputs(loaded.settings, plan, exc.result, str(exc), report_path, metrics_file)
+        raise
+    _write_outputs(loaded.settings, plan, result, None, report_path, metrics_file)
     click.echo(render_summary(result))
+
+
+def _write_outputs(
+    settings: Settings,
+    plan: kcql.Plan,
+    result: RunResult | None,
+    error: str | None,
+    report_path: Path | None,
+    metrics_file: Path | None,
+) -> None:
+    if result is None or (report_path is None and metrics_file is None):
+        return
+    if report_path is not None:
+        reports.write_atomically(
+            report_path, json.dumps(reports.report_json(result, error), indent=2) + "\n"
+        )
+    if metrics_file is not None:
+        try:
+            lag = job_status(settings, plan)
+        except ArchiveError:
+            lag = None  # metrics of the run are still worth writing
+        reports.write_atomically(
+            metrics_file, reports.prometheus_text(result, lag, ok=error is None)
+        )
 
 
 def _follow(settings: Settings, plan: kcql.Plan, poll: float, shutdown_timeout: float) -> None:

@@ -22,6 +22,7 @@ from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.lock import JobLock
+from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -378,3 +379,27 @@ def restore(
     if failed:
         raise failed[0].to_error()
     return outcome
+
+
+def reset_state(settings: Settings, plan: Plan) -> int:
+    """Forget what the job archived: delete its partition states and intent markers under
+    every target, holding the job's lock (so never under a live run). Archived objects stay;
+    the next run starts where ``--start`` says and may archive records again. Returns the
+    number of state objects deleted."""
+    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
+    store = S3Store(settings.s3)
+    for bucket in sorted({r.target.bucket for r in plan.routes}):
+        store.check_bucket(bucket)
+    deleted = 0
+    with _locks(store, plan, job, jobs.new_run_id(), settings.lock_ttl_seconds):
+        for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
+            root = state_root(target, job)
+            keys = [
+                key
+                for folder in ("state/", "pending/")
+                for key in store.list_keys(target.bucket, f"{root}/{folder}")
+            ]
+            if keys:
+                store.delete(target.bucket, keys)
+            deleted += len(keys)
+    return deleted

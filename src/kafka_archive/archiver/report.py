@@ -1,0 +1,130 @@
+"""What a run leaves for operators: the JSON report (``--report``) and the Prometheus text
+exposition (``--metrics-file``, for node_exporter's textfile collector).
+
+Both are written atomically (a temporary file in the same directory, then a rename), so a
+collector never reads half a file. Neither holds a secret: only job, topic, partition,
+offsets, counts and times.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.status import JobStatus
+
+
+def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
+    """The run summary as a JSON document (a stable contract, like ``status --output json``)."""
+    return {
+        "job": result.job,
+        "run_id": result.run_id,
+        "ok": error is None,
+        "error": error,
+        "seconds": round(result.seconds, 3),
+        "records": result.records,
+        "bytes": result.bytes,
+        "objects": result.objects,
+        "partitions": [
+            {
+                "topic": u.tp.topic,
+                "partition": u.tp.partition,
+                "start_offset": u.start,
+                "next_offset": u.next_offset,
+                "records": u.records,
+                "bytes": u.bytes,
+                "seconds": round(u.seconds, 3),
+                "objects": [
+                    {"key": o.key, "first_offset": o.first_offset, "last_offset": o.last_offset,
+                     "records": o.records, "bytes": o.size}
+                    for o in u.objects
+                ],
+            }
+            for u in result.units
+        ],
+        "skipped": [
+            {"topic": s.tp.topic, "partition": s.tp.partition, "next_offset": s.next_offset,
+             "reason": s.reason}
+            for s in result.skipped
+        ],
+    }
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _sample(name: str, labels: dict[str, str], value: float) -> str:
+    inner = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+    return f"{name}{{{inner}}} {value:g}"
+
+
+def prometheus_text(
+    result: RunResult, status: JobStatus | None, *, ok: bool, now: float | None = None
+) -> str:
+    """The metrics of one run, and of the job's lag when ``status`` is given."""
+    now = time.time() if now is None else now
+    job = {"job": result.job}
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(samples)
+
+    family("kafka_archive_last_run_success", "gauge", "1 if the last run succeeded, else 0.",
+           [_sample("kafka_archive_last_run_success", job, 1 if ok else 0)])  # fmt: skip
+    family("kafka_archive_last_run_timestamp_seconds", "gauge", "When the last run ended.",
+           [_sample("kafka_archive_last_run_timestamp_seconds", job, now)])  # fmt: skip
+    family("kafka_archive_last_run_duration_seconds", "gauge", "Wall time of the last run.",
+           [_sample("kafka_archive_last_run_duration_seconds", job, result.seconds)])  # fmt: skip
+    for metric, attribute, help_text in (
+        ("kafka_archive_run_records", "records", "Records archived by the last run."),
+        ("kafka_archive_run_bytes", "bytes", "Bytes of objects written by the last run."),
+    ):
+        family(metric, "gauge", help_text, [
+            _sample(metric, {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
+                    getattr(u, attribute))
+            for u in result.units
+        ])  # fmt: skip
+    family("kafka_archive_run_objects", "gauge", "Objects written by the last run.", [
+        _sample("kafka_archive_run_objects",
+                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)}, len(u.objects))
+        for u in result.units
+    ])  # fmt: skip
+    if status is not None:
+        def per_partition(metric: str, help_text: str, value: Any) -> None:
+            family(metric, "gauge", help_text, [
+                _sample(metric, {**job, "topic": p.topic, "partition": str(p.partition)},
+                        value(p))
+                for p in status.partitions
+            ])  # fmt: skip
+
+        per_partition("kafka_archive_lag_records", "Records in Kafka not yet archived.",
+                      lambda p: p.lag)  # fmt: skip
+        per_partition("kafka_archive_archived_offset", "Next offset to archive (S3 state).",
+                      lambda p: -1 if p.archived_offset is None else p.archived_offset)
+        per_partition("kafka_archive_archived_bytes_total", "Bytes archived, all runs.",
+                      lambda p: p.bytes)
+        per_partition("kafka_archive_archived_objects_total", "Objects archived, all runs.",
+                      lambda p: p.objects)
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,122 @@
+"""Operator outputs of `run`: --report, --metrics-file, --reset-state; and bounded runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_archive.cli import main
+
+pytestmark = pytest.mark.integration
+
+
+def produce(broker: str, topic: str, first: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(first, first + count):
+        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+
+
+def archived_ids(s3: Any, bucket: str) -> list[int]:
+    ids: list[int] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/"):
+        for item in page.get("Contents", []):
+            if "/.kafka-archive/" not in item["Key"]:
+                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+                ids.extend(json.loads(line)["id"] for line in body.decode().splitlines())
+    return ids
+
+
+def test_report_and_metrics_describe_the_run_without_secrets(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 300)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")  # moto accepts any secret
+    report, metrics = tmp_path / "out" / "report.json", tmp_path / "out" / "archive.prom"
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url",
+                 s3_endpoint, "-X", "sasl.password=hunter2", "--report", str(report),
+                 "--metrics-file", str(metrics)])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+
+    document = json.loads(report.read_text())
+    assert document["ok"] is True and document["records"] == 300
+    by_partition = {p["partition"]: p for p in document["partitions"]}
+    assert {p: (v["start_offset"], v["next_offset"]) for p, v in by_partition.items()} == {
+        0: (0, 150), 1: (0, 150)
+    }
+    assert [o["first_offset"] for o in by_partition[0]["objects"]] == [0, 100]
+
+    text = metrics.read_text()
+    assert "# TYPE kafka_archive_last_run_success gauge" in text
+    labels = f'job="{document["job"]}",topic="{name}"'
+    assert f'kafka_archive_run_records{{{labels},partition="1"}} 150' in text
+    assert f'kafka_archive_lag_records{{{labels},partition="0"}} 0' in text
+    for output in (report.read_text(), text, *capsys.readouterr()):
+        assert "hunter2" not in output and "testing" not in output
+
+
+def test_reset_state_starts_over_from_start_and_asks_first(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 100)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(args) == 0
+    assert sorted(archived_ids(s3_client, bkt)) == list(range(100))
+    capsys.readouterr()
+
+    # Without --yes and without a terminal to answer, nothing is reset and nothing runs.
+    assert main([*args, "--reset-state"]) == 2
+    out, err = capsys.readouterr()
+    assert "pass --yes" in err and out == ""
+
+    produce(broker, name, 100, 20)
+    assert main([*args, "--reset-state", "--yes", "--start", "latest"]) == 0
+    out, err = capsys.readouterr()
+    assert "reset job" in err
+    # From latest: the 20 new records are not archived again (they were before "latest"),
+    # and the earlier objects are untouched.
+    assert "total: 0 records" in out
+    produce(broker, name, 120, 10)
+    assert main(args) == 0
+    assert sorted(archived_ids(s3_client, bkt)) == list(range(100)) + list(range(120, 130))
+
+
+def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 100)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main([*args, "--max-records-per-partition", "20"]) == 0
+    assert sorted(archived_ids(s3_client, bkt)) == list(range(40))
+    assert main(args) == 0
+    assert sorted(archived_ids(s3_client, bkt)) == list(range(100))
