@@ -28,6 +28,23 @@ def _iso(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _holder_is_dead(body: dict[str, object]) -> bool:
+    """Whether the lock's holder was a process of this host that no longer exists (a run
+    killed or crashed here): its lease need not be waited out."""
+    if body.get("host") != socket.gethostname():
+        return False
+    pid = body.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
 @dataclass
 class JobLock:
     store: S3Store
@@ -67,7 +84,7 @@ class JobLock:
                 expires = dt.datetime.strptime(
                     str(held.body.get("expires_at")), "%Y-%m-%dT%H:%M:%SZ"
                 ).replace(tzinfo=dt.UTC)
-                if expires > _now():
+                if expires > _now() and not _holder_is_dead(held.body):
                     raise JobLockedError(
                         f"job {self.job!r} is already running on s3://{bucket}/"
                         f"{self.target.prefix} (run {held.body.get('run_id')} on host "
