@@ -50,6 +50,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("job_name", str, None, "names the state and the consumer group"),
     Option("spool_dir", str, None, "local directory for spool files (default: system temp)"),
     Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
+    Option("s3_max_attempts", int, 8, "attempts per S3 request (retries with exponential "
+           "backoff and full jitter on throttling, 5xx and connection errors)"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -80,6 +82,7 @@ class KafkaSettings:
 class S3Settings:
     endpoint_url: str | None = None
     region: str | None = None
+    max_attempts: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +256,10 @@ def load_settings(
             bootstrap_servers=get("bootstrap_servers") or "",
             properties=tuple(sorted(kafka_props.items())),
         ),
-        s3=S3Settings(endpoint_url=get("endpoint_url"), region=get("region")),
+        s3=S3Settings(
+            endpoint_url=get("endpoint_url"), region=get("region"),
+            max_attempts=get("s3_max_attempts"),
+        ),
         master=get("master"),
         job_name=get("job_name"),
         spool_dir=get("spool_dir"),

@@ -66,7 +66,9 @@ class S3Store:
             endpoint_url=settings.endpoint_url,
             region_name=settings.region,
             config=Config(
-                retries={"mode": "standard", "max_attempts": 8},
+                # botocore's standard mode: exponential backoff with full jitter (base 1 s,
+                # at most 20 s) on throttling (503 SlowDown), 5xx and connection errors.
+                retries={"mode": "standard", "max_attempts": settings.max_attempts},
                 connect_timeout=10,
                 read_timeout=60,
             ),
