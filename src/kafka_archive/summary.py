@@ -26,6 +26,12 @@ def render_summary(result: RunResult) -> str:
             f"  {unit.tp}: offsets {unit.start}..{unit.next_offset - 1}  "
             f"{unit.records} records, {len(unit.objects)} object(s), {human_bytes(unit.bytes)}"
         )
+        if unit.skipped_records:
+            lines.append(f"    {unit.skipped_records} record(s) the format cannot store were "
+                         "skipped (error.policy=skip)")  # fmt: skip
+        if unit.dead_letters:
+            lines.append(f"    {unit.dead_letters} record(s) the format cannot store went to "
+                         f"{unit.dead_letter_key}")  # fmt: skip
     up_to_date = [s for s in result.skipped if s.reason == "nothing new"]
     if not result.units:
         lines.append(f"  nothing new to archive ({len(up_to_date)} partition(s) up to date)")

@@ -84,7 +84,14 @@ class ChunkSet:
             chunk = None
         if chunk is None:
             chunk = self._open_chunk(record, values)
-        chunk.writer.write(record)
+        try:
+            chunk.writer.write(record)
+        except Exception:
+            if chunk.records == 0:
+                # The object was opened for this record, and its key names its offset: drop
+                # it, so the next record opens one named for itself.
+                self._discard(values)
+            raise
         chunk.records += 1
         chunk.last_offset = record.offset
         if flush.is_full(policy, chunk.stats()):
@@ -164,6 +171,11 @@ class ChunkSet:
                 self._roll(values)
         self.discard_all()  # what is left starts at or after the cut: held back
         return cut
+
+    def _discard(self, values: tuple[str | None, ...]) -> None:
+        chunk = self._open.pop(values)
+        chunk.file.close()
+        chunk.path.unlink(missing_ok=True)
 
     def discard_all(self) -> None:
         """Drop every open chunk without uploading (held back, or a failed unit)."""

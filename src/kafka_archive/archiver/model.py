@@ -67,6 +67,10 @@ class UnitResult:
     bytes: int
     objects: tuple[ObjectWritten, ...]
     seconds: float
+    # Records the format could not store, under error.policy skip / dead-letter.
+    skipped_records: int = 0
+    dead_letters: int = 0
+    dead_letter_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +102,11 @@ class RunResult:
     @property
     def objects(self) -> int:
         return sum(len(u.objects) for u in self.units)
+
+    @property
+    def skipped_records(self) -> int:
+        return sum(u.skipped_records for u in self.units)
+
+    @property
+    def dead_letters(self) -> int:
+        return sum(u.dead_letters for u in self.units)

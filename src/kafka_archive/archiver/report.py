@@ -39,6 +39,9 @@ def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
                 "records": u.records,
                 "bytes": u.bytes,
                 "seconds": round(u.seconds, 3),
+                "skipped_records": u.skipped_records,
+                "dead_letters": u.dead_letters,
+                "dead_letter_key": u.dead_letter_key,
                 "objects": [
                     {"key": o.key, "first_offset": o.first_offset, "last_offset": o.last_offset,
                      "records": o.records, "bytes": o.size}

@@ -8,11 +8,12 @@ value (they are not worth a Spark retry); anything else propagates so Spark retr
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kafka_archive.archiver import errors
+from kafka_archive.archiver import deadletter, errors
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
 from kafka_archive.archiver.kafka.reader import KafkaReader
@@ -22,6 +23,7 @@ from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
 
 MAX_KEYS_IN_STATE = 100
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +50,23 @@ class UnitFailure:
 
 
 def _commit(
-    unit: WorkUnit, store: S3Store, chunks: ChunkSet, next_offset: int, started: float
+    unit: WorkUnit,
+    store: S3Store,
+    chunks: ChunkSet,
+    next_offset: int,
+    started: float,
+    refused: Refused | None = None,
 ) -> UnitResult:
+    refused = refused or Refused()
+    dead_key = None
+    if refused.letters.first_offset is not None:
+        first = refused.letters.first_offset
+        dead_key = deadletter.dead_letter_key(unit.route, unit.tp, first)
+        chunks.marker_keys.append(
+            pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
+                         unit.run_id)
+        )
+        store.put_bytes(unit.route.target.bucket, dead_key, refused.letters.body())
     written = tuple(chunks.written)
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
@@ -78,13 +95,26 @@ def _commit(
         bytes=size,
         objects=written,
         seconds=time.monotonic() - started,
+        skipped_records=refused.skipped,
+        dead_letters=len(refused.letters.lines),
+        dead_letter_key=dead_key,
     )
+
+
+@dataclass
+class Refused:
+    """Records of one unit that the error policy kept out of the archive."""
+
+    skipped: int = 0
+    letters: deadletter.DeadLetters = field(default_factory=deadletter.DeadLetters)
 
 
 def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
     started = time.monotonic()
     store = S3Store(settings.s3)
     chunks = ChunkSet(unit, store, settings.spool_dir)
+    policy = deadletter.policy_of(unit.route)
+    refused = Refused()
     try:
         with KafkaReader(
             settings.kafka,
@@ -100,6 +130,13 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
                     try:
                         chunks.add(record)
                     except EncodeError as exc:
+                        if policy == deadletter.SKIP:
+                            refused.skipped += 1
+                            log.warning("skipped %s offset %d: %s", unit.tp, record.offset, exc)
+                            continue
+                        if policy == deadletter.DEAD_LETTER:
+                            refused.letters.add(record, str(exc))
+                            continue
                         # Policy "fail": keep what was cleanly written before this record.
                         chunks.flush_all()
                         partial = _commit(unit, store, chunks, record.offset, started)
@@ -114,7 +151,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
                             committed=partial,
                         )
             next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
-        return _commit(unit, store, chunks, next_offset, started)
+        return _commit(unit, store, chunks, next_offset, started, refused)
     except errors.ArchiveError as exc:
         chunks.discard_all()
         return UnitFailure(

@@ -105,6 +105,11 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
         ),
+        "error.policy": PropertySpec(
+            Kind.CHOICE,
+            "a record the format cannot store: fail (default), skip, or dead-letter",
+            ("fail", "skip", "dead-letter"),
+        ),
         "store.compression": PropertySpec(
             Kind.CHOICE,
             "whole-object compression of JSON, CSV, TEXT, BYTES (default none)",
