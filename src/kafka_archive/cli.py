@@ -116,6 +116,9 @@ def _run_options(command: Any) -> Any:
                          "(default: derived from the topics and targets)."),
             click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
                          help="librdkafka property, as kcat takes it; repeatable."),
+            click.option("--topics", metavar="T1,T2", help="FROM `*`: the topics to archive."),
+            click.option("--topics-regex", metavar="REGEX",
+                         help="FROM `*`: archive every topic whose whole name matches."),
         )
     ):
         command = decorator(command)
@@ -129,6 +132,8 @@ def _settings_flags(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
 ) -> dict[str, Any]:
     return {
         "bootstrap_servers": bootstrap_servers,
@@ -137,6 +142,8 @@ def _settings_flags(
         "master": master,
         "job_name": job_name,
         "kafka_properties": _kafka_properties(kafka_properties) or None,
+        "topics": topics,
+        "topics_regex": topics_regex,
     }
 
 
@@ -162,13 +169,15 @@ def plan_command(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
     output: str,
 ) -> None:
     """Show the resolved plan and settings (with their sources), touching nothing."""
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties),
+                        kafka_properties, topics, topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     settings = loaded.settings
@@ -222,6 +231,8 @@ def run(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
     start: str | None,
     max_records_per_partition: int | None,
     until: str | None,
@@ -238,7 +249,7 @@ def run(
         config,
         {
             **_settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                              kafka_properties),
+                              kafka_properties, topics, topics_regex),
             "start": start,
             "max_records_per_partition": max_records_per_partition,
             "until": until,
@@ -340,6 +351,8 @@ def status(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
     output: str,
     max_lag: int | None,
 ) -> None:
@@ -347,7 +360,7 @@ def status(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties),
+                        kafka_properties, topics, topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     require_bootstrap(loaded.settings, config)
@@ -385,6 +398,8 @@ def verify(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
     offline: bool,
     output: str,
 ) -> None:
@@ -395,7 +410,7 @@ def verify(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties),
+                        kafka_properties, topics, topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     if not offline:
@@ -476,12 +491,14 @@ def restore(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    topics: str | None,
+    topics_regex: str | None,
 ) -> None:
     """Replay archived records into a Kafka topic, exactly once and resumably."""
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties),
+                        kafka_properties, topics, topics_regex),
     )
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     require_bootstrap(loaded.settings, config)

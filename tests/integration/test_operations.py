@@ -120,3 +120,33 @@ def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
     assert sorted(archived_ids(s3_client, bkt)) == list(range(40))
     assert main(args) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(100))
+
+
+def test_from_star_archives_the_topics_a_regex_selects(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    first, second, other = (topic(partitions=2) for _ in range(3))
+    bkt = bucket()
+    for name in (first, second, other):
+        produce(broker, name, 0, 10)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM `*`"
+    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(["run", *args]) == 2
+    assert "none is given" in capsys.readouterr().err
+    regex = f"({first}|{second})"
+    assert main(["run", *args, "--topics-regex", regex]) == 0, capsys.readouterr().err
+    keys = [item["Key"] for item in s3_client.list_objects_v2(Bucket=bkt)["Contents"]]
+    archived = {key.split("/")[1] for key in keys if "/.kafka-archive/" not in key}
+    assert archived == {first, second}
+    capsys.readouterr()
+    assert main(["status", *args, "--topics-regex", regex, "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["partitions"]
+    assert sorted((r["topic"], r["lag"]) for r in rows) == sorted(
+        (t, 0) for t in (first, second) for _ in range(2)
+    )

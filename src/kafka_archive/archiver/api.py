@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup, stored
+from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
@@ -84,6 +84,7 @@ class _Archiver:
     ) -> None:
         self.settings, self.plan, self.store, self.admin = settings, plan, store, admin
         self.job, self.run_id, self.progress = job, run_id, progress
+        self.plan = plan = topics.resolve(plan, settings, admin.topic_names)
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False

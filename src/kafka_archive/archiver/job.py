@@ -33,8 +33,8 @@ def job_name_for(plan: Plan) -> str:
     """
     identity = sorted(f"{r.target.bucket}:{r.target.prefix}<-{r.topic}" for r in plan.routes)
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:8]
-    topics = "+".join(sorted({r.topic for r in plan.routes}))
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", topics)[:48] or "archive"
+    topics = "+".join(sorted({"all-topics" if r.all_topics else r.topic for r in plan.routes}))
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", topics)[:48].lstrip("._-") or "archive"
     return f"{readable}-{digest}"
 
 

@@ -57,6 +57,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("start", str, "earliest", "where a job with no state starts"),
     Option("max_records_per_partition", int, None, "stop each partition after this many offsets"),
     Option("until", str, None, "stop each partition at the first record at or after this time"),
+    Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
+    Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 _FILE_ONLY = ("kcql", "kafka")
@@ -100,6 +102,8 @@ class Settings:
     start: StartPosition = field(default_factory=StartPosition)
     max_records_per_partition: int | None = None
     until_ms: int | None = None
+    topics: str | None = None
+    topics_regex: str | None = None
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def given(self, name: str) -> bool:
@@ -124,6 +128,8 @@ class Settings:
             return self.kafka.bootstrap_servers or None
         if name in ("endpoint_url", "region"):
             return getattr(self.s3, name)
+        if name == "s3_max_attempts":
+            return self.s3.max_attempts
         if name == "start":
             return str(self.start)
         if name == "until":
@@ -269,6 +275,8 @@ def load_settings(
         start=parse_start(get("start")),
         max_records_per_partition=get("max_records_per_partition"),
         until_ms=parse_timestamp(get("until"), "--until") if get("until") else None,
+        topics=get("topics"),
+        topics_regex=get("topics_regex"),
         sources=tuple(sorted(origin.items())),
     )
     return LoadedConfig(settings=settings, statements=statements)

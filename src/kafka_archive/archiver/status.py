@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kafka_archive.archiver import topics
 from kafka_archive.archiver.job import group_for, job_name_for
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import TopicPartition
@@ -50,6 +51,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         store.check_bucket(bucket)
     rows: list[PartitionStatus] = []
     with KafkaAdmin(settings.kafka, group_for(job)) as admin:
+        plan = topics.resolve(plan, settings, admin.topic_names)
         partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         for route in plan.routes:
             for partition in partitions[route.topic]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver import topics
 from kafka_archive.archiver.formats.compression import decompress
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
@@ -392,6 +393,7 @@ def prepare(
     if offline:
         return job, plan_checks(plan, settings, store, job, None)
     with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
+        plan = topics.resolve(plan, settings, admin.topic_names)
         return job, plan_checks(plan, settings, store, job, admin)
 
 

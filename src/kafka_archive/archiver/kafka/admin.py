@@ -40,6 +40,17 @@ class KafkaAdmin:
     ) -> None:
         self._consumer.close()
 
+    def topic_names(self) -> tuple[str, ...]:
+        """Every topic on the cluster except internal ones (``__consumer_offsets``, …)."""
+        try:
+            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc.args[0].str()}",
+                hint="Check --bootstrap-servers and that the brokers are up",
+            ) from None
+        return tuple(sorted(t for t in metadata.topics if not t.startswith("__")))
+
     def partitions(self, topics: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         """Partition numbers of each topic; a missing topic is an error, never auto-created."""
         try:

@@ -1,0 +1,58 @@
+"""``FROM `*```: which topics a route for every topic archives, resolved on the driver.
+
+The topics come from the ``topics`` setting (``--topics a,b``; each must exist) or the
+``topics_regex`` setting (``--topics-regex 'orders\\..*'``, matched against the whole name of
+every non-internal topic on the cluster). (KCQL already refuses a ``*`` route and a named
+route writing to the same target.) The job's name is derived from the plan as written
+(with ``*``), so a topic that appears later joins the same job and state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+from kafka_archive.archiver.errors import ConfigError
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.kcql.plan import Plan
+
+
+def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> Plan:
+    """``plan`` with every ``*`` route replaced by one route per topic it archives.
+
+    Raises:
+        ConfigError: a ``*`` route without ``topics``/``topics_regex``, both given, or a bad
+            regular expression.
+    """
+    if not any(route.all_topics for route in plan.routes):
+        return plan
+    chosen = _chosen(settings, topic_names)
+    routes = []
+    for route in plan.routes:
+        if not route.all_topics:
+            routes.append(route)
+            continue
+        routes.extend(dataclasses.replace(route, topic=t) for t in chosen)
+    return Plan(tuple(routes))
+
+
+def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+    if settings.topics and settings.topics_regex:
+        raise ConfigError("give FROM `*` its topics with topics or topics_regex, not both")
+    if settings.topics:
+        names = tuple(dict.fromkeys(t.strip() for t in settings.topics.split(",") if t.strip()))
+        if not names:
+            raise ConfigError("topics is empty", hint="For example --topics orders,payments")
+        return names
+    if settings.topics_regex:
+        try:
+            pattern = re.compile(settings.topics_regex)
+        except re.error as exc:
+            raise ConfigError(f"topics_regex is not a regular expression: {exc}") from None
+        return tuple(t for t in topic_names() if pattern.fullmatch(t))
+    raise ConfigError(
+        "FROM `*` archives every topic the job is given, and none is given",
+        hint="Pass --topics a,b or --topics-regex 'orders\\..*' (or topics:/topics_regex: "
+        "in the config file)",
+    )
