@@ -104,3 +104,50 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
 
     assert main(["verify", *common]) == 0, capsys.readouterr().out
     assert "verified against Kafka" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("layout", "pattern"),
+    [
+        ("'layout'='confluent'",
+         r"^archive/{t}/partition=0/{t}\+0\+\d{{12}}\.json$"),
+        ("'layout'='hive'",
+         r"^archive/{t}/year=\d{{4}}/month=\d\d/day=\d\d/hour=\d\d/{t}\+0\+\d{{12}}\.json$"),
+        ("'layout.template'='{topic}/{date}/{partition}-{offset}.{ext}'",
+         r"^archive/{t}/\d{{4}}-\d\d-\d\d/0-\d{{12}}\.json$"),
+    ],
+    ids=["confluent", "hive", "template"],
+)
+def test_layouts_chosen_in_kcql_name_the_objects(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    layout: str,
+    pattern: str,
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, 30, partitions=1)
+    kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} PROPERTIES({layout})"
+    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    assert main(["run", *common]) == 0, capsys.readouterr().err
+    found = objects(s3_client, bkt)
+    assert found and all(re.match(pattern.format(t=re.escape(name)), k) for k in found), found
+    assert sorted(r["id"] for records in found.values() for r in records) == list(range(30))
+    capsys.readouterr()
+    assert main(["verify", *common]) == 0, capsys.readouterr().out
+
+
+def test_a_template_that_cannot_name_objects_uniquely_is_refused_before_running(
+    broker: str, s3_endpoint: str, topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kcql = (f"INSERT INTO {bucket()}:archive SELECT * FROM {topic()} "
+            "PROPERTIES('layout.template'='{topic}/{offset}.{ext}')")  # fmt: skip
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "partition" in err and "Traceback" not in err

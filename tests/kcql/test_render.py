@@ -204,7 +204,7 @@ def statements(draw: st.DrawFn) -> str:
     if not bare_topic or topic.lower() in KEYWORDS or draw(st.booleans()):
         topic = f"`{topic}`"
     parts = [f"INSERT INTO {target}", f"SELECT {fields}", f"FROM {topic}"]
-    partition = draw(st.lists(partition_path(), max_size=3, unique=True))
+    partition = draw(st.lists(partition_path(), max_size=3, unique_by=lambda p: p.replace("`", "")))
     if not structured:
         not_value = ("_key", "_header.", "_topic", "_partition", "_date.")
         partition = [p for p in partition if p.startswith(not_value)]

@@ -20,6 +20,7 @@ from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
+from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
@@ -85,6 +86,7 @@ class _Archiver:
         self.settings, self.plan, self.store, self.admin = settings, plan, store, admin
         self.job, self.run_id, self.progress = job, run_id, progress
         self.plan = plan = topics.resolve(plan, settings, admin.topic_names)
+        check_layouts(plan)
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False
@@ -124,6 +126,15 @@ class _Archiver:
         if self._spark is not None and self._owned:
             self._spark.stop()
         self._spark = None
+
+
+def check_layouts(plan: Plan) -> None:
+    """Refuse, before anything runs, a route whose layout cannot give safe, unique keys."""
+    for route in plan.routes:
+        try:
+            layout_for(route)
+        except LayoutError as exc:
+            raise ConfigError(f"the layout of the route for {route.topic}: {exc}") from None
 
 
 @contextlib.contextmanager

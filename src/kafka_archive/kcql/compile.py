@@ -60,6 +60,7 @@ class Kind(enum.Enum):
     CHAR = "a single character"
     KEY_TEXT = "text that can go into an object key"
     TIME_ZONE = "an IANA time zone name"
+    TEMPLATE = "an object key template"
 
     @property
     def bare(self) -> bool:
@@ -104,6 +105,14 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         # kafka-archive's own keys, in the same dotted style.
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
+        ),
+        "layout": PropertySpec(
+            Kind.CHOICE,
+            "where objects go: lenses (default), confluent, hive, or template",
+            ("lenses", "confluent", "hive", "template"),
+        ),
+        "layout.template": PropertySpec(
+            Kind.TEMPLATE, "the key template of 'layout'='template', e.g. '{topic}/{offset}.{ext}'"
         ),
         "error.policy": PropertySpec(
             Kind.CHOICE,
@@ -578,6 +587,10 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
     if spec.kind is Kind.KEY_TEXT:
         if "/" in text or _has_control(text):
             raise fail("text without '/' or control characters")
+        return text
+    if spec.kind is Kind.TEMPLATE:
+        if _has_control(text) or not text:
+            raise fail("a template without control characters")
         return text
     assert spec.kind is Kind.TIME_ZONE
     try:
