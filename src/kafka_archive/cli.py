@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from kafka_archive import __version__, kcql
+from kafka_archive import __version__, importer, kcql
 from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
 from kafka_archive.archiver import report as reports
@@ -579,6 +579,20 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=flag)
         out.append((key, value))
     return out
+
+
+@cli.command(name="import-connector")
+@click.argument("connector", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def import_connector(connector: Path) -> None:
+    """Print the config file equivalent to a Lenses or Confluent S3 sink's JSON config."""
+    try:
+        imported = importer.convert(importer.load(connector.read_text(encoding="utf-8")))
+    except importer.ImportError_ as exc:
+        raise ConfigError(f"{connector}: {exc}") from None
+    for warning in imported.warnings:
+        click.echo(f"kafka-archive: warning: {warning}", err=True)
+    click.echo(f"# kafka-archive config imported from {connector.name}")
+    click.echo(imported.yaml(), nl=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,254 @@
+"""``kafka-archive import-connector``: an existing Kafka Connect S3 sink configuration (Lenses
+stream-reactor or Confluent) as the equivalent kafka-archive config file.
+
+Every setting is either carried over (into KCQL or a run option) or named in a warning that
+says why not — nothing is dropped silently. Credentials are never carried over: kafka-archive
+takes them only from the AWS credential chain. The KCQL produced is parsed before it is
+returned, so an import never yields a config that ``run`` would refuse for its syntax.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kafka_archive import kcql
+
+# Connect framework settings that need no counterpart (one Spark task per partition, Kafka
+# read by librdkafka, values read as bytes).
+_CONNECT_NOISE = {
+    "connector.class", "key.converter", "value.converter", "header.converter",
+    "key.converter.schemas.enable", "value.converter.schemas.enable",
+    "value.converter.schema.registry.url", "key.converter.schema.registry.url",
+    "errors.log.enable", "errors.log.include.messages", "storage.class", "schema.generator.class",
+    "locale",
+}  # fmt: skip
+_SECRETS = re.compile(r"(secret|password|access\.key|access\.key\.id|session\.token)", re.I)
+
+_CONFLUENT_FORMATS = {
+    "io.confluent.connect.s3.format.json.JsonFormat": "JSON",
+    "io.confluent.connect.s3.format.avro.AvroFormat": "AVRO",
+    "io.confluent.connect.s3.format.parquet.ParquetFormat": "PARQUET",
+    "io.confluent.connect.s3.format.bytearray.ByteArrayFormat": "BYTES",
+}
+_HIVE_PATH = "'year'=YYYY/'month'=MM/'day'=dd/'hour'=HH"
+
+
+class ImportError_(ValueError):  # ImportError is a builtin
+    """The connector configuration cannot be read or converted."""
+
+
+@dataclass
+class Imported:
+    """The config file to write, and what could not be carried over."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def yaml(self) -> str:
+        return yaml.safe_dump(self.config, sort_keys=False, width=1_000_000, allow_unicode=True)
+
+
+def load(text: str) -> dict[str, str]:
+    """The connector settings from a Connect REST body: ``{"name", "config": {…}}`` or the
+    bare config object."""
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise ImportError_(f"not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ImportError_("expected a JSON object of connector settings")
+    settings = document.get("config", document)
+    if not isinstance(settings, dict):
+        raise ImportError_("'config' must be an object of settings")
+    out = {str(k): str(v) for k, v in settings.items()}
+    if "name" in document and "name" not in out:
+        out["name"] = str(document["name"])
+    return out
+
+
+def convert(settings: Mapping[str, str]) -> Imported:
+    """Lenses when ``connect.s3.kcql`` is set, Confluent when ``s3.bucket.name`` is."""
+    if "connect.s3.kcql" in settings:
+        result = _lenses(dict(settings))
+    elif "s3.bucket.name" in settings:
+        result = _confluent(dict(settings))
+    else:
+        raise ImportError_(
+            "neither a Lenses S3 sink (connect.s3.kcql) nor a Confluent S3 sink "
+            "(s3.bucket.name) configuration"
+        )
+    statements = result.config.get("kcql", [])
+    try:
+        kcql.parse(";\n".join(statements))
+    except kcql.KcqlError as exc:
+        raise ImportError_(f"the converted KCQL is not valid: {exc}") from None
+    return result
+
+
+def _common(settings: dict[str, str], result: Imported) -> None:
+    name = settings.pop("name", None)
+    if name:
+        job = re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip("._-")[:128]
+        if job:
+            result.config["job_name"] = job
+    for key in ("topics", "topics.regex"):
+        if key in settings:
+            result.config[key.replace(".", "_")] = settings.pop(key)
+    tasks = settings.pop("tasks.max", None)
+    if tasks is not None:
+        result.warnings.append(f"tasks.max={tasks}: not needed; a run has one Spark task per "
+                               "topic-partition (use --master for more cores)")  # fmt: skip
+    for key in sorted(settings):
+        if key in _CONNECT_NOISE:
+            settings.pop(key)
+        elif _SECRETS.search(key):
+            settings.pop(key)
+            result.warnings.append(f"{key}: credentials are not carried over; kafka-archive uses "
+                                   "the AWS credential chain (environment, profile, role)")
+
+
+def _rest(settings: dict[str, str], result: Imported) -> None:
+    for key in sorted(settings):
+        result.warnings.append(f"{key}={settings[key]}: not carried over (no equivalent)")
+
+
+def _lenses(settings: dict[str, str]) -> Imported:
+    result = Imported()
+    _common(settings, result)
+    text = settings.pop("connect.s3.kcql")
+    result.config["kcql"] = [s.strip() for s in _split(text) if s.strip()]
+    if not any("`*`" in statement for statement in result.config["kcql"]):
+        result.config.pop("topics", None)  # FROM names them; Connect needed them to subscribe
+    for source, target in (
+        ("connect.s3.aws.region", "region"),
+        ("aws.region", "region"),
+        ("connect.s3.custom.endpoint", "endpoint_url"),
+    ):
+        if source in settings:
+            result.config[target] = settings.pop(source)
+    for key in ("connect.s3.aws.auth.mode", "connect.s3.vhost.bucket"):
+        if key in settings:
+            result.warnings.append(f"{key}={settings.pop(key)}: not needed; boto3 chooses "
+                                   "credentials and addressing")  # fmt: skip
+    policy = settings.pop("connect.s3.error.policy", None)
+    if policy is not None:
+        mapped = {"THROW": "fail", "NOOP": "skip", "RETRY": "fail"}.get(policy.upper(), "fail")
+        result.warnings.append(f"connect.s3.error.policy={policy}: add "
+                               f"PROPERTIES('error.policy'='{mapped}') to the statements")
+    _rest(settings, result)
+    return result
+
+
+def _split(text: str) -> list[str]:
+    """KCQL statements split at ``;`` outside quotes and back-ticks."""
+    out: list[str] = []
+    current: list[str] = []
+    quote = ""
+    for char in text:
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'`":
+            quote = char
+        elif char == ";":
+            out.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    out.append("".join(current))
+    return out
+
+
+def _confluent(settings: dict[str, str]) -> Imported:
+    result = Imported()
+    _common(settings, result)
+    bucket = settings.pop("s3.bucket.name")
+    prefix = settings.pop("topics.dir", "topics").strip("/")
+    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url")):
+        if source in settings:
+            result.config[target] = settings.pop(source)
+    fmt_class = settings.pop("format.class", "io.confluent.connect.s3.format.json.JsonFormat")
+    fmt = _CONFLUENT_FORMATS.get(fmt_class)
+    if fmt is None:
+        result.warnings.append(f"format.class={fmt_class}: unknown; JSON is used")
+        fmt = "JSON"
+    props: dict[str, str] = {"layout": "'confluent'"}
+    partition_by: list[str] = []
+    if "flush.size" in settings:
+        props["flush.count"] = settings.pop("flush.size")
+    if "rotate.interval.ms" in settings:
+        props["flush.interval"] = str(max(1, math.ceil(int(settings.pop("rotate.interval.ms"))
+                                                       / 1000)))  # fmt: skip
+    if "rotate.schedule.interval.ms" in settings:
+        result.warnings.append(f"rotate.schedule.interval.ms={settings.pop('rotate.schedule.interval.ms')}"
+                               ": wall-clock rotation is not deterministic; flush.interval (record "
+                               "time) and --follow cover it")  # fmt: skip
+    codec = settings.pop("s3.compression.type", "none")
+    if codec == "gzip" and fmt in ("JSON", "BYTES"):
+        props["store.compression"] = "'gzip'"
+    elif codec not in ("none", ""):
+        result.warnings.append(f"s3.compression.type={codec}: not carried over for {fmt}")
+    for source, target in (("avro.codec", "avro.codec"), ("parquet.codec", "parquet.codec")):
+        if source in settings:
+            props[target] = f"'{settings.pop(source)}'"
+    partitioner = settings.pop(
+        "partitioner.class", "io.confluent.connect.storage.partitioner.DefaultPartitioner"
+    ).rsplit(".", 1)[-1]
+    if partitioner == "FieldPartitioner":
+        fields = settings.pop("partition.field.name", "")
+        partition_by = [f"_value.{f.strip()}" for f in fields.split(",") if f.strip()]
+    elif partitioner in ("TimeBasedPartitioner", "HourlyPartitioner", "DailyPartitioner"):
+        path = settings.pop("path.format", _HIVE_PATH if partitioner != "DailyPartitioner"
+                            else "'year'=YYYY/'month'=MM/'day'=dd")  # fmt: skip
+        if path.replace(" ", "") == _HIVE_PATH:
+            props["layout"] = "'hive'"
+        else:
+            result.warnings.append(f"path.format={path}: only {_HIVE_PATH} maps to a layout "
+                                   "(hive); set 'layout.template' by hand")  # fmt: skip
+            props["layout"] = "'hive'"
+        settings.pop("partition.duration.ms", None)
+        extractor = settings.pop("timestamp.extractor", "Wallclock")
+        if extractor != "Record":
+            result.warnings.append(f"timestamp.extractor={extractor}: kafka-archive partitions by "
+                                   "the record timestamp (Record), which makes re-runs "
+                                   "deterministic")  # fmt: skip
+        if "timezone" in settings:
+            props["partition.timezone"] = f"'{settings.pop('timezone')}'"
+    elif partitioner != "DefaultPartitioner":
+        result.warnings.append(f"partitioner.class={partitioner}: not supported; the default "
+                               "layout is used")  # fmt: skip
+    compatibility = settings.pop("schema.compatibility", "NONE")
+    if compatibility != "NONE":
+        result.warnings.append(f"schema.compatibility={compatibility}: kafka-archive starts a new "
+                               "object whenever the schema changes (as NONE does)")
+    tolerance = settings.pop("errors.tolerance", None)
+    if tolerance == "all":
+        props["error.policy"] = "'skip'"
+    behavior = settings.pop("behavior.on.null.values", None)
+    if behavior is not None and behavior != "fail":
+        result.warnings.append(f"behavior.on.null.values={behavior}: tombstones follow "
+                               "error.policy (or are kept with 'store.envelope'=true)")
+    target = f"`{bucket}:{prefix}`" if prefix else f"`{bucket}`"
+    tail = ""
+    if partition_by:
+        tail += " PARTITIONBY " + ", ".join(partition_by)
+    tail += f" STOREAS `{fmt}`"
+    tail += " PROPERTIES(" + ", ".join(f"'{k}'={v}" for k, v in props.items()) + ")"
+    topics = result.config.get("topics")
+    if topics and "topics_regex" not in result.config:
+        names = [t.strip() for t in topics.split(",") if t.strip()]
+        del result.config["topics"]
+        result.config["kcql"] = [
+            f"INSERT INTO {target} SELECT * FROM `{t}`{tail}" for t in names
+        ]
+    else:
+        result.config["kcql"] = [f"INSERT INTO {target} SELECT * FROM `*`{tail}"]
+    _rest(settings, result)
+    return result

@@ -1,0 +1,88 @@
+"""import-connector: Lenses and Confluent S3 sink configs as kafka-archive config files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kafka_archive import importer, kcql
+from kafka_archive.archiver.settings import load_settings
+from kafka_archive.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "connectors"
+
+
+def imported(name: str) -> importer.Imported:
+    return importer.convert(importer.load((SAMPLES / name).read_text()))
+
+
+def test_lenses_statements_are_kept_and_credentials_are_not() -> None:
+    result = imported("lenses-s3-sink.json")
+    assert result.config["job_name"] == "orders-archive"
+    assert result.config["region"] == "eu-west-1"
+    routes = kcql.parse(";".join(result.config["kcql"])).routes
+    assert [(r.topic, str(r.target), r.format.value, r.flush.count) for r in routes] == [
+        ("orders", "acme-archive:orders", "AVRO", 50000),
+        ("payments", "acme-archive:payments", "JSON", 50000),
+    ]
+    text = result.yaml() + "\n".join(result.warnings)
+    assert "example/secret/key" not in text and "AKIAEXAMPLE" not in text
+    warned = " ".join(result.warnings)
+    for key in ("connect.s3.aws.secret.key", "tasks.max", "connect.s3.padding.strategy",
+                "connect.s3.error.policy"):  # fmt: skip
+        assert key in warned
+
+
+def test_confluent_settings_become_kcql_properties_and_layout() -> None:
+    result = imported("confluent-s3-sink.json")
+    routes = kcql.parse(";".join(result.config["kcql"])).routes
+    assert [r.topic for r in routes] == ["clicks", "views"]
+    route = routes[0]
+    assert (route.target.bucket, route.target.prefix, route.format.value) == (
+        "acme-events", "raw", "PARQUET"
+    )
+    assert route.flush.count == 10000 and route.flush.interval_seconds == 600
+    assert route.property("layout") == "hive" and route.property("parquet.codec") == "zstd"
+    assert "aws.secret.access.key" in " ".join(result.warnings)
+
+
+def test_confluent_regex_topics_and_field_partitioner() -> None:
+    result = importer.convert({
+        "s3.bucket.name": "bkt-events", "topics.regex": "orders-.*", "flush.size": "5",
+        "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+        "partition.field.name": "country,kind", "errors.tolerance": "all",
+    })  # fmt: skip
+    assert result.config["topics_regex"] == "orders-.*"
+    (route,) = kcql.parse(result.config["kcql"][0]).routes
+    assert route.all_topics and [r.path for r in route.partition_by] == [("country",), ("kind",)]
+    assert route.property("layout") == "confluent" and route.property("error.policy") == "skip"
+
+
+def test_the_printed_config_loads_as_a_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import-connector", str(SAMPLES / "confluent-s3-sink.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: tasks.max" in err
+    config = tmp_path / "archive.yaml"
+    config.write_text(out)
+    assert yaml.safe_load(out)["job_name"] == "clicks-s3"
+    loaded = load_settings(config, {}, {"bootstrap_servers": "broker:9092"})
+    assert loaded.settings.job_name == "clicks-s3"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [("{nope", "not JSON"), (json.dumps({"config": {"tasks.max": "1"}}), "neither a Lenses")],
+)
+def test_unreadable_configs_fail_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, message: str
+) -> None:
+    path = tmp_path / "connector.json"
+    path.write_text(body)
+    assert main(["import-connector", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
