@@ -25,6 +25,7 @@ from kafka_archive.archiver import api
 from kafka_archive.archiver import report as reports
 from kafka_archive.archiver.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.job import job_name_for
+from kafka_archive.archiver.metrics_server import MetricsServer
 from kafka_archive.archiver.model import RunResult
 from kafka_archive.archiver.positions import parse_timestamp
 from kafka_archive.archiver.restore import RestoreFilter
@@ -219,6 +220,13 @@ def plan_command(
 @click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write Prometheus metrics (records, bytes, objects, lag, last run) to this "
               "file after the run, for node_exporter's textfile collector.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
+              help="With --follow: serve /metrics and /health on this port.")
+@click.option("--health-max-lag", type=click.IntRange(min=0), metavar="N",
+              help="With --metrics-port: /health fails when a partition lags by more than N.")
+@click.option("--health-max-age", type=click.FloatRange(min=1), metavar="SECONDS",
+              help="With --metrics-port: /health fails when the last micro-batch is older "
+              "(default: 3 poll intervals + 5 minutes).")
 @click.option("--reset-state", is_flag=True,
               help="Forget what this job archived and start over from --start (asks first).")
 @click.option("--yes", is_flag=True, help="Do not ask before --reset-state.")
@@ -241,6 +249,9 @@ def run(
     shutdown_timeout: float,
     report_path: Path | None,
     metrics_file: Path | None,
+    metrics_port: int | None,
+    health_max_lag: int | None,
+    health_max_age: float | None,
     reset_state: bool,
     yes: bool,
 ) -> None:
@@ -267,8 +278,21 @@ def run(
                           "records may be archived again", abort=True, err=True)  # fmt: skip
         deleted = api.reset_state(loaded.settings, plan)
         click.echo(f"kafka-archive: reset job {job} ({deleted} state object(s) deleted)", err=True)
+    if metrics_port is not None and not follow:
+        raise click.UsageError("--metrics-port serves a running --follow; for one run use "
+                               "--metrics-file")  # fmt: skip
     if follow:
-        _follow(loaded.settings, plan, poll_interval, shutdown_timeout)
+        server = None
+        if metrics_port is not None:
+            max_age = health_max_age or 3 * poll_interval + 300
+            server = MetricsServer(metrics_port, max_age=max_age, max_lag=health_max_lag).start()
+            click.echo(f"kafka-archive: serving /metrics and /health on port {server.port}",
+                       err=True)  # fmt: skip
+        try:
+            _follow(loaded.settings, plan, poll_interval, shutdown_timeout, server)
+        finally:
+            if server is not None:
+                server.stop()
         return
     try:
         result = api.run(loaded.settings, plan, progress=_StderrProgress())
@@ -303,7 +327,13 @@ def _write_outputs(
         )
 
 
-def _follow(settings: Settings, plan: kcql.Plan, poll: float, shutdown_timeout: float) -> None:
+def _follow(
+    settings: Settings,
+    plan: kcql.Plan,
+    poll: float,
+    shutdown_timeout: float,
+    server: MetricsServer | None = None,
+) -> None:
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:
@@ -322,6 +352,12 @@ def _follow(settings: Settings, plan: kcql.Plan, poll: float, shutdown_timeout: 
     def on_batch(result: RunResult) -> None:
         if result.records:
             click.echo(render_summary(result))
+        if server is not None:
+            try:
+                lag = job_status(settings, plan)
+            except ArchiveError:
+                lag = None
+            server.update(result, lag)
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
