@@ -27,7 +27,8 @@ def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
         defaults={
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 256 * 1024,
+            # librdkafka's read-ahead per task: bounds memory (see README, Performance).
+            "queued.max.messages.kbytes": 32 * 1024,
         },
         fixed={
             "group.id": group,
