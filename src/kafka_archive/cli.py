@@ -44,8 +44,22 @@ EXIT_INTERNAL = 1
 
 
 class _StderrProgress:
+    """Progress as log lines (so --quiet and --log-format apply)."""
+
     def step(self, message: str) -> None:
-        click.echo(f"kafka-archive: {message}", err=True)
+        logging.getLogger("kafka_archive.progress").info(message)
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line, for log shippers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        })  # fmt: skip
 
 
 def _kafka_properties(pairs: Sequence[str]) -> dict[str, str]:
@@ -78,13 +92,17 @@ def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kafka-archive")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
-def cli(debug: bool) -> None:
+@click.option("--quiet", is_flag=True, help="Only warnings and errors on stderr.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: one JSON object per log line, for log shippers.")
+def cli(debug: bool, quiet: bool, log_format: str) -> None:
     """Archive Kafka topics into S3 exactly once, driven by KCQL, run on Spark."""
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="kafka-archive: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    text = logging.Formatter("kafka-archive: %(message)s")
+    handler.setFormatter(_JsonFormatter() if log_format == "json" else text)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

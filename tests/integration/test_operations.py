@@ -150,3 +150,25 @@ def test_from_star_archives_the_topics_a_regex_selects(
     assert sorted((r["topic"], r["lag"]) for r in rows) == sorted(
         (t, 0) for t in (first, second) for _ in range(2)
     )
+
+
+def test_log_format_json_and_quiet(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 20)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(["--log-format", "json", *args]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(d) for d in lines)
+    assert any("with Spark" in d["message"] for d in lines)
+    produce(broker, name, 20, 20)
+    assert main(["--quiet", *args]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "total: 20 records" in out
