@@ -4,7 +4,6 @@ and exits 0 on SIGTERM with every record exactly once; `--start latest`, a times
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from archive_helpers import archived_ids
+from archive_helpers import produce_ids as produce
+from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_archive.cli import main
@@ -26,12 +27,6 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 
-def produce(broker: str, topic: str, first: int, count: int, timestamp: int | None = None) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(first, first + count):
-        kwargs: dict[str, Any] = {} if timestamp is None else {"timestamp": timestamp + i}
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % 2, **kwargs)
-    assert producer.flush(30) == 0
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -44,14 +39,6 @@ def get(port: int, path: str) -> tuple[int, str]:
         return 0, str(exc)
 
 
-def archived_ids(s3: Any, bucket: str) -> list[int]:
-    ids: list[int] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/"):
-        for item in page.get("Contents", []):
-            if "/.kafka-archive/" not in item["Key"]:
-                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
-                ids.extend(json.loads(line)["id"] for line in body.decode().splitlines())
-    return sorted(ids)
 
 
 def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(

@@ -8,28 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from archive_helpers import archived_ids
+from archive_helpers import produce_ids as produce
 
 from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
 
 
-def produce(broker: str, topic: str, first: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(first, first + count):
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % 2)
-    assert producer.flush(30) == 0
 
 
-def archived_ids(s3: Any, bucket: str) -> list[int]:
-    ids: list[int] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/"):
-        for item in page.get("Contents", []):
-            if "/.kafka-archive/" not in item["Key"]:
-                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
-                ids.extend(json.loads(line)["id"] for line in body.decode().splitlines())
-    return ids
 
 
 def test_report_and_metrics_describe_the_run_without_secrets(

@@ -4,12 +4,12 @@ beyond the retry budget fail the run cleanly, and the next run resumes exactly."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from archive_helpers import archived_ids
+from archive_helpers import produce_ids as produce
 from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
@@ -17,21 +17,8 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 
-def produce(broker: str, topic: str, first: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(first, first + count):
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % 2)
-    assert producer.flush(30) == 0
 
 
-def archived_ids(s3: Any, bucket: str) -> list[int]:
-    ids: list[int] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/"):
-        for item in page.get("Contents", []):
-            if "/.kafka-archive/" not in item["Key"]:
-                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
-                ids.extend(json.loads(line)["id"] for line in body.decode().splitlines())
-    return sorted(ids)
 
 
 def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
