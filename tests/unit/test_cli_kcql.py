@@ -1,0 +1,58 @@
+"""`validate` and `plan` on the command line: exit codes, the JSON contract, and where each
+setting came from (file < environment < flags)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kafka_archive.cli import main
+
+KCQL = ("INSERT INTO acme-archive:orders SELECT id, _value.customer.name AS customer FROM orders "
+        "PARTITIONBY _header.country STOREAS `AVRO` WITH_FLUSH_COUNT = 5000")  # fmt: skip
+
+
+def test_validate_says_valid_or_points_at_the_mistake(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--kcql", KCQL]) == 0
+    assert capsys.readouterr().out == "valid: 1 statement(s)\n"
+    assert main(["validate", "--kcql", KCQL.replace("`AVRO`", "`AVOR`")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kcql:1:")
+    assert "Did you mean 'AVRO'?" in err and "^^^^^^" in err
+
+
+def test_plan_json_is_the_documented_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--kcql", KCQL, "--output", "json"]) == 0
+    (route,) = json.loads(capsys.readouterr().out)["routes"]
+    assert route["topic"] == "orders" and route["bucket"] == "acme-archive"
+    assert route["prefix"] == "orders" and route["format"] == "AVRO"
+    assert route["fields"] == [{"path": "_value.id", "alias": "id"},
+                               {"path": "_value.customer.name", "alias": "customer"}]  # fmt: skip
+    assert route["partition_by"] == ["_header.country"] and route["include_keys"] is False
+    assert route["flush"] == {"count": 5000, "size": 500000000, "interval_seconds": 3600}
+    assert route["kcql"] == (
+        "INSERT INTO acme-archive:orders SELECT _value.id, _value.customer.name AS customer "
+        "FROM orders PARTITIONBY _header.country STOREAS `AVRO` PROPERTIES('flush.count'=5000)"
+    )
+
+
+def test_plan_shows_each_setting_and_where_it_came_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "archive.yaml"
+    config.write_text(f"kcql: \"{KCQL.replace('`', '')}\"\nregion: eu-west-1\n"
+                      "endpoint_url: http://file:9000\nmaster: local[2]\n")  # fmt: skip
+    monkeypatch.setenv("KAFKA_ARCHIVE_ENDPOINT_URL", "http://env:9000")
+    monkeypatch.setenv("KAFKA_ARCHIVE_MASTER", "local[3]")
+    assert main(["plan", "--config", str(config), "--master", "local[4]", "-X",
+                 "sasl.password=hunter2", "--output", "json"]) == 0  # fmt: skip
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    assert settings["region"]["value"] == "eu-west-1"
+    assert settings["endpoint_url"]["value"] == "http://env:9000"
+    assert settings["master"]["value"] == "local[4]"
+    sources = {k: settings[k]["source"] for k in ("region", "endpoint_url", "master")}
+    assert sources["region"].startswith("config file") and "KAFKA_ARCHIVE_ENDPOINT_URL" in sources[
+        "endpoint_url"] and "--master" in sources["master"]  # fmt: skip
+    assert settings["kafka_properties"]["value"] == {"sasl.password": "***"}
