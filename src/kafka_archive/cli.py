@@ -135,6 +135,10 @@ def _run_options(command: Any) -> Any:
                          "(default: derived from the topics and targets)."),
             click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
                          help="librdkafka property, as kcat takes it; repeatable."),
+            click.option("--schema-registry-url", metavar="URL",
+                         help="Confluent Schema Registry: values in its Avro wire format "
+                         "are decoded with their writer schema "
+                         "[env KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL]."),
             click.option("--topics", metavar="T1,T2", help="FROM `*`: the topics to archive."),
             click.option("--topics-regex", metavar="REGEX",
                          help="FROM `*`: archive every topic whose whole name matches."),
@@ -151,6 +155,7 @@ def _settings_flags(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
 ) -> dict[str, Any]:
@@ -161,6 +166,7 @@ def _settings_flags(
         "master": master,
         "job_name": job_name,
         "kafka_properties": _kafka_properties(kafka_properties) or None,
+        "schema_registry_url": schema_registry_url,
         "topics": topics,
         "topics_regex": topics_regex,
     }
@@ -188,6 +194,7 @@ def plan_command(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
     output: str,
@@ -196,7 +203,8 @@ def plan_command(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, topics, topics_regex),
+                        kafka_properties, schema_registry_url, topics,
+                              topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     settings = loaded.settings
@@ -257,6 +265,7 @@ def run(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
     start: str | None,
@@ -278,7 +287,8 @@ def run(
         config,
         {
             **_settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                              kafka_properties, topics, topics_regex),
+                              kafka_properties, schema_registry_url, topics,
+                              topics_regex),
             "start": start,
             "max_records_per_partition": max_records_per_partition,
             "until": until,
@@ -405,6 +415,7 @@ def status(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
     output: str,
@@ -414,7 +425,8 @@ def status(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, topics, topics_regex),
+                        kafka_properties, schema_registry_url, topics,
+                              topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     require_bootstrap(loaded.settings, config)
@@ -452,6 +464,7 @@ def verify(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
     offline: bool,
@@ -464,7 +477,8 @@ def verify(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, topics, topics_regex),
+                        kafka_properties, schema_registry_url, topics,
+                              topics_regex),
     )
     plan = _plan(kcql_texts, loaded)
     if not offline:
@@ -545,6 +559,7 @@ def restore(
     master: str | None,
     job_name: str | None,
     kafka_properties: tuple[str, ...],
+    schema_registry_url: str | None,
     topics: str | None,
     topics_regex: str | None,
 ) -> None:
@@ -552,7 +567,8 @@ def restore(
     loaded = _load(
         config,
         _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, topics, topics_regex),
+                        kafka_properties, schema_registry_url, topics,
+                              topics_regex),
     )
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     require_bootstrap(loaded.settings, config)

@@ -17,6 +17,7 @@ from typing import BinaryIO
 from kafka_archive.archiver import flush
 from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.formats.base import FormatWriter, writer_for
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
@@ -49,8 +50,15 @@ class OpenChunk:
 class ChunkSet:
     """Routes records into open chunks and rolls them by the flush policy."""
 
-    def __init__(self, unit: WorkUnit, store: S3Store, spool_dir: str | None) -> None:
+    def __init__(
+        self,
+        unit: WorkUnit,
+        store: S3Store,
+        spool_dir: str | None,
+        registry: SchemaRegistry | None = None,
+    ) -> None:
         self._unit = unit
+        self._registry = registry
         self._store = store
         self._spool_dir = spool_dir
         self._factory = writer_for(unit.route.format)
@@ -73,7 +81,8 @@ class ChunkSet:
         """
         values: tuple[str | None, ...] = ()
         if self._grouped:
-            values = self._layout.group(self._fields.values(record), record.timestamp)
+            raw = self._fields.values(record, self._registry)
+            values = self._layout.group(raw, record.timestamp)
         policy = self._unit.route.flush
         chunk = self._open.get(values)
         if chunk is not None and (
@@ -109,7 +118,7 @@ class ChunkSet:
             first_timestamp=record.timestamp,
             path=Path(name),
             file=file,
-            writer=self._factory(compressor or file, unit.route),
+            writer=self._factory(compressor or file, unit.route, self._registry),
             compressor=compressor,
         )
         self._open[values] = chunk

@@ -19,6 +19,7 @@ from typing import Any
 from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.formats import csv_, schema
 from kafka_archive.archiver.formats.bytes_ import read_values
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
 from kafka_archive.archiver.partition.fields import Projector
 from kafka_archive.archiver.records import Record
@@ -193,18 +194,23 @@ def stored_form(
     record: Record,
     envelope: Envelope | None = None,
     projector: Projector | None = None,
+    registry: SchemaRegistry | None = None,
 ) -> Any:
     """What ``read_object`` returns as the value of ``record`` archived in ``fmt`` (with
     the route's envelope setting and SELECT projector)."""
     if envelope is not None and envelope.enabled:
         return env.comparable(record, envelope)
     if fmt in (Format.CSV, Format.CSV_WITHHEADERS):
-        row = projector.project(record) if projector is not None else decode_value(record)
+        row = (projector.project(record, registry) if projector is not None
+               else decode_value(record, registry))  # fmt: skip
         return csv_.comparable([csv_.cell(v) for v in row.values()])
     if projector is not None:
-        projected = projector.project(record)
+        projected = projector.project(record, registry)
         return projected if fmt is Format.JSON else schema.normalized(projected)
     value = record.value
+    framed, datum = decoded(registry, value)
+    if framed and fmt in (Format.JSON, Format.AVRO, Format.PARQUET):
+        return datum if fmt is Format.JSON else schema.normalized(decode_value(record, registry))
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)
     if fmt is Format.TEXT:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from kafka_archive.archiver import deadletter, errors
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.settings import Settings
@@ -112,7 +113,9 @@ class Refused:
 def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
     started = time.monotonic()
     store = S3Store(settings.s3)
-    chunks = ChunkSet(unit, store, settings.spool_dir)
+    url = settings.schema_registry_url
+    registry = SchemaRegistry(url) if url else None
+    chunks = ChunkSet(unit, store, settings.spool_dir, registry)
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
     try:

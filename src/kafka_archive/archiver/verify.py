@@ -31,6 +31,7 @@ from typing import Any
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import topics
 from kafka_archive.archiver.formats.compression import decompress
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
@@ -117,9 +118,12 @@ class VerifyResult:
         return sum(p.objects for p in self.partitions)
 
 
-def group_of(route: Route, record: Record) -> tuple[str | None, ...]:
+def group_of(
+    route: Route, record: Record, registry: SchemaRegistry | None = None
+) -> tuple[str | None, ...]:
     """The object group a record was written to (what places its object, apart from tp)."""
-    return object_group(route, partition_values(route, record), timestamp_ms=record.timestamp)
+    values = partition_values(route, record, registry)
+    return object_group(route, values, timestamp_ms=record.timestamp)
 
 
 class _Events:
@@ -154,6 +158,8 @@ class _Cursor:
 
 class _PartitionChecker:
     """Mutable, local to one task: reads objects once, compares, collects problems."""
+
+    registry: SchemaRegistry | None = None
 
     def __init__(self, check: PartitionCheck, store: S3Store) -> None:
         self.check = check
@@ -255,13 +261,16 @@ class _PartitionChecker:
         cursors: dict[tuple[str | None, ...], _Cursor] = {}
         reached: set[str] = set()
         fmt = check.route.format
+        url = settings.schema_registry_url
+        registry = self.registry = SchemaRegistry(url) if url else None
         with KafkaReader(settings.kafka, check.tp, start=first, stop=last, group=_GROUP,
                          idle_timeout=settings.read_timeout_seconds) as reader:  # fmt: skip
             for batch in reader.batches():
                 for record in batch:
                     try:
                         expected = stored_form(
-                            fmt, record, check.route.envelope, projector_for(check.route)
+                            fmt, record, check.route.envelope, projector_for(check.route),
+                            registry,
                         )
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
@@ -285,7 +294,7 @@ class _PartitionChecker:
         reached: set[str],
         first: int,
     ) -> None:
-        group = group_of(self.check.route, record)
+        group = group_of(self.check.route, record, self.registry)
         index = bisect.bisect_right(starts.get(group, []), record.offset) - 1
         if index < 0:
             self.events.add(record.offset, None, "record is in no object")

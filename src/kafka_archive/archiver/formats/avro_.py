@@ -13,6 +13,7 @@ import fastavro
 from fastavro.write import Writer
 
 from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
     envelope_avro_schema,
@@ -26,12 +27,15 @@ DEFAULT_CODEC = "null"
 
 
 class AvroWriter:
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._start = sink.tell()
         self._codec = route.property("avro.codec") or DEFAULT_CODEC
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema(route)
+        self._values = ValueSchema(route, registry)
         self._writer: Writer | None = None
 
     def _open(self, avro_schema: dict[str, Any]) -> Writer:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Format, Route
+
+if TYPE_CHECKING:
+    from kafka_archive.archiver.formats.registry import SchemaRegistry
 
 
 class BadRecordError(ValueError):
@@ -36,7 +39,11 @@ class FormatWriter(Protocol):
 
 
 class WriterFactory(Protocol):
-    def __call__(self, sink: BinaryIO, route: Route) -> FormatWriter: ...
+    """``registry`` decodes values in the Confluent Avro wire format (None: no registry)."""
+
+    def __call__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> FormatWriter: ...
 
 
 def _registry() -> Mapping[Format, WriterFactory]:

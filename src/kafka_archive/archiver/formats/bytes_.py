@@ -6,6 +6,7 @@ import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
 
@@ -20,7 +21,10 @@ class BytesWriter:
     from an empty value (length 0).
     """
 
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._written = 0
 

@@ -15,6 +15,7 @@ import io
 import json
 from typing import Any, BinaryIO
 
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.formats.structured import decode_value
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
@@ -37,7 +38,10 @@ def comparable(cells: list[str]) -> tuple[str, ...]:
 
 
 class CsvWriter:
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._written = 0
         self._headers = route.format is Format.CSV_WITHHEADERS
@@ -51,8 +55,8 @@ class CsvWriter:
         if self._last is not None and self._last[0] is record:
             return self._last[1]
         row = (
-            self._projector.project(record) if self._projector is not None
-            else decode_value(record)
+            self._projector.project(record, self._registry) if self._projector is not None
+            else decode_value(record, self._registry)
         )  # fmt: skip
         self._last = (record, row)
         return row

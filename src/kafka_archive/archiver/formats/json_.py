@@ -7,6 +7,7 @@ from typing import BinaryIO
 
 from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
@@ -24,7 +25,10 @@ class JsonWriter:
     value bytes can be stored, JSON or not.
     """
 
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._written = 0
         self._envelope = route.envelope if route.envelope.enabled else None
@@ -39,8 +43,10 @@ class JsonWriter:
             document = to_json_document(record, self._envelope)
             line = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         elif self._projector is not None:
-            projected = self._projector.project(record)
+            projected = self._projector.project(record, self._registry)
             line = json.dumps(projected, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        elif (framed := decoded(self._registry, value))[0]:
+            line = json.dumps(framed[1], separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         elif value is None:
             line = b"null\n"
         else:

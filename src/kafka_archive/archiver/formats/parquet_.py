@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Route
@@ -47,7 +48,10 @@ def envelope_arrow_schema(envelope: Envelope) -> pa.Schema:
 
 
 class ParquetWriter:
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._start = sink.tell()
         self._codec = route.property("parquet.codec") or DEFAULT_CODEC
@@ -55,7 +59,7 @@ class ParquetWriter:
             route.property("parquet.row.group.records") or DEFAULT_ROW_GROUP_RECORDS
         )
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema(route)
+        self._values = ValueSchema(route, registry)
         self._schema: pa.Schema | None = None
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []

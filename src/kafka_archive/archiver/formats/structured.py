@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Route
@@ -21,8 +22,9 @@ from kafka_archive.kcql.plan import Envelope, Route
 ENVELOPE_NAME = "KafkaArchiveEnvelope"
 
 
-def decode_value(record: Record) -> dict[str, Any]:
-    """The record's value as a JSON object.
+def decode_value(record: Record, registry: SchemaRegistry | None = None) -> dict[str, Any]:
+    """The record's value as a JSON object (a Confluent-framed Avro value decoded with the
+    registry's schema, in its JSON form).
 
     Raises:
         BadRecordError: a tombstone, a value that is not JSON, or not a JSON object.
@@ -32,10 +34,12 @@ def decode_value(record: Record) -> dict[str, Any]:
             "a tombstone (null value) has no fields to store; use "
             "PROPERTIES('store.envelope'=true) to archive tombstones"
         )
-    try:
-        value = json.loads(record.value)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
+    framed, value = decoded(registry, record.value)
+    if not framed:
+        try:
+            value = json.loads(record.value)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
     if not isinstance(value, dict):
         raise BadRecordError(
             "a value must be a JSON object to be stored in a structured format "
@@ -48,8 +52,9 @@ class ValueSchema:
     """The schema of one open object, fixed by its first value (projected by the SELECT
     list, if the route has one)."""
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
         self.schema: schema.Type | None = None
+        self._registry = registry
         self._last: tuple[Record, dict[str, Any]] | None = None
         self._projector = projector_for(route)
 
@@ -58,9 +63,9 @@ class ValueSchema:
         if self._last is not None and self._last[0] is record:
             return self._last[1]
         if self._projector is not None:
-            value = self._projector.project(record)
+            value = self._projector.project(record, self._registry)
         else:
-            value = decode_value(record)
+            value = decode_value(record, self._registry)
         self._last = (record, value)
         return value
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import BinaryIO
 
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
 
@@ -16,7 +17,10 @@ class TextWriter:
     tombstone from an empty value, so both are refused (use JSON or BYTES for such topics).
     """
 
-    def __init__(self, sink: BinaryIO, route: Route) -> None:
+    def __init__(
+        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+    ) -> None:
+        self._registry = registry
         self._sink = sink
         self._written = 0
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import FieldRef, Route, SelectField, Source
 
@@ -58,16 +59,21 @@ def _walk(document: Any, path: tuple[str, ...]) -> Any:
 class _Parsed:
     """The JSON documents of one record, parsed on first use."""
 
-    __slots__ = ("_cache", "record")
+    __slots__ = ("_cache", "record", "registry")
 
-    def __init__(self, record: Record) -> None:
+    def __init__(self, record: Record, registry: SchemaRegistry | None = None) -> None:
         self.record = record
+        self.registry = registry
         self._cache: dict[tuple[str, str], Any] = {}
 
     def json(self, part: str, name: str, data: bytes | None) -> Any:
         if data is None:
             return _MISSING
         slot = (part, name)
+        if slot not in self._cache and part in ("v", "k"):
+            framed, datum = decoded(self.registry, data)  # Confluent-framed Avro
+            if framed:
+                self._cache[slot] = datum
         if slot not in self._cache:
             try:
                 self._cache[slot] = json.loads(data)
@@ -129,8 +135,8 @@ class Projector:
     def __init__(self, fields: tuple[SelectField, ...]) -> None:
         self._fields = tuple((f.output_name, _extractor(f.ref)) for f in fields)
 
-    def project(self, record: Record) -> dict[str, Any]:
-        parsed = _Parsed(record)
+    def project(self, record: Record, registry: SchemaRegistry | None = None) -> dict[str, Any]:
+        parsed = _Parsed(record, registry)
         out: dict[str, Any] = {}
         for name, extract in self._fields:
             value = extract(parsed)
@@ -150,7 +156,9 @@ class FieldReader:
     def __init__(self, fields: tuple[FieldRef, ...]) -> None:
         self._extract = tuple(_extractor(ref) for ref in fields)
 
-    def values(self, record: Record) -> tuple[str | None, ...]:
+    def values(
+        self, record: Record, registry: SchemaRegistry | None = None
+    ) -> tuple[str | None, ...]:
         """The record's raw PARTITIONBY values, in PARTITIONBY order.
 
         Raises:
@@ -158,7 +166,7 @@ class FieldReader:
         """
         if not self._extract:
             return ()
-        parsed = _Parsed(record)
+        parsed = _Parsed(record, registry)
         return tuple(_scalar(extract(parsed)) for extract in self._extract)
 
 
@@ -168,6 +176,8 @@ def reader_for(route: Route) -> FieldReader:
     return FieldReader(route.partition_by)
 
 
-def partition_values(route: Route, record: Record) -> tuple[str | None, ...]:
+def partition_values(
+    route: Route, record: Record, registry: SchemaRegistry | None = None
+) -> tuple[str | None, ...]:
     """The record's raw PARTITIONBY values for ``route``; see :class:`FieldReader`."""
-    return reader_for(route).values(record)
+    return reader_for(route).values(record, registry)
