@@ -35,6 +35,7 @@ class FaultProxy:
         self.stall_seconds = stall_seconds
         self.injected: dict[str, int] = dict.fromkeys(FAULTS, 0)
         self.forwarded = 0
+        self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range header
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -96,6 +97,7 @@ class FaultProxy:
 
             def _forward(self) -> None:
                 body = self._body()
+                proxy.requests.append((self.command, self.path, self.headers.get("Range")))
                 fault = proxy._pick()
                 if fault == "503":
                     return self._error(503, "SlowDown")

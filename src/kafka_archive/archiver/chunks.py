@@ -12,11 +12,12 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from kafka_archive.archiver import flush
 from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.formats.base import FormatWriter, writer_for
+from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
@@ -64,6 +65,8 @@ class ChunkSet:
         self._factory = writer_for(unit.route.format)
         self._layout = layout_for(unit.route)
         self._codec = compression.codec_of(unit.route)
+        blocks = unit.route.property("store.gzip.block.bytes")
+        self._block_bytes = int(blocks) if blocks else None
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
@@ -101,6 +104,8 @@ class ChunkSet:
                 # it, so the next record opens one named for itself.
                 self._discard(values)
             raise
+        if isinstance(chunk.compressor, BlockGzipSink):
+            chunk.compressor.record_done(record.offset)
         chunk.records += 1
         chunk.last_offset = record.offset
         if flush.is_full(policy, chunk.stats()):
@@ -111,7 +116,11 @@ class ChunkSet:
         key = self._layout.key(unit.tp, record.offset, values)
         fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
         file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
-        compressor = compression.compressing(file, self._codec)
+        compressor: BinaryIO | None
+        if self._block_bytes is not None:
+            compressor = cast(BinaryIO, BlockGzipSink(file, self._block_bytes))
+        else:
+            compressor = compression.compressing(file, self._codec)
         chunk = OpenChunk(
             key=key,
             first_offset=record.offset,
@@ -135,13 +144,21 @@ class ChunkSet:
             chunk.file.close()
             unit = self._unit
             target = unit.route.target
-            self.marker_keys.append(
-                pending.mark(
-                    self._store, target, unit.job, unit.tp, chunk.first_offset, chunk.key,
-                    unit.run_id,
+            keys = [chunk.key]
+            if isinstance(chunk.compressor, BlockGzipSink):
+                keys.append(index_key(chunk.key))
+            for key in keys:
+                self.marker_keys.append(
+                    pending.mark(
+                        self._store, target, unit.job, unit.tp, chunk.first_offset, key,
+                        unit.run_id,
+                    )
                 )
-            )
             self._store.upload_file(target.bucket, chunk.key, chunk.path)
+            if isinstance(chunk.compressor, BlockGzipSink):
+                self._store.put_bytes(
+                    target.bucket, index_key(chunk.key), index_document(chunk.compressor.blocks)
+                )
             self.written_end = max(self.written_end, chunk.last_offset)
             self.written.append(
                 ObjectWritten(

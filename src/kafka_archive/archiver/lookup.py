@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver.errors import ConfigError, DamagedObjectError, NotInArchiveError
+from kafka_archive.archiver.formats.blocks import index_key, parse_index
 from kafka_archive.archiver.formats.compression import SUFFIXES, decompress
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import layout_for
@@ -161,7 +162,8 @@ def partition_records(
             bound = (
                 objects[position + 1].start_offset if position + 1 < len(objects) else committed
             )
-            for record in _read(store, route, obj, bound):
+            indexed = _indexed(store, route, obj, bound, start) if position == first else None
+            for record in indexed if indexed is not None else _read(store, route, obj, bound):
                 if record.offset >= start:
                     yield record
         return
@@ -216,6 +218,52 @@ def find_records(
     if left == count:
         raise NotInArchiveError(f"offset {offset} is beyond the archive of {tp}", tp=tp,
                                 offset=offset)  # fmt: skip
+
+
+def _indexed(
+    store: S3Store, route: Route, obj: StoredObject, bound: int | None, start: int
+) -> Iterator[FoundRecord] | None:
+    """The records from ``start`` on of a block-GZIP object, read block by block with range
+    GETs from the block holding ``start``; None when the object has no block index."""
+    if not obj.key.endswith(".gz"):
+        return None
+    bucket = route.target.bucket
+    data = store.get_bytes(bucket, index_key(obj.key))
+    if data is None:
+        return None
+    try:
+        blocks = parse_index(data)
+    except ValueError as exc:
+        raise DamagedObjectError(f"s3://{bucket}/{index_key(obj.key)}: {exc}", tp=obj.tp,
+                                 hint="Run kafka-archive verify") from None  # fmt: skip
+    first = max(bisect.bisect_right([b.first_offset for b in blocks], start) - 1, 0)
+
+    def records() -> Iterator[FoundRecord]:
+        for position in range(first, len(blocks)):
+            block = blocks[position]
+            after = blocks[position + 1].first_offset if position + 1 < len(blocks) else bound
+            raw = store.get_bytes(bucket, obj.key, (block.byte_offset, block.length)) or b""
+            try:
+                envelope = route.envelope if route.envelope.enabled else None
+                stored = read_object(route.format, decompress(obj.key, raw), envelope)
+            except ValueError as exc:
+                raise DamagedObjectError(
+                    f"s3://{bucket}/{obj.key}: block at byte {block.byte_offset} cannot be read "
+                    f"as {route.format.value}: {exc}", tp=obj.tp,
+                    hint="Run kafka-archive verify to list damaged objects",
+                ) from None
+            exact = after is not None and after == block.first_offset + len(stored)
+            for i, record in enumerate(stored):
+                yield FoundRecord(
+                    tp=obj.tp,
+                    offset=record.offset if record.offset is not None else block.first_offset + i,
+                    offset_exact=record.offset is not None or exact,
+                    stored=record,
+                    fmt=route.format,
+                    key=obj.key,
+                )
+
+    return records()
 
 
 def _read(store: S3Store, route: Route, obj: StoredObject, bound: int | None) -> list[FoundRecord]:

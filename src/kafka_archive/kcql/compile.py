@@ -124,6 +124,10 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             "whole-object compression of JSON, CSV, TEXT, BYTES (default none)",
             ("none", "gzip", "bzip2", "zstd"),
         ),
+        "store.gzip.block.bytes": PropertySpec(
+            Kind.INT, "with 'store.compression'='gzip': seekable gzip blocks of about this "
+            "many uncompressed bytes, and an index object", minimum=1024,
+        ),
         "avro.codec": PropertySpec(
             Kind.CHOICE,
             "AVRO block compression (default null)",
@@ -612,6 +616,7 @@ _FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         "store.compression": frozenset(
             {Format.JSON, Format.CSV, Format.CSV_WITHHEADERS, Format.TEXT, Format.BYTES}
         ),
+        "store.gzip.block.bytes": frozenset({Format.JSON, Format.TEXT, Format.BYTES}),
         "avro.codec": frozenset({Format.AVRO}),
         "parquet.codec": frozenset({Format.PARQUET}),
         "parquet.row.group.records": frozenset({Format.PARQUET}),
@@ -620,6 +625,14 @@ _FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
 
 
 def _check_format_properties(settings: _Settings, fmt: Format) -> None:
+    blocks, codec = settings.get("store.gzip.block.bytes"), settings.get("store.compression")
+    if blocks is not None and (codec is None or codec.value.strip("'") != "gzip"):
+        raise KcqlSemanticError(
+            "'store.gzip.block.bytes' needs 'store.compression'='gzip'",
+            span=blocks.span,
+            hint="Add 'store.compression'='gzip', or remove the block size",
+            label="blocks-without-gzip",
+        )
     for key, formats in _FORMAT_PROPERTIES.items():
         setting = settings.get(key)
         if setting is not None and fmt not in formats:

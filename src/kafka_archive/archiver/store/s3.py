@@ -148,10 +148,17 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "write", bucket, key) from None
 
-    def get_bytes(self, bucket: str, key: str) -> bytes | None:
-        """The object's bytes, or None when it does not exist."""
+    def get_bytes(
+        self, bucket: str, key: str, byte_range: tuple[int, int] | None = None
+    ) -> bytes | None:
+        """The object's bytes (``byte_range``: start and length only, one range GET), or
+        None when it does not exist."""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if byte_range is not None:
+            start, length = byte_range
+            kwargs["Range"] = f"bytes={start}-{start + length - 1}"
         try:
-            response = self._client.get_object(Bucket=bucket, Key=key)
+            response = self._client.get_object(**kwargs)
         except ClientError as exc:
             if _code(exc) in ("NoSuchKey", "404"):
                 return None
