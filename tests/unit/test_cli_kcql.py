@@ -56,3 +56,14 @@ def test_plan_shows_each_setting_and_where_it_came_from(
     assert sources["region"].startswith("config file") and "KAFKA_ARCHIVE_ENDPOINT_URL" in sources[
         "endpoint_url"] and "--master" in sources["master"]  # fmt: skip
     assert settings["kafka_properties"]["value"] == {"sasl.password": "***"}
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((SAMPLES / "kcql").glob("*.kcql")) + [SAMPLES / "orders.kcql"],
+    ids=lambda p: p.name,
+)
+def test_every_sample_statement_is_valid(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--kcql", path.read_text()]) == 0, capsys.readouterr().err
