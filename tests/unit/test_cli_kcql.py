@@ -62,7 +62,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 @pytest.mark.parametrize(
-    "path", sorted((SAMPLES / "kcql").glob("*.kcql")) + [SAMPLES / "orders.kcql"],
+    "path", [*sorted((SAMPLES / "kcql").glob("*.kcql")), SAMPLES / "orders.kcql"],
     ids=lambda p: p.name,
 )
 def test_every_sample_statement_is_valid(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
