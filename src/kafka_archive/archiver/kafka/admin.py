@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -40,27 +41,23 @@ class KafkaAdmin:
     ) -> None:
         self._consumer.close()
 
-    def topic_names(self) -> tuple[str, ...]:
-        """Every topic on the cluster except internal ones (``__consumer_offsets``, …)."""
+    def _metadata(self) -> Any:
+        """The cluster's metadata for all topics (never by name: that may auto-create)."""
         try:
-            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
+            return self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
         except KafkaException as exc:
             raise KafkaUnavailableError(
                 f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc.args[0].str()}",
                 hint="Check --bootstrap-servers and that the brokers are up",
             ) from None
-        return tuple(sorted(t for t in metadata.topics if not t.startswith("__")))
+
+    def topic_names(self) -> tuple[str, ...]:
+        """Every topic on the cluster except internal ones (``__consumer_offsets``, …)."""
+        return tuple(sorted(t for t in self._metadata().topics if not t.startswith("__")))
 
     def partitions(self, topics: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         """Partition numbers of each topic; a missing topic is an error, never auto-created."""
-        try:
-            # Asking for all topics (not one by name) never triggers auto-creation.
-            metadata = self._consumer.list_topics(timeout=_METADATA_TIMEOUT)
-        except KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"cannot reach Kafka at {self._kafka.bootstrap_servers}: {exc.args[0].str()}",
-                hint="Check --bootstrap-servers and that the brokers are up",
-            ) from None
+        metadata = self._metadata()
         found: dict[str, tuple[int, ...]] = {}
         for topic in topics:
             meta = metadata.topics.get(topic)
