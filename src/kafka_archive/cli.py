@@ -37,17 +37,31 @@ from kafka_archive.archiver.settings import (
 )
 from kafka_archive.archiver.status import status as job_status
 from kafka_archive.archiver.verify import to_json as verify_json
+from kafka_archive.console import LiveProgress, LogProgress
 from kafka_archive.summary import human_bytes, render_restore, render_summary, render_verify
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 
 
-class _StderrProgress:
-    """Progress as log lines (so --quiet and --log-format apply)."""
+class _CurrentStderr:
+    """sys.stderr as it is at each write: a live display swaps it to print above itself."""
 
-    def step(self, message: str) -> None:
-        logging.getLogger("kafka_archive.progress").info(message)
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def _progress() -> LogProgress:
+    """A live display on a terminal (unless --quiet or --log-format json), else log lines."""
+    root = click.get_current_context().find_root()
+    if (root.obj or {}).get("live") and sys.stderr.isatty():
+        from rich.console import Console
+
+        return LiveProgress(Console(stderr=True))
+    return LogProgress()
 
 
 class _JsonFormatter(logging.Formatter):
@@ -95,9 +109,11 @@ def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
 @click.option("--quiet", is_flag=True, help="Only warnings and errors on stderr.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: one JSON object per log line, for log shippers.")
-def cli(debug: bool, quiet: bool, log_format: str) -> None:
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     """Archive Kafka topics into S3 exactly once, driven by KCQL, run on Spark."""
-    handler = logging.StreamHandler(sys.stderr)
+    ctx.obj = {"live": not quiet and log_format == "text"}
+    handler = logging.StreamHandler(_CurrentStderr())
     text = logging.Formatter("kafka-archive: %(message)s")
     handler.setFormatter(_JsonFormatter() if log_format == "json" else text)
     root = logging.getLogger()
@@ -323,7 +339,7 @@ def run(
                 server.stop()
         return
     try:
-        result = api.run(loaded.settings, plan, progress=_StderrProgress())
+        result = api.run(loaded.settings, plan, progress=_progress())
     except ArchiveError as exc:
         _write_outputs(loaded.settings, plan, exc.result, str(exc), report_path, metrics_file)
         raise
@@ -390,7 +406,7 @@ def _follow(
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         totals = api.follow(settings, plan, poll_seconds=poll, stop=stop, on_batch=on_batch,
-                            progress=_StderrProgress())
+                            progress=_progress())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -483,7 +499,7 @@ def verify(
     plan = _plan(kcql_texts, loaded)
     if not offline:
         require_bootstrap(loaded.settings, config)
-    result = api.verify(loaded.settings, plan, offline=offline, progress=_StderrProgress())
+    result = api.verify(loaded.settings, plan, offline=offline, progress=_progress())
     if output == "json":
         click.echo(json.dumps(verify_json(result), indent=2))
     else:
@@ -581,7 +597,7 @@ def restore(
     result = api.restore(
         loaded.settings, plan, location, topic, to_topic, partition_map=partition_map,
         only=only, values_only=values_only, max_records=max_records_per_partition,
-        progress=_StderrProgress(),
+        progress=_progress(),
     )  # fmt: skip
     click.echo(render_restore(result))
 

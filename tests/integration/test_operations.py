@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,33 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 
-
-
+def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """No PYSPARK_PYTHON and a `python3` on PATH without kafka-archive (pipx, a venv not
+    activated): the workers must still run kafka-archive's own interpreter. The run shows
+    one line per finished partition on stderr (not a terminal)."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 200)
+    decoy = tmp_path / "bin"
+    decoy.mkdir()
+    (decoy / "python3").write_text("#!/bin/sh\necho 'not the python of kafka-archive'\nexit 3\n")
+    (decoy / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env.update(PATH=f"{decoy}:{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
+    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
+               "--endpoint-url", s3_endpoint, "--master", "local[2]"]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert archived_ids(s3_client, bkt) == list(range(200))
+    for partition in (0, 1):
+        assert f"{name}[{partition}]: offsets 0..99: 100 records" in done.stderr
 
 
 def test_report_and_metrics_describe_the_run_without_secrets(

@@ -6,10 +6,11 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,8 +20,9 @@ from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
+from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
+from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
@@ -31,11 +33,33 @@ log = logging.getLogger(__name__)
 
 
 class Progress(Protocol):
+    """What a run tells the user while it works (the CLI draws it; the library never prints).
+
+    ``units_started`` names the units of one Spark job before it runs; ``unit_update`` is
+    called from a listener thread as tasks report (:mod:`.progress`), ``units_ended`` once
+    the job is over.
+    """
+
     def step(self, message: str) -> None: ...
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None: ...
+
+    def unit_update(self, update: UnitProgress) -> None: ...
+
+    def units_ended(self) -> None: ...
 
 
 class NullProgress:
     def step(self, message: str) -> None:
+        return None
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None:
+        return None
+
+    def unit_update(self, update: UnitProgress) -> None:
+        return None
+
+    def units_ended(self) -> None:
         return None
 
 
@@ -55,6 +79,9 @@ def spark_session(settings: Settings, app_name: str) -> tuple[Any, bool]:
     )
     if settings.master.startswith("local"):
         # On a cluster the workers' Python is the cluster's (spark.pyspark.python/--archives).
+        # PySpark's RDD API starts workers with $PYSPARK_PYTHON, else `python3` on PATH
+        # (not the conf below), which may lack kafka-archive (pipx, an unactivated venv).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         log_config = Path(__file__).with_name("log4j2.properties")
         builder = (
             builder.config("spark.pyspark.python", sys.executable)
@@ -108,7 +135,7 @@ class _Archiver:
             )
             if self._spark is None:
                 self._spark, self._owned = spark_session(self.settings, f"kafka-archive {self.job}")
-            results = jobs.run_units_on_spark(self._spark, work.units, self.settings)
+            results = self._run_units(work.units)
         done, failures = jobs.split_results(results)
         _commit_group(self.admin, done)
         outcome = RunResult(
@@ -123,6 +150,21 @@ class _Archiver:
             error.result = outcome
             raise error
         return outcome
+
+    def _run_units(self, units: tuple[WorkUnit, ...]) -> list[Any]:
+        """Run the units on Spark while their tasks report progress to a listener here."""
+        host = self._spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
+        self.progress.units_started([
+            UnitProgress(u.route_index, u.tp.topic, u.tp.partition, u.start, u.stop, u.start)
+            for u in units
+        ])  # fmt: skip
+        try:
+            with listening(host, self.progress.unit_update) as address:
+                if address is not None:
+                    units = tuple(dataclasses.replace(u, progress_to=address) for u in units)
+                return jobs.run_units_on_spark(self._spark, units, self.settings)
+        finally:
+            self.progress.units_ended()
 
     def close(self) -> None:
         if self._spark is not None and self._owned:

@@ -8,6 +8,8 @@ writes the same keys.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -16,15 +18,23 @@ from typing import BinaryIO, cast
 
 from kafka_archive.archiver import flush
 from kafka_archive.archiver.formats import compression
-from kafka_archive.archiver.formats.base import FormatWriter, writer_for
+from kafka_archive.archiver.formats.base import (
+    BadRecordError,
+    BatchWriter,
+    FormatWriter,
+    batch_encoder_for,
+    writer_for,
+)
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.registry import SchemaRegistry
+from kafka_archive.archiver.kafka.reader import Batch
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.store.streaming import StreamingUpload
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
 _SPOOL_BUFFER = 64 * 1024
@@ -41,6 +51,7 @@ class OpenChunk:
     file: BinaryIO
     writer: FormatWriter
     compressor: BinaryIO | None
+    upload: StreamingUpload | None
     last_offset: int = -1
     records: int = 0
 
@@ -57,8 +68,10 @@ class ChunkSet:
         store: S3Store,
         spool_dir: str | None,
         registry: SchemaRegistry | None = None,
+        part_bytes: int | None = None,
     ) -> None:
         self._unit = unit
+        self._part_bytes = part_bytes
         self._registry = registry
         self._store = store
         self._spool_dir = spool_dir
@@ -71,6 +84,12 @@ class ChunkSet:
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
         self._open: dict[tuple[str | None, ...], OpenChunk] = {}
+        # Pass-through routes into one object at a time take whole batches (add_batch).
+        self._encode = (
+            batch_encoder_for(unit.route)
+            if registry is None and not self._grouped and self._block_bytes is None
+            else None
+        )
         self.written: list[ObjectWritten] = []
         self.marker_keys: list[str] = []
         # The last offset in any object uploaded so far (start - 1 before the first).
@@ -95,7 +114,7 @@ class ChunkSet:
             self._roll(values)
             chunk = None
         if chunk is None:
-            chunk = self._open_chunk(record, values)
+            chunk = self._open_chunk(record.offset, record.timestamp, values)
         try:
             chunk.writer.write(record)
         except Exception:
@@ -110,10 +129,75 @@ class ChunkSet:
         chunk.last_offset = record.offset
         if flush.is_full(policy, chunk.stats()):
             self._roll(values)
+        elif chunk.records % 256 == 0:
+            self._stream(chunk)
 
-    def _open_chunk(self, record: Record, values: tuple[str | None, ...]) -> OpenChunk:
+    def add_batch(self, batch: Batch) -> bool:
+        """Write a whole batch through the route's batch encoder; False when the route has
+        none or a value is refused (nothing of the batch is written: take it record by
+        record with :meth:`add`, which applies the error policy).
+
+        Objects roll exactly where :meth:`add` would roll them: after the record that
+        reaches the count or size, before the record a full interval after the first.
+        """
+        if self._encode is None:
+            return False
+        try:
+            pieces = self._encode(batch.values())
+        except BadRecordError:
+            return False
+        offsets = batch.offsets()
+        policy = self._unit.route.flush
+        interval_ms = policy.interval_seconds * 1000
+        timestamps = batch.timestamps()
+        # ends[k]: encoded bytes of pieces[:k].
+        ends = list(itertools.accumulate(map(len, pieces), initial=0))
+        n, i = len(pieces), 0
+        while i < n:
+            chunk = self._open.get(())
+            if chunk is None:
+                chunk = self._open_chunk(offsets[i], timestamps[i], ())
+            # Roll after index `last` (count or size reached), or before `cut` (interval).
+            last = i + (policy.count - chunk.records) - 1
+            room = policy.size - chunk.writer.bytes_written()
+            last = min(last, bisect.bisect_left(ends, ends[i] + room, lo=i + 1) - 1)
+            full = last < n
+            end = min(last + 1, n)
+            cut = _interval_cut(timestamps, i, end, chunk, interval_ms)
+            if cut is not None:
+                end, full = cut, True
+            if end > i:
+                writer = cast(BatchWriter, chunk.writer)
+                writer.write_encoded(b"".join(pieces[i:end]))
+                chunk.records += end - i
+                chunk.last_offset = offsets[end - 1]
+            if full:
+                self._roll(())
+            elif end > i:
+                self._stream(chunk)
+            i = end
+        return True
+
+    def bytes_so_far(self) -> int:
+        """Bytes of the objects written so far, and encoded into the open ones (progress)."""
+        return sum(o.size for o in self.written) + sum(
+            c.writer.bytes_written() for c in self._open.values()
+        )
+
+    def _stream(self, chunk: OpenChunk) -> None:
+        """Send the parts of the spool file that are complete (reading and upload overlap)."""
+        if chunk.upload is None:
+            return
+        size = chunk.file.tell()
+        if size >= chunk.upload.next_boundary():
+            chunk.file.flush()
+            chunk.upload.advance(size)
+
+    def _open_chunk(
+        self, offset: int, timestamp: int | None, values: tuple[str | None, ...]
+    ) -> OpenChunk:
         unit = self._unit
-        key = self._layout.key(unit.tp, record.offset, values)
+        key = self._layout.key(unit.tp, offset, values)
         fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
         file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
         compressor: BinaryIO | None
@@ -123,12 +207,20 @@ class ChunkSet:
             compressor = compression.compressing(file, self._codec)
         chunk = OpenChunk(
             key=key,
-            first_offset=record.offset,
-            first_timestamp=record.timestamp,
+            first_offset=offset,
+            first_timestamp=timestamp,
             path=Path(name),
             file=file,
             writer=self._factory(compressor or file, unit.route, self._registry),
             compressor=compressor,
+            upload=(
+                StreamingUpload(
+                    self._store, unit.route.target.bucket, key, Path(name),
+                    part_size=self._part_bytes,
+                )
+                if self._part_bytes is not None
+                else None
+            ),
         )
         self._open[values] = chunk
         return chunk
@@ -154,7 +246,10 @@ class ChunkSet:
                         unit.run_id,
                     )
                 )
-            self._store.upload_file(target.bucket, chunk.key, chunk.path)
+            if chunk.upload is not None and chunk.upload.started:
+                chunk.upload.complete(chunk.path.stat().st_size)
+            else:
+                self._store.upload_file(target.bucket, chunk.key, chunk.path)
             if isinstance(chunk.compressor, BlockGzipSink):
                 self._store.put_bytes(
                     target.bucket, index_key(chunk.key), index_document(chunk.compressor.blocks)
@@ -169,6 +264,10 @@ class ChunkSet:
                     size=chunk.path.stat().st_size,
                 )
             )
+        except BaseException:
+            if chunk.upload is not None:
+                chunk.upload.abort()
+            raise
         finally:
             chunk.file.close()
             chunk.path.unlink(missing_ok=True)
@@ -200,12 +299,37 @@ class ChunkSet:
 
     def _discard(self, values: tuple[str | None, ...]) -> None:
         chunk = self._open.pop(values)
+        if chunk.upload is not None:
+            chunk.upload.abort()
         chunk.file.close()
         chunk.path.unlink(missing_ok=True)
 
     def discard_all(self) -> None:
         """Drop every open chunk without uploading (held back, or a failed unit)."""
         for chunk in self._open.values():
+            if chunk.upload is not None:
+                chunk.upload.abort()
             chunk.file.close()
             chunk.path.unlink(missing_ok=True)
         self._open.clear()
+
+
+def _interval_cut(
+    timestamps: list[int | None], start: int, end: int, chunk: OpenChunk, interval_ms: int
+) -> int | None:
+    """The first index in ``[start, end)`` whose record lies a full interval after the
+    chunk's first record (it starts the next object), or None. Same rule as
+    :func:`flush.interval_elapsed`."""
+    first = chunk.first_timestamp
+    if first is None:
+        return None
+    window = timestamps[start:end]
+    if None not in window:
+        latest = max(cast(list[int], window), default=first)
+        if latest - first < interval_ms:
+            return None  # the common case, decided without a Python step per record
+    for k in range(start, end):
+        ts = timestamps[k]
+        if ts is not None and ts - first >= interval_ms and (k > start or chunk.records > 0):
+            return k
+    return None

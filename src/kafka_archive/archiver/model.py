@@ -46,6 +46,8 @@ class WorkUnit:
     until_ms: int | None = None
     # Open objects whose first record is newer than this (ms) are held back at the end.
     young_after_ms: int | None = None
+    # host:port of the driver's progress listener (archiver.progress), if any.
+    progress_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
     Option("s3_max_attempts", int, 8, "attempts per S3 request (retries with exponential "
            "backoff and full jitter on throttling, 5xx and connection errors)"),
+    Option("s3_stream_part_mb", int, None, "upload each object in parts of this many MiB "
+           "(at least 5) while it is still written, so reading and uploading overlap: for a "
+           "remote S3; off by default (on a loopback endpoint it only costs CPU)"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -85,6 +88,7 @@ class S3Settings:
     endpoint_url: str | None = None
     region: str | None = None
     max_attempts: int = 8
+    stream_part_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,9 @@ class Settings:
             return getattr(self.s3, name)
         if name == "s3_max_attempts":
             return self.s3.max_attempts
+        if name == "s3_stream_part_mb":
+            part = self.s3.stream_part_bytes
+            return None if part is None else part // MIB
         if name == "start":
             return str(self.start)
         if name == "until":
@@ -265,6 +272,7 @@ def load_settings(
         s3=S3Settings(
             endpoint_url=get("endpoint_url"), region=get("region"),
             max_attempts=get("s3_max_attempts"),
+            stream_part_bytes=_part_bytes(get("s3_stream_part_mb"), origin),
         ),
         master=get("master"),
         job_name=get("job_name"),
@@ -280,6 +288,21 @@ def load_settings(
         sources=tuple(sorted(origin.items())),
     )
     return LoadedConfig(settings=settings, statements=statements)
+
+
+MIB = 1024 * 1024
+
+
+def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:
+    if mb is None:
+        return None
+    if mb < 5:
+        raise ConfigError(
+            f"s3_stream_part_mb from {origin.get('s3_stream_part_mb')} must be at least 5, "
+            f"not {mb}",
+            hint="S3 refuses multipart parts smaller than 5 MiB",
+        )
+    return mb * MIB
 
 
 def require_bootstrap(settings: Settings, config_path: Path | None) -> None:

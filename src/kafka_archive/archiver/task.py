@@ -19,6 +19,7 @@ from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
 from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
@@ -111,11 +112,33 @@ class Refused:
 
 
 def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
+    sender = ProgressSender(
+        unit.progress_to,
+        UnitProgress(unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop,
+                     unit.start),
+    )
+    try:
+        result = _archive_unit(unit, settings, sender)
+    except BaseException:
+        sender.finish(failed=True)
+        raise
+    if isinstance(result, UnitFailure):
+        sender.finish(failed=True)
+    else:
+        sender.finish(offset=result.next_offset, records=result.records, size=result.bytes,
+                      objects=len(result.objects))
+    return result
+
+
+def _archive_unit(
+    unit: WorkUnit, settings: Settings, sender: ProgressSender
+) -> UnitResult | UnitFailure:
     started = time.monotonic()
+    read = 0
     store = S3Store(settings.s3)
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
-    chunks = ChunkSet(unit, store, settings.spool_dir, registry)
+    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes)
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
     try:
@@ -129,6 +152,12 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
             until_ms=unit.until_ms,
         ) as reader:
             for batch in reader.batches():
+                read += len(batch)
+                if sender.due():
+                    sender.update(offset=reader.next_offset, records=read,
+                                  size=chunks.bytes_so_far())
+                if chunks.add_batch(batch):
+                    continue
                 for record in batch:
                     try:
                         chunks.add(record)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
@@ -38,6 +38,15 @@ class FormatWriter(Protocol):
     def close(self) -> None: ...
 
 
+class BatchWriter(FormatWriter, Protocol):
+    """A writer that also takes a batch encoded ahead by its format's ``encode_values``."""
+
+    def write_encoded(self, data: bytes) -> None: ...
+
+
+BatchEncoder = Callable[[Sequence[bytes | None]], list[bytes]]
+
+
 class WriterFactory(Protocol):
     """``registry`` decodes values in the Confluent Avro wire format (None: no registry)."""
 
@@ -68,3 +77,23 @@ def writer_for(fmt: Format) -> WriterFactory:
     if fmt not in writers:
         raise NotImplementedError(f"STOREAS {fmt.value} is not supported yet")
     return writers[fmt]
+
+
+def batch_encoder_for(route: Route) -> BatchEncoder | None:
+    """The batch encoder of a route whose objects hold each value as it is, else None.
+
+    A batch encoder turns a list of values into one encoded piece per value, or raises
+    :class:`BadRecordError` with nothing written; the runtime then cuts the pieces into
+    objects by the flush policy without a Python step per record. Only pass-through routes
+    qualify: JSON, TEXT and BYTES without a SELECT list or the envelope.
+    """
+    from kafka_archive.archiver.formats import bytes_, json_, text
+
+    if route.envelope.enabled or route.fields is not None:
+        return None
+    encoders: dict[Format, BatchEncoder] = {
+        Format.JSON: json_.encode_values,
+        Format.TEXT: text.encode_values,
+        Format.BYTES: bytes_.encode_values,
+    }
+    return encoders.get(route.format)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from kafka_archive.archiver.formats.registry import SchemaRegistry
@@ -41,11 +41,25 @@ class BytesWriter:
         self._sink.write(value)
         self._written += _LENGTH.size + len(value)
 
+    def write_encoded(self, data: bytes) -> None:
+        """Write frames made by :func:`encode_values` (the batch path)."""
+        self._sink.write(data)
+        self._written += len(data)
+
     def bytes_written(self) -> int:
         return self._written
 
     def close(self) -> None:
         self._sink.flush()
+
+
+_TOMBSTONE_FRAME = _LENGTH.pack(TOMBSTONE)
+
+
+def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
+    """The frames of a batch of values, one per value (what :class:`BytesWriter` writes)."""
+    pack = _LENGTH.pack
+    return [_TOMBSTONE_FRAME if v is None else pack(len(v)) + v for v in values]
 
 
 def read_values(data: bytes) -> Iterator[bytes | None]:

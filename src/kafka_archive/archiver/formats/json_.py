@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import BinaryIO
+
+import orjson
 
 from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
@@ -47,22 +50,43 @@ class JsonWriter:
             line = json.dumps(projected, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         elif (framed := decoded(self._registry, value))[0]:
             line = json.dumps(framed[1], separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-        elif value is None:
-            line = b"null\n"
         else:
-            try:
-                parsed = json.loads(value)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
-            if b"\n" in value or b"\r" in value:
-                line = json.dumps(parsed, separators=(",", ":")).encode() + b"\n"
-            else:
-                line = value.strip() + b"\n"
+            line = pass_through_line(value)
         self._sink.write(line)
         self._written += len(line)
+
+    def write_encoded(self, data: bytes) -> None:
+        """Write lines made by :func:`encode_values` (the batch path of a plain route)."""
+        self._sink.write(data)
+        self._written += len(data)
 
     def bytes_written(self) -> int:
         return self._written
 
     def close(self) -> None:
         self._sink.flush()
+
+
+def pass_through_line(value: bytes | None) -> bytes:
+    """The JSON Lines line of a plain value: checked to be JSON, copied when compact."""
+    if value is None:
+        return b"null\n"
+    try:
+        orjson.loads(value)
+    except orjson.JSONDecodeError:
+        # orjson is strict RFC 8259; json also takes NaN/Infinity and UTF-16/32 input.
+        try:
+            json.loads(value)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
+    if b"\n" in value or b"\r" in value:
+        return json.dumps(json.loads(value), separators=(",", ":")).encode() + b"\n"
+    return value.strip() + b"\n"
+
+
+def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
+    """The lines of a batch of plain values (no SELECT, envelope or registry).
+
+    Raises :class:`BadRecordError` if any value is not JSON, before anything is written.
+    """
+    return [pass_through_line(v) for v in values]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import BinaryIO
 
 from kafka_archive.archiver.formats.base import BadRecordError
@@ -28,21 +29,51 @@ class TextWriter:
         return True
 
     def write(self, record: Record) -> None:
-        value = record.value
-        if value is None:
-            raise BadRecordError("a tombstone (null value) cannot be stored as TEXT")
-        if b"\n" in value or b"\r" in value:
-            raise BadRecordError("value contains a line break, which TEXT cannot store")
-        try:
-            value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRecordError("value is not UTF-8 text") from None
-        self._sink.write(value)
-        self._sink.write(b"\n")
-        self._written += len(value) + 1
+        line = _line(record.value)
+        self._sink.write(line)
+        self._written += len(line)
+
+    def write_encoded(self, data: bytes) -> None:
+        """Write lines made by :func:`encode_values` (the batch path)."""
+        self._sink.write(data)
+        self._written += len(data)
 
     def bytes_written(self) -> int:
         return self._written
 
     def close(self) -> None:
         self._sink.flush()
+
+
+def _line(value: bytes | None) -> bytes:
+    if value is None:
+        raise BadRecordError("a tombstone (null value) cannot be stored as TEXT")
+    if b"\n" in value or b"\r" in value:
+        raise BadRecordError("value contains a line break, which TEXT cannot store")
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRecordError("value is not UTF-8 text") from None
+    return value + b"\n"
+
+
+def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
+    """The lines of a batch of values; raises :class:`BadRecordError` for any value TEXT
+    cannot store, before anything is written.
+
+    Checked on the batch joined by newlines: a value that adds a line break, or bytes that
+    are not UTF-8 (a newline cannot complete a split character), show in the whole.
+    """
+    if not values:
+        return []
+    if None in values:
+        raise BadRecordError("a tombstone (null value) cannot be stored as TEXT")
+    present: Sequence[bytes] = values  # type: ignore[assignment]  # no None, checked above
+    joined = b"\n".join(present)
+    if joined.count(b"\n") != len(present) - 1 or b"\r" in joined:
+        raise BadRecordError("value contains a line break, which TEXT cannot store")
+    try:
+        joined.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRecordError("value is not UTF-8 text") from None
+    return [v + b"\n" for v in present]

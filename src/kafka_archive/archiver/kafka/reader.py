@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -29,6 +30,7 @@ def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             # librdkafka's read-ahead per task: bounds memory (see README, Performance).
             "queued.max.messages.kbytes": 32 * 1024,
+            "fetch.queue.backoff.ms": 10,
         },
         fixed={
             "group.id": group,
@@ -53,6 +55,40 @@ def to_record(message: Any) -> Record:
         value=message.value(),
         headers=tuple(headers) if headers else (),
     )
+
+
+class Batch:
+    """Consecutive records of one partition, as the client returned them.
+
+    The hot path reads columns (``values``, ``offsets``, ``timestamps``) without building a
+    :class:`Record` per message; iterating yields records (built once, on first use).
+    """
+
+    __slots__ = ("_messages", "_records")
+
+    def __init__(self, messages: list[Any]) -> None:
+        self._messages = messages
+        self._records: list[Record] | None = None
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def records(self) -> list[Record]:
+        if self._records is None:
+            self._records = [to_record(m) for m in self._messages]
+        return self._records
+
+    def values(self) -> list[bytes | None]:
+        return [m.value() for m in self._messages]
+
+    def offsets(self) -> list[int]:
+        return [m.offset() for m in self._messages]
+
+    def timestamps(self) -> list[int | None]:
+        return [ts if kind != 0 else None for kind, ts in (m.timestamp() for m in self._messages)]
 
 
 class KafkaReader:
@@ -81,6 +117,7 @@ class KafkaReader:
         self._stop = stop
         self._until_ms = until_ms
         self.next_offset = start
+        self._position = start
         self._idle_timeout = idle_timeout
         self._consumer = Consumer(consumer_config(kafka, group))
 
@@ -98,56 +135,81 @@ class KafkaReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def batches(self) -> Iterator[list[Record]]:
+    def batches(self) -> Iterator[Batch]:
         if self._start >= self._stop:
             return
-        tp, stop, until = self._tp, self._stop, self._until_ms
+        tp = self._tp
         self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
-        position = self._start
+        self._position = self._start
         last_progress = time.monotonic()
-        while position < stop:
+        while self._position < self._stop:
             try:
                 messages = self._consumer.consume(_BATCH, _POLL_SECONDS)
             except KafkaException as exc:
-                raise KafkaReadError(f"consume failed: {exc}", tp=tp, offset=position) from None
-            batch: list[Record] = []
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        # EOF at the high watermark; a compacted gap may reach past stop.
-                        position = max(position, min(message.offset() or 0, stop))
-                        continue
-                    raise KafkaReadError(
-                        f"broker error: {error.str()}",
-                        tp=tp,
-                        offset=position,
-                        hint=_hint_for(error),
-                    )
-                offset = message.offset()
-                if offset is None:
-                    continue
-                if offset >= stop:
-                    position = stop
-                    break
-                record = to_record(message)
-                if until is not None and record.timestamp is not None and record.timestamp >= until:
-                    position = stop = offset
-                    break
-                batch.append(record)
-                position = offset + 1
-            self.next_offset = position
-            if batch:
-                last_progress = time.monotonic()
-                yield batch
-            elif position < stop and time.monotonic() - last_progress > self._idle_timeout:
                 raise KafkaReadError(
-                    f"no data for {self._idle_timeout:.0f}s while reading up to offset {stop}",
+                    f"consume failed: {exc}", tp=tp, offset=self._position
+                ) from None
+            good = self._bounded(messages)
+            self.next_offset = self._position
+            if good:
+                last_progress = time.monotonic()
+                yield Batch(good)
+            elif (
+                self._position < self._stop
+                and time.monotonic() - last_progress > self._idle_timeout
+            ):
+                raise KafkaReadError(
+                    f"no data for {self._idle_timeout:.0f}s while reading up to offset "
+                    f"{self._stop}",
                     tp=tp,
-                    offset=position,
+                    offset=self._position,
                     hint="Check that the brokers are up and reachable; the next run resumes "
                     "from the last committed offset",
                 )
+
+    def _bounded(self, messages: list[Any]) -> list[Any]:
+        """The records of ``messages`` inside the range; moves the position past them.
+
+        Whole-list operations (one comprehension, bisections) rather than a Python step
+        per message: this runs for every record archived.
+        """
+        good = [m for m in messages if m.error() is None]
+        if len(good) != len(messages):
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    continue
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaReadError(
+                        f"broker error: {error.str()}",
+                        tp=self._tp,
+                        offset=self._position,
+                        hint=_hint_for(error),
+                    )
+                # EOF at the high watermark; a compacted gap may reach past stop.
+                self._position = max(self._position, min(message.offset() or 0, self._stop))
+        if not good:
+            return good
+        stop = self._stop
+        if good[-1].offset() >= stop:
+            good = good[: bisect.bisect_left(good, stop, key=_offset_of)]
+            self._position = stop
+            if not good:
+                return good
+        if self._until_ms is not None:
+            until = self._until_ms
+            for i, message in enumerate(good):
+                kind, ts = message.timestamp()
+                if kind != 0 and ts >= until:
+                    self._position = self._stop = message.offset()
+                    return good[:i]
+        self._position = max(self._position, good[-1].offset() + 1)
+        return good
+
+
+def _offset_of(message: Any) -> int:
+    offset: int = message.offset()
+    return offset
 
 
 def _hint_for(error: Any) -> str | None:

@@ -258,6 +258,39 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "delete", bucket, key) from None
 
+    # -- multipart uploads written part by part (archiver.store.streaming) -------------------
+
+    def start_multipart(self, bucket: str, key: str) -> str:
+        try:
+            response = self._client.create_multipart_upload(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "upload", bucket, key) from None
+        return str(response["UploadId"])
+
+    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+        """Upload part ``number`` (from 1); returns its ETag."""
+        try:
+            response = self._client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, f"upload part {number} of", bucket, key) from None
+        return str(response["ETag"])
+
+    def complete_multipart(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> None:
+        """Make the object visible, whole: parts ``1..len(etags)`` in order."""
+        parts: list[Any] = [
+            {"ETag": etag, "PartNumber": i} for i, etag in enumerate(etags, start=1)
+        ]
+        try:
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "complete the upload of", bucket, key) from None
+
     # -- multipart cleanup ----------------------------------------------------------------
 
     def incomplete_uploads(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:

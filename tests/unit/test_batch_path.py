@@ -1,0 +1,187 @@
+"""The batch path (ChunkSet.add_batch) writes exactly the objects the per-record path writes.
+
+Pass-through routes (JSON, TEXT, BYTES without SELECT or envelope) take whole batches and
+cut them into objects by the flush policy without a Python step per record; a retry must
+still cut every object where any earlier attempt cut it, so both paths are compared here on
+generated values, timestamps, batch splits and flush policies.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_archive import kcql
+from kafka_archive.archiver.chunks import ChunkSet
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.kafka.reader import Batch
+from kafka_archive.archiver.model import TopicPartition, WorkUnit
+
+
+class FakeStore:
+    """The three calls ChunkSet makes, kept in memory."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
+        self.objects[key] = body
+
+    def upload_file(self, bucket: str, key: str, path: Path) -> None:
+        self.objects[key] = Path(path).read_bytes()
+
+    def delete(self, bucket: str, keys: list[str]) -> None:
+        for key in keys:
+            self.objects.pop(key, None)
+
+
+class FakeMessage:
+    """What confluent-kafka's Message offers the reader."""
+
+    def __init__(self, offset: int, value: bytes | None, timestamp: int | None) -> None:
+        self._offset, self._value, self._timestamp = offset, value, timestamp
+
+    def error(self) -> None:
+        return None
+
+    def offset(self) -> int:
+        return self._offset
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def key(self) -> None:
+        return None
+
+    def headers(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return 0
+
+    def timestamp(self) -> tuple[int, int]:
+        return (0, -1) if self._timestamp is None else (1, self._timestamp)
+
+
+def _unit(fmt: str, count: int, size: int, interval: int) -> WorkUnit:
+    plan = kcql.parse(
+        f"INSERT INTO bkt:arch SELECT * FROM t STOREAS `{fmt}` WITH_FLUSH_COUNT = {count} "
+        f"WITH_FLUSH_SIZE = {size} WITH_FLUSH_INTERVAL = {interval}"
+    )
+    return WorkUnit(0, plan.routes[0], TopicPartition("t", 0), 0, 10**9, "run", "job", "g")
+
+
+def _per_record(unit: WorkUnit, batches: list[Batch], spool: Path) -> tuple[Any, ...]:
+    store = FakeStore()
+    chunks = ChunkSet(unit, store, str(spool))  # type: ignore[arg-type]
+    for batch in batches:
+        for record in batch:
+            try:
+                chunks.add(record)
+            except BadRecordError:
+                continue  # the skip policy
+    chunks.flush_all()
+    return _data(store), tuple(chunks.written)
+
+
+def _batched(unit: WorkUnit, batches: list[Batch], spool: Path) -> tuple[Any, ...]:
+    store = FakeStore()
+    chunks = ChunkSet(unit, store, str(spool))  # type: ignore[arg-type]
+    for batch in batches:
+        if chunks.add_batch(batch):
+            continue
+        for record in batch:
+            try:
+                chunks.add(record)
+            except BadRecordError:
+                continue
+    chunks.flush_all()
+    return _data(store), tuple(chunks.written)
+
+
+def _data(store: FakeStore) -> dict[str, bytes]:
+    return {k: v for k, v in store.objects.items() if "/.kafka-archive/" not in k}
+
+
+values = st.one_of(
+    st.integers(-5, 10**6).map(lambda i: str(i).encode()),
+    st.text("ab c", max_size=30).map(lambda t: f'{{"t": "{t}"}}'.encode()),
+    st.just(b" [1, 2] "),
+)
+# At most one value a format may refuse: its batch goes record by record (the error policy).
+refused = st.one_of(
+    st.none(),
+    st.tuples(
+        st.integers(0, 59),
+        st.sampled_from([b"{", b"line\nbreak", None]),  # not JSON; not TEXT; a tombstone
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    fmt=st.sampled_from(["JSON", "TEXT", "BYTES"]),
+    records=st.lists(
+        # Timestamps as steps from the previous one (Kafka's mostly rise; some go back or
+        # are unknown), in half-seconds so that "exactly one interval later" comes up.
+        st.tuples(values, st.one_of(st.none(), st.integers(-1, 3).map(lambda t: t * 500))),
+        min_size=1,
+        max_size=60,
+    ),
+    bad=refused,
+    cuts=st.lists(st.integers(1, 60), max_size=6),
+    count=st.integers(1, 25),
+    size=st.integers(1, 400),
+    interval=st.integers(1, 8),
+)
+def test_batches_roll_objects_exactly_where_single_records_do(
+    tmp_path_factory: Any,
+    fmt: str,
+    records: list[tuple[bytes | None, int | None]],
+    bad: tuple[int, bytes | None] | None,
+    cuts: list[int],
+    count: int,
+    size: int,
+    interval: int,
+) -> None:
+    spool = tmp_path_factory.mktemp("spool")
+    clock, timed = 10_000, []
+    for value, step in records:
+        clock += step or 0
+        timed.append((value, None if step is None else clock))
+    records = timed
+    if bad is not None and bad[0] < len(records):
+        records[bad[0]] = (bad[1], records[bad[0]][1])
+    messages = [FakeMessage(i * 2, v, ts) for i, (v, ts) in enumerate(records)]  # gaps
+    bounds = sorted({0, len(messages), *(c for c in cuts if c < len(messages))})
+    unit = _unit(fmt, count, size, interval)
+
+    def batches() -> list[Batch]:
+        return [Batch(messages[a:b]) for a, b in itertools.pairwise(bounds)]
+
+    expected = _per_record(unit, batches(), spool)
+    assert _batched(unit, batches(), spool) == expected
+
+
+def test_only_pass_through_routes_take_the_batch_path(tmp_path: Path) -> None:
+    def takes(text: str) -> bool:
+        plan = kcql.parse(text)
+        unit = WorkUnit(0, plan.routes[0], TopicPartition("t", 0), 0, 10, "r", "j", "g")
+        chunks = ChunkSet(unit, FakeStore(), str(tmp_path))  # type: ignore[arg-type]
+        return chunks.add_batch(Batch([FakeMessage(0, b"1", 5)]))
+
+    assert takes("INSERT INTO bkt:p SELECT * FROM t STOREAS `JSON`")
+    assert takes("INSERT INTO bkt:p SELECT * FROM t STOREAS `BYTES`")
+    assert not takes("INSERT INTO bkt:p SELECT id FROM t STOREAS `JSON`")
+    assert not takes("INSERT INTO bkt:p SELECT * FROM t PARTITIONBY _key STOREAS `JSON`")
+    assert not takes(
+        "INSERT INTO bkt:p SELECT * FROM t STOREAS `JSON` PROPERTIES('store.envelope'=true)"
+    )
+    assert not takes("INSERT INTO bkt:p SELECT * FROM t STOREAS `AVRO`")
