@@ -403,10 +403,19 @@ def _follow(
                 lag = None
             server.update(result, lag)
 
+    def on_error(error: ArchiveError, delay: float) -> None:
+        logging.getLogger("kafka_archive").warning(
+            "batch failed: %s; trying again in %.0f s", error, delay
+        )
+        if server is not None:
+            server.failed(type(error).__name__)
+            if error.result is not None:
+                server.update(error.result, None, ok=False)
+
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         totals = api.follow(settings, plan, poll_seconds=poll, stop=stop, on_batch=on_batch,
-                            progress=_progress())
+                            progress=_progress(), on_error=on_error)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

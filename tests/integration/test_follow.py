@@ -21,12 +21,12 @@ from archive_helpers import archived_ids
 from archive_helpers import produce_ids as produce
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from faultproxy import FaultProxy
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
-
-
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -39,6 +39,79 @@ def get(port: int, path: str) -> tuple[int, str]:
         return 0, str(exc)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    """/metrics parsed by Prometheus' own parser: sample name -> value (labels dropped)."""
+    code, text = get(port, "/metrics")
+    assert code == 200, text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_follow_rides_out_an_s3_outage_and_counts_it(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """S3 answers nothing but 503 for a while: --follow keeps running, counts the failed
+    batches in kafka_archive_errors_total, /health turns 503 once no batch has succeeded
+    for --health-max-age, and when S3 is back every record is archived exactly once."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, 0, 50, partitions=1)
+    port = free_port()
+    with FaultProxy(s3_endpoint, rate=0.0, seed=3) as proxy:
+        kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+        command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql", kcql,
+                   "--bootstrap-servers", broker, "--endpoint-url", proxy.url, "--follow",
+                   "--poll-interval", "0.3", "--master", "local[1]", "--metrics-port",
+                   str(port), "--health-max-age", "4"]  # fmt: skip
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "KAFKA_ARCHIVE_S3_MAX_ATTEMPTS": "2"}
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 90
+            while archived_ids(s3_client, bkt) != list(range(50)):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "first wave not archived"
+                time.sleep(0.3)
+            proxy.fail_all = True
+            produce(broker, name, 50, 30, partitions=1)
+            deadline = time.monotonic() + 60
+            while (
+                get(port, "/health")[0] != 503
+                or scrape(port).get("kafka_archive_errors_total", 0) < 1
+            ):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "no failed batch counted, or no 503"
+                time.sleep(0.3)
+            proxy.fail_all = False
+            deadline = time.monotonic() + 120  # the back-off doubles: up to ~10 s here
+            while archived_ids(s3_client, bkt) != list(range(80)) or get(port, "/health")[0] != 200:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "not archived after the outage"
+                time.sleep(0.3)
+            metrics = scrape(port)
+            assert metrics["kafka_archive_records_total"] == 80
+            assert metrics["kafka_archive_s3_retries_total"] >= 1
+            assert metrics["kafka_archive_last_commit_age_seconds"] < 60
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, err
+    assert "batch failed:" in err and "trying again in" in err
+    assert archived_ids(s3_client, bkt) == list(range(80))
 
 
 def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from collections.abc import Callable
@@ -46,6 +47,43 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     assert archived_ids(s3_client, bkt) == list(range(200))
     for partition in (0, 1):
         assert f"{name}[{partition}]: offsets 0..99: 100 records" in done.stderr
+
+
+def test_a_terminal_gets_a_live_progress_display(
+    broker: str,
+    s3_endpoint: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """On a terminal, `run` draws units done / total, records, MB/s and what is left to
+    read while Spark works, and prints each finished partition above the display."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 400)
+    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
+               "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "120", "TERM": "xterm"}
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower,
+                               env=env)  # fmt: skip
+    os.close(follower)
+    screen = b""
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the program closed the terminal
+            break
+        if not data:
+            break
+        screen += data
+    os.close(leader)
+    assert process.wait(timeout=60) == 0, screen.decode(errors="replace")
+    text = screen.decode(errors="replace")
+    assert "\x1b[" in text  # drawn with terminal control sequences
+    assert "units 0/2" in text and "to read 400" in text
+    for partition in (0, 1):
+        assert f"{name}[{partition}]: offsets 0..199: 200 records" in text
+    assert "total: 400 records" in text
 
 
 def test_report_and_metrics_describe_the_run_without_secrets(

@@ -214,6 +214,7 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
 
 
 FOLLOW_BATCH_LIMIT = 1_000_000
+FOLLOW_MAX_BACKOFF = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -235,6 +236,7 @@ def follow(
     stop: threading.Event,
     on_batch: Callable[[RunResult], None],
     progress: Progress | None = None,
+    on_error: Callable[[ArchiveError, float], None] | None = None,
 ) -> FollowResult:
     """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
 
@@ -244,14 +246,34 @@ def follow(
     roll by count and size as records arrive, and by interval even when none do. The lock
     and the SparkSession stay up between batches. Setting ``stop`` lets the current batch
     finish and commit.
+
+    With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
+    upload or read that ran out of retries) is reported to it with the back-off delay
+    (poll interval doubling per failure in a row, at most a minute) and tried again; what
+    its units committed before the failure is in the error's ``result``.
     """
     if settings.max_records_per_partition is None:
         settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
     started = time.monotonic()
     batches = records = size = objects = 0
+    failed_in_a_row = 0
     with _archiver(settings, plan, progress or NullProgress()) as archiver:
         while True:
-            result = archiver.batch(hold_tails=True)
+            try:
+                result = archiver.batch(hold_tails=True)
+            except ArchiveError as exc:
+                # A service rides out an S3 or Kafka outage: what units committed stays
+                # committed, the rest is read again by the next batch. Anything else (a bad
+                # record under the fail policy, a fenced run, access denied) ends the run.
+                if not exc.retriable or on_error is None:
+                    raise
+                failed_in_a_row += 1
+                delay = min(poll_seconds * 2**failed_in_a_row, FOLLOW_MAX_BACKOFF)
+                on_error(exc, delay)
+                if stop.wait(delay):
+                    break
+                continue
+            failed_in_a_row = 0
             batches += 1
             records, size, objects = (
                 records + result.records, size + result.bytes, objects + result.objects

@@ -8,13 +8,15 @@ reason otherwise — a stuck or falling-behind archiver gets restarted or paged.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kafka_archive.archiver.model import RunResult
-from kafka_archive.archiver.report import prometheus_text
+from kafka_archive.archiver.report import ServiceTotals, prometheus_text
 from kafka_archive.archiver.status import JobStatus
+from kafka_archive.archiver.store.s3 import S3Store
 
 
 class MetricsServer:
@@ -26,6 +28,8 @@ class MetricsServer:
         self._text = "# no micro-batch has finished yet\n"
         self._last_batch: float | None = None
         self._lag: int | None = None
+        self._totals = ServiceTotals()
+        self._last: tuple[RunResult, JobStatus | None] | None = None
         self._started = time.monotonic()
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
@@ -44,12 +48,30 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def update(self, result: RunResult, status: JobStatus | None) -> None:
-        text = prometheus_text(result, status, ok=True)
+    def update(self, result: RunResult, status: JobStatus | None, *, ok: bool = True) -> None:
+        """A micro-batch ended (``ok=False``: it failed after committing ``result``)."""
         with self._lock:
-            self._text = text
-            self._last_batch = time.monotonic()
+            if status is None and not ok and self._last is not None:
+                status = self._last[1]  # a failed batch keeps the last known lag
+            self._totals = dataclasses.replace(
+                self._totals.after(result, finished=ok),
+                driver_s3_retries=S3Store.process_retries,
+            )
+            self._last = (result, status)
+            self._text = prometheus_text(result, status, ok=ok, totals=self._totals)
+            if ok:
+                self._last_batch = time.monotonic()
             self._lag = None if status is None else status.max_lag
+
+    def failed(self, kind: str) -> None:
+        """A micro-batch failed on a retriable error of this kind (the errors counter)."""
+        with self._lock:
+            self._totals = dataclasses.replace(
+                self._totals.failed(kind), driver_s3_retries=S3Store.process_retries
+            )
+            if self._last is not None:
+                result, status = self._last
+                self._text = prometheus_text(result, status, ok=False, totals=self._totals)
 
     def health(self) -> tuple[int, str]:
         with self._lock:

@@ -73,6 +73,8 @@ class UnitResult:
     skipped_records: int = 0
     dead_letters: int = 0
     dead_letter_key: str | None = None
+    # S3 requests of this unit that botocore retried.
+    s3_retries: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +114,7 @@ class RunResult:
     @property
     def dead_letters(self) -> int:
         return sum(u.dead_letters for u in self.units)
+
+    @property
+    def s3_retries(self) -> int:
+        return sum(u.s3_retries for u in self.units)

@@ -8,10 +8,12 @@ offsets, counts and times.
 
 from __future__ import annotations
 
+import datetime
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,50 @@ def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class ServiceTotals:
+    """Counters of a ``--follow`` process since it started (Prometheus counters)."""
+
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    objects: int = 0
+    refused_records: int = 0
+    s3_retries: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    # Retried S3 requests of the driver itself (planning, state, locks), not of tasks.
+    driver_s3_retries: int = 0
+
+    def after(self, result: RunResult, *, finished: bool = True) -> ServiceTotals:
+        """Add what a micro-batch committed (``finished=False``: it failed part way)."""
+        return ServiceTotals(
+            self.batches + int(finished), self.records + result.records, self.bytes + result.bytes,
+            self.objects + result.objects,
+            self.refused_records + result.skipped_records + result.dead_letters,
+            self.s3_retries + result.s3_retries, self.errors, self.driver_s3_retries,
+        )  # fmt: skip
+
+    def failed(self, kind: str) -> ServiceTotals:
+        errors = dict(self.errors)
+        errors[kind] = errors.get(kind, 0) + 1
+        return ServiceTotals(self.batches, self.records, self.bytes, self.objects,
+                             self.refused_records, self.s3_retries, errors,
+                             self.driver_s3_retries)  # fmt: skip
+
+
+def commit_age(committed_at: str | None, now: float) -> float | None:
+    """Seconds since an ISO-8601 commit time (None when unknown or unreadable)."""
+    if not committed_at:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(committed_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(now - when.timestamp(), 0.0)
+
+
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -68,9 +114,15 @@ def _sample(name: str, labels: dict[str, str], value: float) -> str:
 
 
 def prometheus_text(
-    result: RunResult, status: JobStatus | None, *, ok: bool, now: float | None = None
+    result: RunResult,
+    status: JobStatus | None,
+    *,
+    ok: bool,
+    now: float | None = None,
+    totals: ServiceTotals | None = None,
 ) -> str:
-    """The metrics of one run, and of the job's lag when ``status`` is given."""
+    """The metrics of one run, of the job's lag when ``status`` is given, and of the
+    process since it started when ``totals`` is given (``--follow``)."""
     now = time.time() if now is None else now
     job = {"job": result.job}
     lines: list[str] = []
@@ -100,6 +152,35 @@ def prometheus_text(
                 {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)}, len(u.objects))
         for u in result.units
     ])  # fmt: skip
+    family("kafka_archive_run_refused_records", "gauge",
+           "Records the last run kept out of the archive (error.policy skip/dead-letter).", [
+        _sample("kafka_archive_run_refused_records",
+                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
+                u.skipped_records + u.dead_letters)
+        for u in result.units
+    ])  # fmt: skip
+    family("kafka_archive_run_s3_retries", "gauge",
+           "S3 requests of the last run that had to be retried.",
+           [_sample("kafka_archive_run_s3_retries", job, result.s3_retries)])  # fmt: skip
+    if totals is not None:
+        for metric, value, help_text in (
+            ("kafka_archive_batches_total", totals.batches, "Micro-batches that finished."),
+            ("kafka_archive_records_total", totals.records, "Records archived."),
+            ("kafka_archive_bytes_total", totals.bytes, "Bytes of objects written."),
+            ("kafka_archive_objects_total", totals.objects, "Objects written."),
+            ("kafka_archive_refused_records_total", totals.refused_records,
+             "Records kept out of the archive by error.policy skip/dead-letter."),
+            ("kafka_archive_s3_retries_total", totals.s3_retries + totals.driver_s3_retries,
+             "S3 requests that had to be retried."),
+        ):
+            family(metric, "counter", f"{help_text} Since the process started.",
+                   [_sample(metric, job, value)])  # fmt: skip
+        family("kafka_archive_errors_total", "counter",
+               "Micro-batches that failed on a retriable error, by error. Since the process "
+               "started.", [
+            _sample("kafka_archive_errors_total", {**job, "error": kind}, count)
+            for kind, count in sorted(totals.errors.items())
+        ])  # fmt: skip
     if status is not None:
         def per_partition(metric: str, help_text: str, value: Any) -> None:
             family(metric, "gauge", help_text, [
@@ -116,6 +197,13 @@ def prometheus_text(
                       lambda p: p.bytes)
         per_partition("kafka_archive_archived_objects_total", "Objects archived, all runs.",
                       lambda p: p.objects)
+        ages = [(p, commit_age(p.last_commit, now)) for p in status.partitions]
+        family("kafka_archive_last_commit_age_seconds", "gauge",
+               "Seconds since the partition's state was last committed.", [
+            _sample("kafka_archive_last_commit_age_seconds",
+                    {**job, "topic": p.topic, "partition": str(p.partition)}, age)
+            for p, age in ages if age is not None
+        ])  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

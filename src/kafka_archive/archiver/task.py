@@ -100,6 +100,7 @@ def _commit(
         skipped_records=refused.skipped,
         dead_letters=len(refused.letters.lines),
         dead_letter_key=dead_key,
+        s3_retries=store.retries,
     )
 
 
@@ -152,10 +153,10 @@ def _archive_unit(
             until_ms=unit.until_ms,
         ) as reader:
             for batch in reader.batches():
-                read += len(batch)
-                if sender.due():
-                    sender.update(offset=reader.next_offset, records=read,
+                if sender.due():  # what the batches before this one did
+                    sender.update(offset=batch.first_offset, records=read,
                                   size=chunks.bytes_so_far())
+                read += len(batch)
                 if chunks.add_batch(batch):
                     continue
                 for record in batch:

@@ -76,6 +76,10 @@ class Batch:
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
+    @property
+    def first_offset(self) -> int:
+        return _offset_of(self._messages[0])
+
     def records(self) -> list[Record]:
         if self._records is None:
             self._records = [to_record(m) for m in self._messages]

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import boto3
 from boto3.s3.transfer import TransferConfig
@@ -59,6 +59,9 @@ def _status(exc: ClientError) -> int:
 class S3Store:
     """A thin, typed wrapper over one boto3 S3 client."""
 
+    # Retried requests of every store of this process (the driver's, for --follow metrics).
+    process_retries: ClassVar[int] = 0
+
     def __init__(self, settings: S3Settings) -> None:
         self._settings = settings
         self._client = boto3.client(
@@ -73,12 +76,21 @@ class S3Store:
                 read_timeout=60,
             ),
         )
+        # Requests botocore had to retry (throttling, 5xx, connection errors), for metrics.
+        self.retries = 0
+        self._client.meta.events.register("after-call.s3", self._count_retries)
         self._transfer = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD,
             multipart_chunksize=PART_SIZE,
             max_concurrency=4,
             use_threads=True,
         )
+
+    def _count_retries(self, parsed: Any = None, **_: Any) -> None:
+        if isinstance(parsed, dict):
+            retried = int(parsed.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0)
+            self.retries += retried
+            S3Store.process_retries += retried
 
     @property
     def client(self) -> Any:
