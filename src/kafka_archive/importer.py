@@ -215,7 +215,10 @@ def _confluent(settings: dict[str, str]) -> Imported:
             props["layout"] = "'hive'"
         settings.pop("partition.duration.ms", None)
         extractor = settings.pop("timestamp.extractor", "Wallclock")
-        if extractor != "Record":
+        field = settings.pop("timestamp.field", None)
+        if extractor == "RecordField" and field:
+            props["partition.time.field"] = f"'_value.{field.strip()}'"
+        elif extractor != "Record":
             result.warnings.append(f"timestamp.extractor={extractor}: kafka-archive partitions by "
                                    "the record timestamp (Record), which makes re-runs "
                                    "deterministic")  # fmt: skip

@@ -151,3 +151,44 @@ def test_a_template_that_cannot_name_objects_uniquely_is_refused_before_running(
                  "--endpoint-url", s3_endpoint])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "partition" in err and "Traceback" not in err
+
+
+def test_hive_time_layout_from_a_value_field_and_verify_passes(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """'partition.time.field': the event time inside the value, not the Kafka timestamp,
+    places each record (a late record lands in its own day); one without it goes to the
+    documented missing-value segment; verify recomputes the same places from Kafka."""
+    name, bkt = topic(partitions=1), bucket()
+    days = ("2024-02-28T23:59:59Z", "2024-02-29T00:00:00Z", "2024-02-28T12:00:00+00:00", None)
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+    for i in range(40):
+        value = {"id": i} if days[i % 4] is None else {"id": i, "event": {"at": days[i % 4]}}
+        producer.produce(name, value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    kcql = (f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
+            "PROPERTIES('layout'='hive', 'partition.time.field'='_value.event.at')")  # fmt: skip
+    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    assert main(["run", *common]) == 0, capsys.readouterr().err
+    found = objects(s3_client, bkt)
+    by_day: dict[str, list[int]] = {}
+    for key, records in found.items():
+        match = re.match(rf"^archive/{re.escape(name)}/year=(\w+)/month=(\w+)/day=(\w+)/hour=(\w+)/",
+                         key)  # fmt: skip
+        assert match, key
+        by_day.setdefault("-".join(match.groups()), []).extend(r["id"] for r in records)
+    missing = "__HIVE_DEFAULT_PARTITION__"
+    assert {day: sorted(ids) for day, ids in by_day.items()} == {
+        "2024-02-28-23": list(range(0, 40, 4)),
+        "2024-02-29-00": list(range(1, 40, 4)),
+        "2024-02-28-12": list(range(2, 40, 4)),
+        "-".join([missing] * 4): list(range(3, 40, 4)),
+    }
+    capsys.readouterr()
+    assert main(["verify", *common]) == 0, capsys.readouterr().out

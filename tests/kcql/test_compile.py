@@ -672,3 +672,26 @@ def test_timezone_defaults_to_utc() -> None:
     assert route(f"{HEAD} PARTITIONBY _date.HH").timezone == "UTC"
     tz = route(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.timezone'='Asia/Tokyo')")
     assert tz.timezone == "Asia/Tokyo"
+
+
+def test_time_field_names_a_record_field() -> None:
+    assert route(f"{HEAD} PARTITIONBY _date.HH").time_field is None
+    for written, source, path in (
+        ("_value.meta.created_at", Source.VALUE, ("meta", "created_at")),
+        ("created_at", Source.VALUE, ("created_at",)),
+        ("_key.ts", Source.KEY, ("ts",)),
+        ("_key", Source.KEY, ()),
+        ("_header.event_time", Source.HEADER, ("event_time",)),
+    ):
+        r = route(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.time.field'='{written}')")
+        assert r.time_field is not None
+        assert (r.time_field.source, r.time_field.path) == (source, path)
+
+
+@pytest.mark.parametrize(
+    "written", ["_offset", "_topic", "_header", "a..b", "", "_vlue.x", "_date.HH"]
+)
+def test_time_field_that_holds_no_time_is_refused(written: str) -> None:
+    err = error(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.time.field'='{written}')")
+    assert err.label == "bad-property-value"
+    assert "partition.time.field" in err.message

@@ -61,6 +61,18 @@ def test_confluent_regex_topics_and_field_partitioner() -> None:
     assert route.property("layout") == "confluent" and route.property("error.policy") == "skip"
 
 
+def test_confluent_record_field_time_becomes_the_time_field() -> None:
+    result = importer.convert({
+        "s3.bucket.name": "bkt-events", "topics": "orders", "flush.size": "100",
+        "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+        "timestamp.extractor": "RecordField", "timestamp.field": "created_at",
+    })  # fmt: skip
+    (route,) = kcql.parse(result.config["kcql"][0]).routes
+    assert route.property("layout") == "hive"
+    assert route.time_field is not None and route.time_field.path == ("created_at",)
+    assert not any("timestamp" in w for w in result.warnings)
+
+
 def test_the_printed_config_loads_as_a_config_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

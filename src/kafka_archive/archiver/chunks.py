@@ -103,8 +103,8 @@ class ChunkSet:
         """
         values: tuple[str | None, ...] = ()
         if self._grouped:
-            raw = self._fields.values(record, self._registry)
-            values = self._layout.group(raw, record.timestamp)
+            raw, time_ms = self._fields.place(record, self._registry)
+            values = self._layout.group(raw, time_ms)
         policy = self._unit.route.flush
         chunk = self._open.get(values)
         if chunk is not None and (

@@ -35,7 +35,7 @@ from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.partition.fields import partition_values, projector_for
+from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.readback import (
@@ -122,8 +122,8 @@ def group_of(
     route: Route, record: Record, registry: SchemaRegistry | None = None
 ) -> tuple[str | None, ...]:
     """The object group a record was written to (what places its object, apart from tp)."""
-    values = partition_values(route, record, registry)
-    return object_group(route, values, timestamp_ms=record.timestamp)
+    values, time_ms = reader_for(route).place(record, registry)
+    return object_group(route, values, timestamp_ms=time_ms)
 
 
 class _Events:

@@ -13,7 +13,7 @@ import ipaddress
 import re
 import unicodedata
 import zoneinfo
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -61,6 +61,7 @@ class Kind(enum.Enum):
     KEY_TEXT = "text that can go into an object key"
     TIME_ZONE = "an IANA time zone name"
     TEMPLATE = "an object key template"
+    FIELD = "a record field, such as _value.created_at, _key.ts or _header.time"
 
     @property
     def bare(self) -> bool:
@@ -105,6 +106,10 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         # kafka-archive's own keys, in the same dotted style.
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
+        ),
+        "partition.time.field": PropertySpec(
+            Kind.FIELD, "the field holding the time of _date partitions and time layouts "
+            "(epoch milliseconds or ISO-8601; default: the record timestamp)"
         ),
         "layout": PropertySpec(
             Kind.CHOICE,
@@ -596,6 +601,8 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
         if _has_control(text) or not text:
             raise fail("a template without control characters")
         return text
+    if spec.kind is Kind.FIELD:
+        return _time_field(text, fail)
     assert spec.kind is Kind.TIME_ZONE
     try:
         zoneinfo.ZoneInfo(text)
@@ -603,6 +610,24 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
         raise fail(
             "a time zone name", "Use an IANA name such as 'UTC' or 'Europe/Berlin'"
         ) from None
+    return text
+
+
+_TIME_FIELD_SOURCES = frozenset({Source.VALUE, Source.KEY, Source.HEADER})
+
+
+def _time_field(text: str, fail: Callable[[str, str | None], KcqlSemanticError]) -> str:
+    what = "a record field, such as '_value.created_at', '_key.ts' or '_header.time'"
+    names = text.split(".")
+    if not text or any(not n or _has_control(n) or n != n.strip() for n in names):
+        raise fail(what, None)
+    source = _SOURCES.get(names[0])
+    if source is not None and source not in _TIME_FIELD_SOURCES:
+        raise fail(what, "The record timestamp is the default; other record parts hold no time")
+    if source is Source.HEADER and len(names) < 2:
+        raise fail(what, "Write _header.<name>")
+    if source is None and names[0].startswith("_"):
+        raise fail(what, "For a value field write _value." + text)
     return text
 
 

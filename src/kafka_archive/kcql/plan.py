@@ -157,6 +157,16 @@ class Envelope:
     metadata: bool = True
 
 
+def field_path(text: str) -> FieldRef:
+    """A dotted field path as written in a property value: ``_value.a.b``, ``a.b`` (a value
+    field), ``_key.a``, ``_header.name``. The KCQL compiler has validated it."""
+    first, *rest = text.split(".")
+    sources = {source.value: source for source in Source}
+    if first in sources:
+        return FieldRef(sources[first], tuple(rest))
+    return FieldRef(Source.VALUE, (first, *rest))
+
+
 ALL_TOPICS = "*"
 """The topic of ``FROM `*```: every topic the job is given (a topics list or regex option)."""
 
@@ -192,6 +202,13 @@ class Route:
     def timezone(self) -> str:
         """The IANA time zone of ``_date.<pattern>`` partitions (``'partition.timezone'``)."""
         return self.property("partition.timezone") or DEFAULT_TIMEZONE
+
+    @property
+    def time_field(self) -> FieldRef | None:
+        """The field whose value is the record time of ``_date`` partitions and time
+        placeholders (``'partition.time.field'``); None: the record timestamp."""
+        text = self.property("partition.time.field")
+        return None if text is None else field_path(text)
 
     def property(self, key: str, default: str | None = None) -> str | None:
         """The value of one PROPERTIES entry, or ``default``."""

@@ -79,3 +79,58 @@ def test_every_string_field_reads_back_as_itself(doc: dict[str, str]) -> None:
     name = next(iter(doc))
     r = route(f"_value.`{name}`")
     assert partition_values(r, record(json.dumps(doc).encode())) == (doc[name],)
+
+
+# -- the record time from a field ('partition.time.field') ---------------------------------
+
+
+def timed_route(field: str, partition_by: str = "_date.uuuu-MM-dd") -> kcql.Route:
+    text = (f"INSERT INTO bkt:a SELECT * FROM t PARTITIONBY {partition_by} STOREAS JSON "
+            f"PROPERTIES('partition.time.field'='{field}')")  # fmt: skip
+    (only,) = kcql.parse(text).routes
+    return only
+
+
+def test_time_field_replaces_the_record_timestamp() -> None:
+    from kafka_archive.archiver.partition.fields import reader_for
+    from kafka_archive.archiver.partition.keys import object_group
+
+    value = json.dumps({"id": 1, "meta": {"at": "2024-02-29T23:30:00+01:00"}}).encode()
+    r = timed_route("_value.meta.at", "country, _date.uuuu-MM-dd")
+    values, time_ms = reader_for(r).place(record(value), None)
+    assert time_ms == 1_709_245_800_000  # 22:30 UTC
+    # The _date field formats the field's time, not the record timestamp (2024-05-06).
+    assert object_group(r, values, timestamp_ms=time_ms)[1] == "2024-02-29"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (1_700_000_000_000, 1_700_000_000_000),
+        (1_700_000_000_000.7, 1_700_000_000_000),
+        ("1700000000000", 1_700_000_000_000),
+        ("2023-11-14T22:13:20Z", 1_700_000_000_000),
+        ("2023-11-14T22:13:20", 1_700_000_000_000),  # no offset: UTC
+        ("2023-11-14", 1_699_920_000_000),
+        ("yesterday", None),
+        (True, None),
+        (None, None),
+        ({"at": 1}, None),
+        (10**20, None),  # beyond the year 9999
+    ],
+)
+def test_epoch_ms_reads_numbers_and_iso_times(raw: object, expected: int | None) -> None:
+    from kafka_archive.archiver.partition.fields import epoch_ms
+
+    assert epoch_ms(raw) == expected
+
+
+def test_a_record_without_the_time_field_goes_to_the_missing_value() -> None:
+    from kafka_archive.archiver.partition.fields import reader_for
+    from kafka_archive.archiver.partition.keys import object_group
+
+    r = timed_route("created_at")
+    for value in (b'{"id": 1}', b'{"created_at": "not a time"}', None):
+        values, time_ms = reader_for(r).place(record(value), None)
+        assert time_ms is None
+        assert object_group(r, values, timestamp_ms=time_ms) == (None,)

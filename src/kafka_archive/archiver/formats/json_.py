@@ -6,8 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import BinaryIO
 
-import orjson
-
+from kafka_archive.archiver import jsontext
 from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
@@ -72,13 +71,9 @@ def pass_through_line(value: bytes | None) -> bytes:
     if value is None:
         return b"null\n"
     try:
-        orjson.loads(value)
-    except orjson.JSONDecodeError:
-        # orjson is strict RFC 8259; json also takes NaN/Infinity and UTF-16/32 input.
-        try:
-            json.loads(value)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
+        jsontext.loads(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
     if b"\n" in value or b"\r" in value:
         return json.dumps(json.loads(value), separators=(",", ":")).encode() + b"\n"
     return value.strip() + b"\n"

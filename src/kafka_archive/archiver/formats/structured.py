@@ -9,9 +9,9 @@ and header values are stored as bytes under one fixed schema, so any record fits
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from kafka_archive.archiver import jsontext
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
@@ -37,7 +37,7 @@ def decode_value(record: Record, registry: SchemaRegistry | None = None) -> dict
     framed, value = decoded(registry, record.value)
     if not framed:
         try:
-            value = json.loads(record.value)
+            value = jsontext.loads(record.value)
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRecordError(f"value is not JSON ({type(exc).__name__})") from None
     if not isinstance(value, dict):

@@ -13,8 +13,9 @@ What a value becomes (before :mod:`~.values` makes it key-safe):
   key: None — the record is kept, under the layout's missing-value segment;
 - ``_key`` or ``_header.h`` without a path: the bytes as UTF-8 text (bytes that are not
   UTF-8 are kept reversibly as surrogate escapes, which the key encoding escapes as ``%XX``);
-- ``_topic``, ``_partition``: the record's; ``_date.<pattern>``: the record timestamp,
-  which the layout formats in the route's time zone.
+- ``_topic``, ``_partition``: the record's; ``_date.<pattern>``: the record time (the
+  record timestamp, or the ``'partition.time.field'`` value), which the layout formats in
+  the route's time zone.
 
 A key, value or header that must be looked into but is not JSON makes the record
 unroutable: :class:`~kafka_archive.archiver.formats.base.BadRecordError`, handled by the
@@ -23,11 +24,13 @@ error policy like any record the format cannot store.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
+from kafka_archive.archiver import jsontext
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.records import Record
@@ -76,7 +79,7 @@ class _Parsed:
                 self._cache[slot] = datum
         if slot not in self._cache:
             try:
-                self._cache[slot] = json.loads(data)
+                self._cache[slot] = jsontext.loads(data)
             except (ValueError, UnicodeDecodeError):
                 what = "value" if part == "v" else "key" if part == "k" else f"header {name!r}"
                 raise BadRecordError(
@@ -150,11 +153,66 @@ def projector_for(route: Route) -> Projector | None:
     return None if route.fields is None else Projector(route.fields)
 
 
-class FieldReader:
-    """Reads a route's PARTITIONBY values from records."""
+def epoch_ms(value: Any) -> int | None:
+    """A record time read from a field: epoch milliseconds (a number, or digits), or an
+    ISO-8601 date-time (``2026-11-23T10:00:00Z``; without an offset it is UTC). None for
+    anything else, or a time outside the years 1 to 9999."""
+    if isinstance(value, bool) or value is None or value is _MISSING:
+        return None
+    if isinstance(value, int | float):
+        millis = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            millis = int(text)
+        else:
+            try:
+                moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=datetime.UTC)
+            millis = int(moment.timestamp() * 1000)
+    else:
+        return None
+    return millis if _MIN_MS <= millis <= _MAX_MS else None
 
-    def __init__(self, fields: tuple[FieldRef, ...]) -> None:
-        self._extract = tuple(_extractor(ref) for ref in fields)
+
+_MIN_MS = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+_MAX_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
+class FieldReader:
+    """Reads a route's PARTITIONBY values, and its record time, from records.
+
+    The record time is the record timestamp, or with ``time_field`` the value of that field
+    (:func:`epoch_ms`); ``_date`` fields format it.
+    """
+
+    def __init__(self, fields: tuple[FieldRef, ...], time_field: FieldRef | None = None) -> None:
+        self._time: Extract | None = None
+        if time_field is not None:
+            read = _extractor(time_field)
+            self._time = lambda p: epoch_ms(read(p))
+        self._extract = tuple(
+            self._time if ref.source is Source.DATE and self._time is not None
+            else _extractor(ref)
+            for ref in fields
+        )  # fmt: skip
+
+    def place(
+        self, record: Record, registry: SchemaRegistry | None = None
+    ) -> tuple[tuple[str | None, ...], int | None]:
+        """The record's raw PARTITIONBY values and its record time (epoch ms or None).
+
+        Raises:
+            BadRecordError: a field must be read from a key, value or header that is not JSON.
+        """
+        if self._time is None:
+            return self.values(record, registry), record.timestamp
+        parsed = _Parsed(record, registry)
+        values = tuple(_scalar(extract(parsed)) for extract in self._extract)
+        return values, self._time(parsed)
 
     def values(
         self, record: Record, registry: SchemaRegistry | None = None
@@ -172,8 +230,8 @@ class FieldReader:
 
 @functools.lru_cache(maxsize=256)
 def reader_for(route: Route) -> FieldReader:
-    """The (cached) reader of ``route``'s PARTITIONBY values."""
-    return FieldReader(route.partition_by)
+    """The (cached) reader of ``route``'s PARTITIONBY values and record time."""
+    return FieldReader(route.partition_by, route.time_field)
 
 
 def partition_values(
