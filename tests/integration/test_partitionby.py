@@ -179,8 +179,8 @@ def test_hive_time_layout_from_a_value_field_and_verify_passes(
     found = objects(s3_client, bkt)
     by_day: dict[str, list[int]] = {}
     for key, records in found.items():
-        match = re.match(rf"^archive/{re.escape(name)}/year=(\w+)/month=(\w+)/day=(\w+)/hour=(\w+)/",
-                         key)  # fmt: skip
+        hive = r"/year=(\w+)/month=(\w+)/day=(\w+)/hour=(\w+)/"
+        match = re.match(f"^archive/{re.escape(name)}{hive}", key)
         assert match, key
         by_day.setdefault("-".join(match.groups()), []).extend(r["id"] for r in records)
     missing = "__HIVE_DEFAULT_PARTITION__"
