@@ -30,6 +30,18 @@ SCHEMA = {
     ],
 }  # fmt: skip
 SCHEMA_ID = 42
+# Version 2 of the subject: adds a field, with logical types Avro readers must get back.
+SCHEMA_V2 = {
+    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "paid", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                   "scale": 2}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}  # fmt: skip
+SCHEMA_V2_ID = 43
+SCHEMAS = {SCHEMA_ID: SCHEMA, SCHEMA_V2_ID: SCHEMA_V2}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +51,9 @@ def registry() -> Iterator[str]:
             return
 
         def do_GET(self) -> None:
-            if self.path == f"/schemas/ids/{SCHEMA_ID}":
-                status, body = 200, json.dumps({"schema": json.dumps(SCHEMA)}).encode()
+            ident = self.path.rsplit("/", 1)[-1]
+            if self.path.startswith("/schemas/ids/") and ident.isdigit() and int(ident) in SCHEMAS:
+                status, body = 200, json.dumps({"schema": json.dumps(SCHEMAS[int(ident)])}).encode()
             else:
                 status, body = 404, b'{"error_code":40403,"message":"Schema not found"}'
             self.send_response(status)
@@ -57,10 +70,10 @@ def registry() -> Iterator[str]:
     server.server_close()
 
 
-def framed(datum: dict[str, Any]) -> bytes:
+def framed(datum: dict[str, Any], ident: int = SCHEMA_ID) -> bytes:
     out = io.BytesIO()
-    out.write(b"\x00" + SCHEMA_ID.to_bytes(4, "big"))
-    fastavro.schemaless_writer(out, fastavro.parse_schema(SCHEMA), datum)
+    out.write(b"\x00" + ident.to_bytes(4, "big"))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(SCHEMAS[ident]), datum)
     return out.getvalue()
 
 
@@ -133,3 +146,48 @@ def test_an_unknown_schema_id_stops_the_run_with_one_line(
     err = capsys.readouterr().err
     assert code == 2, err
     assert "HTTP 404 for schema id 7" in err and "Traceback" not in err
+
+
+def test_avro_objects_keep_the_registry_writer_schema_one_schema_id_per_object(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    registry: str,
+) -> None:
+    """STOREAS AVRO of registry values: each object embeds the writer schema as registered
+    (names, unions, logical types), a value of another schema id starts a new object, and a
+    nullable field that is null in the first record does not split the object."""
+    import datetime
+    import decimal
+
+    name, bkt = topic(partitions=1), bucket()
+    paid = datetime.datetime(2026, 11, 23, 10, 0, tzinfo=datetime.UTC)
+    v2 = [{"id": 100 + i, "paid": paid, "price": decimal.Decimal(f"{i}.25"),
+           "note": None if i < 5 else "late"} for i in range(10)]  # fmt: skip
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(10):
+        producer.produce(name, value=framed(order(i)), partition=0)
+    for datum in v2:
+        producer.produce(name, value=framed(datum, SCHEMA_V2_ID), partition=0)
+    assert producer.flush(30) == 0
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO"
+    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
+            "--schema-registry-url", registry]  # fmt: skip
+    assert main(["run", *args]) == 0, capsys.readouterr().err
+
+    listing = s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]
+    keys = sorted(i["Key"] for i in listing if "/.kafka-archive/" not in i["Key"])
+    assert [k.rsplit("/", 1)[1] for k in keys] == ["000000000000.avro", "000000000010.avro"]
+    readers = [fastavro.reader(io.BytesIO(s3_client.get_object(Bucket=bkt, Key=k)["Body"].read()))
+               for k in keys]  # fmt: skip
+    first, second = ([r for r in reader] for reader in readers)
+    assert readers[0].writer_schema["name"] == "Order"
+    assert readers[1].writer_schema["name"] == "shop.Order"
+    assert first == [order(i) for i in range(10)]
+    assert second == v2  # timestamps and decimals come back as such
+    capsys.readouterr()
+    assert main(["verify", *args]) == 0, capsys.readouterr().out

@@ -19,7 +19,7 @@ from typing import Any
 from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.formats import csv_, schema
 from kafka_archive.archiver.formats.bytes_ import read_values
-from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded, jsonable
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
 from kafka_archive.archiver.partition.fields import Projector
 from kafka_archive.archiver.records import Record
@@ -114,6 +114,9 @@ def _structured(
         envelope = FULL_ENVELOPE if is_envelope else Envelope()
     if envelope.enabled:
         return [from_envelope(row_to_record(row), envelope) for row in rows]
+    # Rows of an object written with a registry schema hold bytes, decimals and times; their
+    # JSON form is what every other reader of those values sees (registry.jsonable).
+    rows = [jsonable(row) for row in rows]
     return [
         StoredRecord(schema.normalized(row), json.dumps(row, separators=(",", ":")).encode())
         for row in rows

@@ -1,8 +1,11 @@
 """STOREAS AVRO: an Avro object container file, schema embedded, written with fastavro.
 
 Codec: ``PROPERTIES('avro.codec'='…')``, one of null (default), deflate, snappy, zstandard,
-bzip2, xz. The schema is inferred from the object's first JSON value (see
-:mod:`.structured`), or the fixed envelope schema with ``store.envelope``.
+bzip2, xz. The object's schema is, in this order: the fixed envelope schema with
+``store.envelope``; for values in the Confluent wire format (with a Schema Registry and no
+SELECT list), their writer schema from the registry, each datum stored as it was written (an
+object holds one schema id; a value of another id starts a new object); else the schema
+inferred from the object's first JSON value (see :mod:`.structured`).
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import fastavro
 from fastavro.write import Writer
 
 from kafka_archive.archiver.formats import schema as schemas
-from kafka_archive.archiver.formats.registry import SchemaRegistry
+from kafka_archive.archiver.formats.registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
     envelope_avro_schema,
     envelope_row,
 )
+from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
 
@@ -37,19 +41,39 @@ class AvroWriter:
         self._envelope = route.envelope if route.envelope.enabled else None
         self._values = ValueSchema(route, registry)
         self._writer: Writer | None = None
+        # Registry values are stored with their writer schema unless a SELECT list reshapes them.
+        self._as_written = registry is not None and projector_for(route) is None
+        self._schema_id: int | None = None  # the writer schema id of this object's values
 
-    def _open(self, avro_schema: dict[str, Any]) -> Writer:
+    def _open(self, avro_schema: Any) -> Writer:
         writer = Writer(self._sink, fastavro.parse_schema(avro_schema), codec=self._codec)
         self._writer = writer
         return writer
 
+    def _id_of(self, record: Record) -> int | None:
+        return schema_id(record.value) if self._as_written else None
+
     def accepts(self, record: Record) -> bool:
-        return self._envelope is not None or self._values.accepts(record)
+        if self._envelope is not None or self._writer is None:
+            return True
+        ident = self._id_of(record)
+        if ident is not None or self._schema_id is not None:
+            return ident == self._schema_id
+        return self._values.accepts(record)
 
     def write(self, record: Record) -> None:
         if self._envelope is not None:
             writer = self._writer or self._open(envelope_avro_schema(self._envelope))
             writer.write(envelope_row(record, self._envelope))
+            return
+        if self._registry is not None and self._id_of(record) is not None:
+            assert record.value is not None
+            ident, written_schema, datum = self._registry.decode(record.value)  # may raise
+            if self._writer is None:
+                self._open(written_schema)
+                self._schema_id = ident
+            assert self._writer is not None
+            self._writer.write(datum)
             return
         value = self._values.decode(record)
         if self._writer is None:
