@@ -695,3 +695,13 @@ def test_time_field_that_holds_no_time_is_refused(written: str) -> None:
     err = error(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.time.field'='{written}')")
     assert err.label == "bad-property-value"
     assert "partition.time.field" in err.message
+
+
+def test_avro_schema_file_is_a_path_for_avro_only() -> None:
+    r = route(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='/etc/schemas/order.avsc')")
+    assert r.property("avro.schema.file") == "/etc/schemas/order.avsc"
+    err = error(f"{HEAD} STOREAS JSON PROPERTIES('avro.schema.file'='order.avsc')")
+    assert err.label == "property-format" and "AVRO" in (err.hint or "")
+    assert error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'=' ')").label == (
+        "bad-property-value"
+    )

@@ -19,6 +19,7 @@ from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
+from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
@@ -116,6 +117,7 @@ class _Archiver:
         self.job, self.run_id, self.progress = job, run_id, progress
         self.plan = plan = topics.resolve(plan, settings, admin.topic_names)
         check_layouts(plan)
+        self.value_schemas = avsc.load(plan)
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False
@@ -127,6 +129,7 @@ class _Archiver:
             self.plan, self.partitions, store=self.store, admin=self.admin,
             settings=self.settings, job=self.job, run_id=self.run_id,
             now_ms=int(time.time() * 1000), hold_tails=hold_tails,
+            value_schemas=self.value_schemas,
         )
         results: list[Any] = []
         if work.units:

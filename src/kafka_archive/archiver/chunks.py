@@ -9,12 +9,13 @@ writes the same keys.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from kafka_archive.archiver import flush
 from kafka_archive.archiver.formats import compression
@@ -22,6 +23,7 @@ from kafka_archive.archiver.formats.base import (
     BadRecordError,
     BatchWriter,
     FormatWriter,
+    WriterFactory,
     batch_encoder_for,
     writer_for,
 )
@@ -76,6 +78,11 @@ class ChunkSet:
         self._store = store
         self._spool_dir = spool_dir
         self._factory = writer_for(unit.route.format)
+        if unit.value_schema is not None:  # 'avro.schema.file' (AVRO only, checked by KCQL)
+            avro_writer: Any = self._factory
+            self._factory = cast(
+                WriterFactory, functools.partial(avro_writer, user_schema=unit.value_schema)
+            )
         self._layout = layout_for(unit.route)
         self._codec = compression.codec_of(unit.route)
         blocks = unit.route.property("store.gzip.block.bytes")

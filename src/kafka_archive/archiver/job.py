@@ -7,7 +7,7 @@ import hashlib
 import logging
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,7 @@ def plan_work(
     run_id: str,
     now_ms: int,
     hold_tails: bool = False,
+    value_schemas: Mapping[int, str] | None = None,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
@@ -168,6 +169,7 @@ def plan_work(
                     state_etag=loaded.etag,
                     prior=prior,
                     until_ms=settings.until_ms,
+                    value_schema=(value_schemas or {}).get(index),
                     young_after_ms=(
                         now_ms - route.flush.interval_seconds * 1000
                         if route.flush.interval_set or hold_tails

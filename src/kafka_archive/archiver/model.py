@@ -48,6 +48,8 @@ class WorkUnit:
     young_after_ms: int | None = None
     # host:port of the driver's progress listener (archiver.progress), if any.
     progress_to: str | None = None
+    # The text of the route's 'avro.schema.file', read on the driver (executors may not see it).
+    value_schema: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

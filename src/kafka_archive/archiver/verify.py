@@ -30,6 +30,7 @@ from typing import Any
 
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import topics
+from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats.compression import decompress
 from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
@@ -77,6 +78,7 @@ class PartitionCheck:
     objects: tuple[StoredObject, ...]
     low: int | None = None  # None: offline
     high: int | None = None
+    value_schema: str | None = None  # the text of the route's 'avro.schema.file'
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +272,7 @@ class _PartitionChecker:
                     try:
                         expected = stored_form(
                             fmt, record, check.route.envelope, projector_for(check.route),
-                            registry,
+                            registry, check.value_schema,
                         )
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
@@ -361,6 +363,7 @@ def plan_checks(
 ) -> tuple[PartitionCheck, ...]:
     """One check per (route, partition): Kafka's partitions, or (offline) the archive's."""
     checks: list[PartitionCheck] = []
+    value_schemas = avsc.load(plan)
     kafka_partitions = (
         admin.partitions(tuple(sorted({r.topic for r in plan.routes}))) if admin else {}
     )
@@ -386,6 +389,7 @@ def plan_checks(
                     objects=objects.get(tp, ()),
                     low=low,
                     high=high,
+                    value_schema=value_schemas.get(index),
                 )
             )
     return tuple(checks)

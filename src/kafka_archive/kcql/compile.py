@@ -62,6 +62,7 @@ class Kind(enum.Enum):
     TIME_ZONE = "an IANA time zone name"
     TEMPLATE = "an object key template"
     FIELD = "a record field, such as _value.created_at, _key.ts or _header.time"
+    PATH = "a file path"
 
     @property
     def bare(self) -> bool:
@@ -142,6 +143,10 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             Kind.CHOICE,
             "PARQUET compression (default snappy)",
             ("snappy", "zstd", "gzip", "lz4", "brotli", "none"),
+        ),
+        "avro.schema.file": PropertySpec(
+            Kind.PATH, "an Avro schema (.avsc) every AVRO object of the route is written with; "
+            "values must match it"
         ),
         "parquet.row.group.records": PropertySpec(
             Kind.INT, "records per PARQUET row group (default 10000)"
@@ -603,6 +608,10 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
         return text
     if spec.kind is Kind.FIELD:
         return _time_field(text, fail)
+    if spec.kind is Kind.PATH:
+        if not text.strip() or _has_control(text):
+            raise fail("a file path")
+        return text
     assert spec.kind is Kind.TIME_ZONE
     try:
         zoneinfo.ZoneInfo(text)
@@ -643,6 +652,7 @@ _FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         ),
         "store.gzip.block.bytes": frozenset({Format.JSON, Format.TEXT, Format.BYTES}),
         "avro.codec": frozenset({Format.AVRO}),
+        "avro.schema.file": frozenset({Format.AVRO}),
         "parquet.codec": frozenset({Format.PARQUET}),
         "parquet.row.group.records": frozenset({Format.PARQUET}),
     }

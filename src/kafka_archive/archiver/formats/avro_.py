@@ -13,9 +13,12 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 import fastavro
+from fastavro.validation import validate
 from fastavro.write import Writer
 
+from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
@@ -31,9 +34,17 @@ DEFAULT_CODEC = "null"
 
 
 class AvroWriter:
+    """``user_schema``: the text of the route's ``avro.schema.file``; every object is written
+    with it, and a value that does not match it is refused (BadRecordError)."""
+
     def __init__(
-        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+        self,
+        sink: BinaryIO,
+        route: Route,
+        registry: SchemaRegistry | None = None,
+        user_schema: str | None = None,
     ) -> None:
+        self._user = avsc.parsed(user_schema) if user_schema is not None else None
         self._registry = registry
         self._sink = sink
         self._start = sink.tell()
@@ -46,7 +57,9 @@ class AvroWriter:
         self._schema_id: int | None = None  # the writer schema id of this object's values
 
     def _open(self, avro_schema: Any) -> Writer:
-        writer = Writer(self._sink, fastavro.parse_schema(avro_schema), codec=self._codec)
+        if not isinstance(avro_schema, dict) or "__fastavro_parsed" not in avro_schema:
+            avro_schema = fastavro.parse_schema(avro_schema)
+        writer = Writer(self._sink, avro_schema, codec=self._codec)
         self._writer = writer
         return writer
 
@@ -54,7 +67,7 @@ class AvroWriter:
         return schema_id(record.value) if self._as_written else None
 
     def accepts(self, record: Record) -> bool:
-        if self._envelope is not None or self._writer is None:
+        if self._envelope is not None or self._writer is None or self._user is not None:
             return True
         ident = self._id_of(record)
         if ident is not None or self._schema_id is not None:
@@ -65,6 +78,15 @@ class AvroWriter:
         if self._envelope is not None:
             writer = self._writer or self._open(envelope_avro_schema(self._envelope))
             writer.write(envelope_row(record, self._envelope))
+            return
+        if self._user is not None:
+            value = self._values.decode(record)  # a JSON object, or a registry value's JSON form
+            if not validate(value, self._user, raise_errors=False):
+                raise BadRecordError(
+                    "the value does not match the schema of 'avro.schema.file' (a missing "
+                    "field, or a field of another type)"
+                )
+            (self._writer or self._open(self._user)).write(value)
             return
         if self._registry is not None and self._id_of(record) is not None:
             assert record.value is not None

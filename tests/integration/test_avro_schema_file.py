@@ -1,0 +1,101 @@
+"""STOREAS AVRO with a user-given schema: PROPERTIES('avro.schema.file'='orders.avsc').
+
+Every object is written with the file's schema (read with fastavro, not our reader); a value
+that does not match it is refused by the error policy; verify accepts the archive; a file
+that is missing or not a schema stops the run before anything is written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from confluent_kafka import Producer
+
+from kafka_archive.cli import main
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = {
+    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}  # fmt: skip
+
+
+def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    avsc = tmp_path / "orders.avsc"
+    avsc.write_text(json.dumps(SCHEMA))
+    name, bkt = topic(partitions=1), bucket()
+    values: list[dict[str, Any]] = []
+    for i in range(30):
+        value: dict[str, Any] = {"id": i, "amount": i}  # an int in a double field is fine
+        if i % 3 == 0:
+            value["note"] = f"n{i}"
+        if i % 5 == 0:
+            value["tags"] = ["vip"]
+        values.append(value)
+    values[7] = {"id": "seven", "amount": 1.0}  # a string where the schema has a long
+    producer = Producer({"bootstrap.servers": broker})
+    for value in values:
+        producer.produce(name, value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO "
+            f"PROPERTIES('avro.schema.file'='{avsc}', 'error.policy'='skip')")  # fmt: skip
+    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(["run", *args]) == 0, capsys.readouterr().err
+
+    listing = s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]
+    keys = sorted(i["Key"] for i in listing if "/.kafka-archive/" not in i["Key"])
+    assert len(keys) == 1  # one schema: nothing rolls on a value shaped differently
+    data = s3_client.get_object(Bucket=bkt, Key=keys[0])["Body"].read()
+    reader = fastavro.reader(io.BytesIO(data))
+    rows = list(reader)
+    assert reader.writer_schema["name"] == "shop.Order"
+    expected = [{"tags": [], "note": None, **v, "amount": float(v["amount"])}
+                for i, v in enumerate(values) if i != 7]  # fmt: skip
+    assert rows == expected
+    capsys.readouterr()
+    assert main(["verify", *args]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [None, "{\"type\": \"record\"}"], ids=["missing", "bad"])
+def test_a_schema_file_that_cannot_be_used_stops_the_run_before_it_starts(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    content: str | None,
+) -> None:
+    avsc = tmp_path / "orders.avsc"
+    if content is not None:
+        avsc.write_text(content)
+    name, bkt = topic(partitions=1), bucket()
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO "
+            f"PROPERTIES('avro.schema.file'='{avsc}')")  # fmt: skip
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert str(avsc) in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert s3_client.list_objects_v2(Bucket=bkt).get("KeyCount", 0) == 0
