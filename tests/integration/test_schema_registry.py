@@ -148,7 +148,8 @@ def test_an_unknown_schema_id_stops_the_run_with_one_line(
     assert "HTTP 404 for schema id 7" in err and "Traceback" not in err
 
 
-def test_avro_objects_keep_the_registry_writer_schema_one_schema_id_per_object(
+@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
+def test_objects_take_their_schema_from_the_registry_one_schema_id_per_object(
     broker: str,
     s3_endpoint: str,
     s3_client: Any,
@@ -157,10 +158,12 @@ def test_avro_objects_keep_the_registry_writer_schema_one_schema_id_per_object(
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
     registry: str,
+    fmt: str,
 ) -> None:
-    """STOREAS AVRO of registry values: each object embeds the writer schema as registered
-    (names, unions, logical types), a value of another schema id starts a new object, and a
-    nullable field that is null in the first record does not split the object."""
+    """Registry values: AVRO objects embed the writer schema as registered (names, unions,
+    logical types), PARQUET objects get its columns (JSON form: times and decimals as text);
+    a value of another schema id starts a new object, and a nullable field that is null in
+    the first record does not split the object."""
     import datetime
     import decimal
 
@@ -174,20 +177,29 @@ def test_avro_objects_keep_the_registry_writer_schema_one_schema_id_per_object(
     for datum in v2:
         producer.produce(name, value=framed(datum, SCHEMA_V2_ID), partition=0)
     assert producer.flush(30) == 0
-    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO"
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt}"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
             "--schema-registry-url", registry]  # fmt: skip
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
     listing = s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]
     keys = sorted(i["Key"] for i in listing if "/.kafka-archive/" not in i["Key"])
-    assert [k.rsplit("/", 1)[1] for k in keys] == ["000000000000.avro", "000000000010.avro"]
-    readers = [fastavro.reader(io.BytesIO(s3_client.get_object(Bucket=bkt, Key=k)["Body"].read()))
-               for k in keys]  # fmt: skip
-    first, second = ([r for r in reader] for reader in readers)
-    assert readers[0].writer_schema["name"] == "Order"
-    assert readers[1].writer_schema["name"] == "shop.Order"
-    assert first == [order(i) for i in range(10)]
-    assert second == v2  # timestamps and decimals come back as such
+    ext = fmt.lower()
+    assert [k.rsplit("/", 1)[1] for k in keys] == [f"000000000000.{ext}", f"000000000010.{ext}"]
+    bodies = [s3_client.get_object(Bucket=bkt, Key=k)["Body"].read() for k in keys]
+    if fmt == "AVRO":
+        readers = [fastavro.reader(io.BytesIO(body)) for body in bodies]
+        first, second = ([r for r in reader] for reader in readers)
+        assert readers[0].writer_schema["name"] == "Order"
+        assert readers[1].writer_schema["name"] == "shop.Order"
+        assert first == [order(i) for i in range(10)]
+        assert second == v2  # timestamps and decimals come back as such
+    else:
+        tables = [pq.read_table(pa.BufferReader(body)) for body in bodies]
+        assert tables[1].schema.field("note").type == pa.string()
+        assert tables[0].to_pylist() == [order(i) for i in range(10)]
+        assert tables[1].to_pylist() == [
+            {**d, "paid": "2026-11-23T10:00:00+00:00", "price": str(d["price"])} for d in v2
+        ]
     capsys.readouterr()
     assert main(["verify", *args]) == 0, capsys.readouterr().out

@@ -137,3 +137,32 @@ def test_any_json_object_round_trips_when_it_fits_its_own_schema(value: dict[str
     for fmt in ("AVRO", "PARQUET"):
         (stored,) = read_object(Format[fmt], write(fmt, [rec(0, value)]))
         assert stored.value == schema.normalized(value)
+
+
+def test_registry_schemas_give_the_shape_of_their_json_form() -> None:
+    from kafka_archive.archiver.formats import schema as schemas
+
+    avro = {
+        "type": "record", "name": "Order", "namespace": "shop", "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "paid", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "raw", "type": "bytes"},
+            {"name": "status", "type": {"type": "enum", "name": "S", "symbols": ["A", "B"]}},
+            {"name": "note", "type": ["null", "string"]},
+            {"name": "lines", "type": {"type": "array", "items": {
+                "type": "record", "name": "Line", "fields": [{"name": "qty", "type": "float"}]}}},
+            {"name": "again", "type": ["null", "shop.Line"]},
+        ],
+    }  # fmt: skip
+    line = schemas.Type("record", (("qty", schemas.DOUBLE),))
+    assert schemas.from_avro(avro) == schemas.Type("record", (
+        ("id", schemas.LONG), ("paid", schemas.STRING), ("raw", schemas.STRING),
+        ("status", schemas.STRING), ("note", schemas.STRING),
+        ("lines", schemas.Type("array", items=line)), ("again", line),
+    ))  # fmt: skip
+    # No fixed JSON shape: inferred from the first value instead.
+    assert schemas.from_avro({"type": "record", "name": "M", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "long"}}]}) is None  # fmt: skip
+    assert schemas.from_avro({"type": "record", "name": "U", "fields": [
+        {"name": "u", "type": ["null", "long", "string"]}]}) is None  # fmt: skip
+    assert schemas.from_avro("string") is None

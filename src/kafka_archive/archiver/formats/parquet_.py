@@ -76,7 +76,7 @@ class ParquetWriter:
         else:
             value = self._values.decode(record)
             if self._schema is None:
-                self._schema = schemas.to_arrow(self._values.first(value))
+                self._schema = schemas.to_arrow(self._values.first(value, record))
             self._rows.append(value)
         self._buffered += len(record.value or b"") + len(record.key or b"")
         if len(self._rows) >= self._group_records or self._buffered >= ROW_GROUP_BYTES:

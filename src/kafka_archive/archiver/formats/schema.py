@@ -87,6 +87,66 @@ def fits(value: Any, schema: Type) -> bool:
     return False  # null: only None fits
 
 
+# Avro logical types whose JSON form (registry.jsonable) is text: ISO-8601 times, decimals.
+_TEXT_LOGICAL = frozenset({
+    "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
+    "local-timestamp-millis", "local-timestamp-micros", "decimal", "uuid",
+})  # fmt: skip
+
+
+def from_avro(avro: Any) -> Type | None:
+    """The schema of the JSON form of values written with Avro schema ``avro`` (a registry
+    writer schema), or None when that form has no fixed shape (a map, a union of several
+    non-null types): the object's schema is then inferred from its first value instead.
+
+    Every field is nullable, as in inferred schemas; bytes, fixed, enums and text logical
+    types are strings (their JSON form), int and long are longs, float and double doubles.
+    """
+    named: dict[str, Type | None] = {}
+
+    def convert(node: Any, namespace: str = "") -> Type | None:
+        if isinstance(node, str):
+            if node in named:
+                return named[node]
+            qualified = f"{namespace}.{node}" if namespace else node
+            if qualified in named:
+                return named[qualified]
+            return {"null": NULL, "boolean": BOOLEAN, "int": LONG, "long": LONG, "float": DOUBLE,
+                    "double": DOUBLE, "string": STRING, "bytes": STRING}.get(node)  # fmt: skip
+        if isinstance(node, list):
+            branches = [b for b in node if b != "null"]
+            return convert(branches[0], namespace) if len(branches) == 1 else None
+        if not isinstance(node, dict):
+            return None
+        kind = node.get("type")
+        if node.get("logicalType") in _TEXT_LOGICAL:
+            return STRING
+        space = str(node.get("namespace", namespace))
+        if kind in ("fixed", "enum"):
+            result: Type | None = STRING
+        elif kind == "array":
+            items = convert(node.get("items"), space)
+            result = None if items is None else Type("array", items=items)
+        elif kind == "record":
+            fields: list[tuple[str, Type]] = []
+            for field in node.get("fields", ()):
+                converted = convert(field.get("type"), space)
+                if converted is None:
+                    return None
+                fields.append((str(field["name"]), converted))
+            result = Type("record", tuple(fields))
+        else:
+            return convert(kind, namespace)
+        if "name" in node:
+            name = str(node["name"])
+            named[name] = result
+            named[f"{space}.{name}" if space and "." not in name else name] = result
+        return result
+
+    converted = convert(avro)
+    return converted if converted is not None and converted.kind == "record" else None
+
+
 def value_schema(value: Any) -> Type:
     """The schema of an object whose first value is ``value`` (a JSON object).
 

@@ -14,7 +14,7 @@ from typing import Any
 from kafka_archive.archiver import jsontext
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
+from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded, schema_id
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Route
@@ -54,6 +54,7 @@ class ValueSchema:
 
     def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
         self.schema: schema.Type | None = None
+        self.schema_id: int | None = None  # the registry id the schema was taken from
         self._registry = registry
         self._last: tuple[Record, dict[str, Any]] | None = None
         self._projector = projector_for(route)
@@ -74,14 +75,24 @@ class ValueSchema:
         a record that cannot be stored at all: ``write`` then raises BadRecordError)."""
         if self.schema is None:
             return True
+        if self.schema_id is not None:
+            return schema_id(record.value) == self.schema_id
         try:
             value = self.decode(record)
         except BadRecordError:
             return True
         return schema.fits(value, self.schema)
 
-    def first(self, value: dict[str, Any]) -> schema.Type:
-        """Fix the schema from the object's first value."""
+    def first(self, value: dict[str, Any], record: Record | None = None) -> schema.Type:
+        """Fix the schema from the object's first value: from the registry writer schema of
+        a framed ``record`` (no SELECT list) when it has a fixed JSON shape, so that a field
+        null in the first value keeps its type; else inferred from ``value``."""
+        ident = schema_id(record.value) if record is not None else None
+        if ident is not None and self._registry is not None and self._projector is None:
+            from_registry = schema.from_avro(self._registry.schema(ident)[0])
+            if from_registry is not None and schema.fits(value, from_registry):
+                self.schema, self.schema_id = from_registry, ident
+                return from_registry
         self.schema = schema.value_schema(value)
         return self.schema
 
