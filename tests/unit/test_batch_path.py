@@ -12,6 +12,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,3 +186,18 @@ def test_only_pass_through_routes_take_the_batch_path(tmp_path: Path) -> None:
         "INSERT INTO bkt:p SELECT * FROM t STOREAS `JSON` PROPERTIES('store.envelope'=true)"
     )
     assert not takes("INSERT INTO bkt:p SELECT * FROM t STOREAS `AVRO`")
+
+
+def test_json_batches_keep_what_single_values_keep() -> None:
+    """The whole-batch check of JSON values gives the lines the value-by-value path gives,
+    including what only the fallback parser accepts (NaN) and what must be re-serialized."""
+    from kafka_archive.archiver.formats import json_
+
+    plain = [b'{"a": 1}', b" [1, 2] ", b"3"]
+    assert json_.encode_values(plain) == [b'{"a": 1}\n', b"[1, 2]\n", b"3\n"]
+    odd = [b'{"a": NaN}', b'{"b":\n 2}', None, b'"\\u00e9"']
+    assert json_.encode_values(odd) == [json_.pass_through_line(v) for v in odd] == [
+        b'{"a": NaN}\n', b'{"b":2}\n', b"null\n", b'"\\u00e9"\n'
+    ]
+    with pytest.raises(BadRecordError):
+        json_.encode_values([b"1", b"{"])
