@@ -79,7 +79,7 @@ class ProgressListener:
         self._server = socketserver.ThreadingTCPServer((host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._server.serve_forever, daemon=True, name="progress"
+            target=self._server.serve_forever, args=(0.05,), daemon=True, name="progress"
         )
 
     @property
