@@ -1,0 +1,31 @@
+"""The Python worker daemon kafka-archive gives Spark preloads its task code safely."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_daemon_module_starts_no_thread_before_forking_workers() -> None:
+    # The daemon forks a worker per task; a thread alive at fork time would leave its locks
+    # held forever in the child. Importing the module must leave the process single-threaded.
+    count = _run(
+        "import os, kafka_archive.archiver.spark_daemon;"
+        "print(len(os.listdir('/proc/self/task')))"
+    )
+    assert count == "1"
+
+
+def test_daemon_module_preloads_task_code_and_serves_pyspark_manager() -> None:
+    out = _run(
+        "import sys, kafka_archive.archiver.spark_daemon as d, pyspark.daemon;"
+        "print('kafka_archive.archiver.task' in sys.modules, 'pyspark.worker' in sys.modules,"
+        " d.manager is pyspark.daemon.manager)"
+    )
+    assert out == "True True True"
