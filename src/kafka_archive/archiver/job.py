@@ -183,9 +183,8 @@ def plan_work(
 RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]
 
 
-def run_units_on_spark(spark: Any, units: Sequence[WorkUnit], settings: Settings) -> list[Any]:
+def run_units_on_spark(sc: Any, units: Sequence[WorkUnit], settings: Settings) -> list[Any]:
     """Run every unit as one Spark task and collect the results (UnitResult | UnitFailure)."""
-    sc = spark.sparkContext
     rdd = sc.parallelize(list(units), len(units))
     results: list[Any] = rdd.mapPartitions(
         functools.partial(archive_units, settings=settings)

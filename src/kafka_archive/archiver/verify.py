@@ -411,11 +411,11 @@ def prepare(
 
 
 def run_checks(
-    checks: tuple[PartitionCheck, ...], settings: Settings, spark_session: Any = None
+    checks: tuple[PartitionCheck, ...], settings: Settings, spark_context: Any = None
 ) -> tuple[PartitionVerdict, ...]:
-    """Run the checks as Spark tasks (in-process without a session), in a stable order."""
-    if spark_session is not None and checks:
-        sc = spark_session.sparkContext
+    """Run the checks as Spark tasks (in-process without a context), in a stable order."""
+    if spark_context is not None and checks:
+        sc = spark_context
         verdicts: list[PartitionVerdict] = (
             sc.parallelize(list(checks), len(checks))
             .mapPartitions(functools.partial(_check_all, settings=settings))
