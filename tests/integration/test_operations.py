@@ -30,7 +30,8 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
 ) -> None:
     """No PYSPARK_PYTHON and a `python3` on PATH without kafka-archive (pipx, a venv not
     activated): the workers must still run kafka-archive's own interpreter. The run shows
-    one line per finished partition on stderr (not a terminal)."""
+    one line per finished partition on stderr (not a terminal), and none of Spark's
+    start-up chatter."""
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 0, 200)
     decoy = tmp_path / "bin"
@@ -47,6 +48,8 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     assert archived_ids(s3_client, bkt) == list(range(200))
     for partition in (0, 1):
         assert f"{name}[{partition}]: offsets 0..99: 100 records" in done.stderr
+    assert "Setting default log level" not in done.stderr
+    assert "WARN" not in done.stderr.replace("WARNING: Using incubator modules", "")
 
 
 def test_a_terminal_gets_a_live_progress_display(
