@@ -429,7 +429,7 @@ def _follow(
 @_run_options
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.option("--max-lag", type=int, metavar="N",
+@click.option("--max-lag", type=click.IntRange(min=0), metavar="N",
               help="Exit 1 when any partition lags by more than N records (for cron alerts).")
 def status(
     kcql_texts: tuple[str, ...],
@@ -460,12 +460,14 @@ def status(
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(f"job {report.job}")
-        click.echo(f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10}  last commit")
+        click.echo(f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
+                   f"{'objects':>8} {'bytes':>14}  last commit")  # fmt: skip
         for row in report.partitions:
             archived = "-" if row.archived_offset is None else str(row.archived_offset)
             click.echo(
                 f"  {row.topic + '-' + str(row.partition):<32} {archived:>12} "
-                f"{row.end_offset:>12} {row.lag:>10}  {row.last_commit or 'never'}"
+                f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
+                f"{row.last_commit or 'never'}"
             )
     if max_lag is not None and report.max_lag > max_lag:
         click.echo(

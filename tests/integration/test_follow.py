@@ -137,6 +137,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lagging: list[str] = []  # /health bodies seen while a wave was produced, not archived
     try:
         for wave in range(3):  # records produced while it runs are archived in later batches
             expected = list(range(100 + 50 * wave))
@@ -144,8 +145,15 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
             while archived_ids(s3_client, bkt) != expected:
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, f"wave {wave} not archived"
-                time.sleep(0.3)
+                if wave > 0:
+                    code, body = get(port, "/health")
+                    if code == 503:
+                        lagging.append(body)
+                time.sleep(0.1)
             produce(broker, name, 100 + 50 * wave, 50)
+        # A wave is held back for a second (flush.interval): a batch ends in between and
+        # reports its lag, past --health-max-lag 0.
+        assert any(body.startswith("unhealthy: lag ") for body in lagging), lagging
         # /metrics and /health: healthy once the last wave is archived (lag 0).
         deadline = time.monotonic() + 60
         while archived_ids(s3_client, bkt) != list(range(250)) or get(port, "/health")[0] != 200:

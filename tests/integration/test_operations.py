@@ -229,3 +229,53 @@ def test_log_format_json_and_quiet(
     assert main(["--quiet", *args]) == 0
     out, err = capsys.readouterr()
     assert err == "" and "total: 20 records" in out
+
+
+def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 60)  # 30 records per partition
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
+            "PROPERTIES('flush.count'=8)")  # fmt: skip
+    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+
+    def status(*extra: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["status", *args, *extra])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = status("--output", "json", "--max-lag", "30")
+    assert code == 0
+    rows = json.loads(out)["partitions"]  # nothing archived yet: the whole partition lags
+    assert [(r["archived_offset"], r["end_offset"], r["lag"], r["objects"]) for r in rows] == [
+        (None, 30, 30, 0), (None, 30, 30, 0)
+    ]
+    assert main(["run", *args, "--max-records-per-partition", "20"]) == 0
+    code, out, err = status("--output", "json", "--max-lag", "9")
+    assert code == 1 and err.strip() == "kafka-archive: lag 10 exceeds --max-lag 9"
+    rows = json.loads(out)["partitions"]
+    for row in rows:
+        listing = s3_client.list_objects_v2(
+            Bucket=bkt, Prefix=f"arch/{name}/{row['partition']}/"
+        )["Contents"]
+        assert (row["topic"], row["archived_offset"], row["end_offset"], row["lag"]) == (
+            name, 20, 30, 10
+        )
+        assert row["objects"] == len(listing) == 3  # 8 + 8 + 4 records
+        assert row["bytes"] == sum(item["Size"] for item in listing)
+        assert row["last_commit"].endswith("Z")
+    code, out, _ = status("--max-lag", "10")  # text: one line per partition
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"job {json.loads(status('--output', 'json')[1])['job']}"
+    for partition in (0, 1):
+        (line,) = [line for line in lines if line.split()[0] == f"{name}-{partition}"]
+        assert line.split()[1:6] == ["20", "30", "10", "3", str(rows[partition]["bytes"])]

@@ -1,0 +1,82 @@
+"""`/health` of `run --follow --metrics-port`: 200 while fresh and caught up, 503 otherwise."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_archive.archiver.metrics_server import MetricsServer
+from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
+from kafka_archive.archiver.status import JobStatus, PartitionStatus
+
+
+def _get(server: MetricsServer, path: str) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{server.port}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _batch() -> RunResult:
+    unit = UnitResult(0, TopicPartition("orders", 0), 0, 10, 10, 1000, (), 1.0)
+    return RunResult("job-1", "run", (unit,), (), 1.0)
+
+
+def _status(*lags: int) -> JobStatus:
+    return JobStatus("job-1", tuple(
+        PartitionStatus("orders", p, 100 - lag, 100, lag, None, 1, 10)
+        for p, lag in enumerate(lags)
+    ))  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Iterator[MetricsServer]:
+    running = MetricsServer(0, max_age=60, max_lag=100, host="127.0.0.1").start()
+    yield running
+    running.stop()
+
+
+def test_health_turns_503_when_any_partition_lags_past_the_threshold(
+    server: MetricsServer,
+) -> None:
+    server.update(_batch(), _status(0, 100))  # at the threshold: still healthy
+    assert _get(server, "/health") == (200, "ok\n")
+    server.update(_batch(), _status(0, 101))
+    code, body = _get(server, "/health")
+    assert (code, body) == (503, "unhealthy: lag 101 records (limit 100)\n")
+    server.update(_batch(), _status(3, 2))  # caught up again
+    assert _get(server, "/health")[0] == 200
+
+
+def test_a_failed_batch_keeps_the_last_known_lag(server: MetricsServer) -> None:
+    server.update(_batch(), _status(500))
+    server.update(_batch(), None, ok=False)
+    assert _get(server, "/health")[0] == 503
+
+
+def test_health_turns_503_when_no_batch_finished_within_max_age() -> None:
+    server = MetricsServer(0, max_age=0.2, max_lag=None, host="127.0.0.1").start()
+    try:
+        assert _get(server, "/health")[0] == 200  # just started: within max_age
+        time.sleep(0.3)
+        code, body = _get(server, "/health")
+        assert code == 503 and body.startswith("unhealthy: start without a micro-batch")
+        server.update(_batch(), _status(10**9))  # no max_lag: any lag is healthy
+        assert _get(server, "/health")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_metrics_serves_the_last_batch_and_unknown_paths_404(server: MetricsServer) -> None:
+    assert _get(server, "/metrics") == (200, "# no micro-batch has finished yet\n")
+    server.update(_batch(), _status(7))
+    code, text = _get(server, "/metrics")
+    assert code == 200
+    assert 'kafka_archive_lag_records{job="job-1",topic="orders",partition="0"} 7' in text
+    assert _get(server, "/nope")[0] == 404
