@@ -166,3 +166,19 @@ def test_registry_schemas_give_the_shape_of_their_json_form() -> None:
     assert schemas.from_avro({"type": "record", "name": "U", "fields": [
         {"name": "u", "type": ["null", "long", "string"]}]}) is None  # fmt: skip
     assert schemas.from_avro("string") is None
+
+
+@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
+def test_an_integer_a_double_column_would_round_is_a_bad_record(fmt: str) -> None:
+    # Found by hypothesis: [0.0, 2**53 + 1] infers array<double>, and 2**53 + 1 has no
+    # double; AVRO stored it rounded and PARQUET failed inside pyarrow.
+    assert schema.fits(2**53, schema.DOUBLE) and schema.fits(-(2**53), schema.DOUBLE)
+    assert not schema.fits(2**53 + 1, schema.DOUBLE)
+    assert not schema.fits(2**53 + 2, schema.DOUBLE)  # a double, but pyarrow refuses it
+    assert not schema.fits(10**400, schema.DOUBLE)
+    with pytest.raises(BadRecordError, match="different types"):
+        write(fmt, [rec(0, {"xs": [0.0, 2**53 + 2]})])
+    sink = io.BytesIO()
+    writer = writer_for(Format[fmt])(sink, route(fmt))
+    writer.write(rec(0, {"price": 0.5}))
+    assert not writer.accepts(rec(1, {"price": 2**53 + 1}))  # rolls, then infers a long

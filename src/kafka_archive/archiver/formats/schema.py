@@ -73,7 +73,9 @@ def fits(value: Any, schema: Type) -> bool:
     if kind == "long":
         return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
     if kind == "double":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(value, float):
+            return True
+        return isinstance(value, int) and not isinstance(value, bool) and _exact_double(value)
     if kind == "string":
         return isinstance(value, str)
     if kind == "record":
@@ -85,6 +87,12 @@ def fits(value: Any, schema: Type) -> bool:
         assert schema.items is not None
         return isinstance(value, list) and all(fits(v, schema.items) for v in value)
     return False  # null: only None fits
+
+
+def _exact_double(value: int) -> bool:
+    """Whether a double column takes the integer without rounding it: |n| <= 2**53, the
+    range pyarrow converts (a larger integer would be stored rounded, or refused by it)."""
+    return -(2**53) <= value <= 2**53
 
 
 # Avro logical types whose JSON form (registry.jsonable) is text: ISO-8601 times, decimals.
@@ -159,8 +167,12 @@ def value_schema(value: Any) -> Type:
             "(or use PROPERTIES('store.envelope'=true) to keep any value as bytes)"
         )
     schema = infer(value)
-    if not fits(value, schema):  # a long out of range
-        raise BadRecordError("a number does not fit a 64-bit integer")
+    if not fits(value, schema):  # a long out of range, or an integer a double would round
+        raise BadRecordError(
+            "a number does not fit its column: an integer beyond 64 bits, or one that a "
+            "double (the column of an array or field mixing integers and decimals) would "
+            "round; store the value as JSON or in the envelope"
+        )
     return schema
 
 
