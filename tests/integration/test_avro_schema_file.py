@@ -1,8 +1,9 @@
-"""STOREAS AVRO with a user-given schema: PROPERTIES('avro.schema.file'='orders.avsc').
+"""STOREAS AVRO and PARQUET with a user-given schema: PROPERTIES('avro.schema.file'='….avsc').
 
-Every object is written with the file's schema (read with fastavro, not our reader); a value
-that does not match it is refused by the error policy; verify accepts the archive; a file
-that is missing or not a schema stops the run before anything is written.
+Every AVRO object is written with the file's schema, every PARQUET object has its columns
+(read with fastavro and pyarrow, not our reader); a value that does not match it is refused
+by the error policy; verify accepts the archive; a file that is missing or not a schema
+stops the run before anything is written.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
@@ -31,7 +34,9 @@ SCHEMA = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
 def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
+    fmt: str,
     broker: str,
     s3_endpoint: str,
     s3_client: Any,
@@ -57,7 +62,7 @@ def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
     for value in values:
         producer.produce(name, value=json.dumps(value).encode(), partition=0)
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO "
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} "
             f"PROPERTIES('avro.schema.file'='{avsc}', 'error.policy'='skip')")  # fmt: skip
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     assert main(["run", *args]) == 0, capsys.readouterr().err
@@ -66,9 +71,15 @@ def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
     keys = sorted(i["Key"] for i in listing if "/.kafka-archive/" not in i["Key"])
     assert len(keys) == 1  # one schema: nothing rolls on a value shaped differently
     data = s3_client.get_object(Bucket=bkt, Key=keys[0])["Body"].read()
-    reader = fastavro.reader(io.BytesIO(data))
-    rows = list(reader)
-    assert reader.writer_schema["name"] == "shop.Order"
+    if fmt == "AVRO":
+        reader = fastavro.reader(io.BytesIO(data))
+        rows = list(reader)
+        assert reader.writer_schema["name"] == "shop.Order"
+    else:
+        table = pq.read_table(pa.BufferReader(data))
+        rows = table.to_pylist()
+        assert table.schema.names == ["id", "amount", "tags", "note"]
+        assert table.schema.field("amount").type == pa.float64()
     expected = [{"tags": [], "note": None, **v, "amount": float(v["amount"])}
                 for i, v in enumerate(values) if i != 7]  # fmt: skip
     assert rows == expected

@@ -697,11 +697,16 @@ def test_time_field_that_holds_no_time_is_refused(written: str) -> None:
     assert "partition.time.field" in err.message
 
 
-def test_avro_schema_file_is_a_path_for_avro_only() -> None:
+def test_avro_schema_file_is_a_path_for_avro_and_parquet_only() -> None:
     r = route(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='/etc/schemas/order.avsc')")
     assert r.property("avro.schema.file") == "/etc/schemas/order.avsc"
+    r = route(f"{HEAD} STOREAS PARQUET PROPERTIES('avro.schema.file'='order.avsc')")
+    assert r.property("avro.schema.file") == "order.avsc"
     err = error(f"{HEAD} STOREAS JSON PROPERTIES('avro.schema.file'='order.avsc')")
-    assert err.label == "property-format" and "AVRO" in (err.hint or "")
+    assert err.label == "property-format" and "AVRO, PARQUET" in (err.hint or "")
+    err = error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='order.avsc', "
+                "'store.envelope'=true)")  # fmt: skip
+    assert err.label == "schema-file-with-envelope"
     assert error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'=' ')").label == (
         "bad-property-value"
     )

@@ -168,6 +168,63 @@ def test_registry_schemas_give_the_shape_of_their_json_form() -> None:
     assert schemas.from_avro("string") is None
 
 
+USER_SCHEMA = json.dumps({
+    "type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
+    ],
+})  # fmt: skip
+
+
+def test_parquet_with_a_schema_file_has_its_columns_and_refuses_what_does_not_match() -> None:
+    r = route("PARQUET", "'avro.schema.file'='orders.avsc'")
+    sink = io.BytesIO()
+    writer = writer_for(Format.PARQUET)(sink, r, None, user_schema=USER_SCHEMA)
+    first = {"id": 1, "amount": 2, "placed": 0, "extra": "dropped"}  # note: null, tags: []
+    second = {"id": 2, "amount": 0.5, "placed": 1_000, "note": "n", "tags": ["a"]}
+    for offset, value in enumerate([first, second]):
+        assert writer.accepts(rec(offset, value))
+        writer.write(rec(offset, value))
+    with pytest.raises(BadRecordError, match=r"avro\.schema\.file"):
+        writer.write(rec(2, {"id": "three", "amount": 1.0, "placed": 0}))
+    writer.close()
+    table = pq.read_table(pa.BufferReader(sink.getvalue()))
+    # Columns from the schema, not from the first value: a null note keeps its string type.
+    assert table.schema.names == ["id", "amount", "placed", "note", "tags"]
+    assert table.schema.field("note").type == pa.string()
+    assert table.schema.field("amount").type == pa.float64()
+    assert table.to_pylist() == [
+        {"id": 1, "amount": 2.0, "placed": "1970-01-01T00:00:00+00:00", "note": None, "tags": []},
+        {"id": 2, "amount": 0.5, "placed": "1970-01-01T00:00:01+00:00", "note": "n",
+         "tags": ["a"]},
+    ]  # fmt: skip
+    # verify's expectation of each record equals what was read back
+    stored = read_object(Format.PARQUET, sink.getvalue())
+    for offset, value in enumerate([first, second]):
+        expected = stored_form(Format.PARQUET, rec(offset, value), value_schema=USER_SCHEMA)
+        assert schema.normalized(stored[offset].value) == expected
+
+
+def test_a_schema_file_without_fixed_columns_is_refused_for_parquet_only(tmp_path: Any) -> None:
+    from kafka_archive.archiver.errors import ConfigError
+    from kafka_archive.archiver.formats import avsc
+
+    path = tmp_path / "attrs.avsc"
+    path.write_text(json.dumps({"type": "record", "name": "A", "fields": [
+        {"name": "attrs", "type": {"type": "map", "values": "string"}}]}))  # fmt: skip
+
+    def plan(fmt: str) -> kcql.Plan:
+        return kcql.parse(f"INSERT INTO bkt:a SELECT * FROM t STOREAS {fmt} "
+                          f"PROPERTIES('avro.schema.file'='{path}')")  # fmt: skip
+
+    assert avsc.load(plan("AVRO")) == {0: path.read_text()}
+    with pytest.raises(ConfigError, match="no fixed PARQUET columns"):
+        avsc.load(plan("PARQUET"))
+
+
 @pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
 def test_an_integer_a_double_column_would_round_is_a_bad_record(fmt: str) -> None:
     # Found by hypothesis: [0.0, 2**53 + 1] infers array<double>, and 2**53 + 1 has no

@@ -78,10 +78,10 @@ class ChunkSet:
         self._store = store
         self._spool_dir = spool_dir
         self._factory = writer_for(unit.route.format)
-        if unit.value_schema is not None:  # 'avro.schema.file' (AVRO only, checked by KCQL)
-            avro_writer: Any = self._factory
+        if unit.value_schema is not None:  # 'avro.schema.file' (AVRO, PARQUET: KCQL checks)
+            structured: Any = self._factory
             self._factory = cast(
-                WriterFactory, functools.partial(avro_writer, user_schema=unit.value_schema)
+                WriterFactory, functools.partial(structured, user_schema=unit.value_schema)
             )
         self._layout = layout_for(unit.route)
         self._codec = compression.codec_of(unit.route)

@@ -18,7 +18,6 @@ from typing import Any
 
 from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.formats import csv_, schema
-from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.bytes_ import read_values
 from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded, jsonable
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
@@ -207,7 +206,7 @@ def stored_form(
     Raises ValueError (BadRecordError) for a record the format refuses."""
     if envelope is not None and envelope.enabled:
         return env.comparable(record, envelope)
-    if value_schema is not None and fmt is Format.AVRO:
+    if value_schema is not None and fmt in (Format.AVRO, Format.PARQUET):
         return _with_schema(record, value_schema, projector, registry)
     if fmt in (Format.CSV, Format.CSV_WITHHEADERS):
         row = (projector.project(record, registry) if projector is not None
@@ -233,19 +232,10 @@ def _with_schema(
     record: Record, value_schema: str, projector: Projector | None,
     registry: SchemaRegistry | None,
 ) -> Any:
-    """An AVRO value written with a user schema: refused unless it matches, and read back
-    with the schema's defaults filled in."""
-    import fastavro
-    from fastavro.validation import validate
-
+    """A value written with a user schema (AVRO, PARQUET): refused unless it matches, and
+    read back with the schema's defaults filled in."""
     from kafka_archive.archiver.formats import avsc
 
     value = (projector.project(record, registry) if projector is not None
              else decode_value(record, registry))  # fmt: skip
-    schema_ = avsc.parsed(value_schema)
-    if not validate(value, schema_, raise_errors=False):
-        raise BadRecordError("the value does not match the schema of 'avro.schema.file'")
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, schema_, value)
-    out.seek(0)
-    return schema.normalized(jsonable(fastavro.schemaless_reader(out, schema_, None)))
+    return schema.normalized(avsc.conformed(value, value_schema))

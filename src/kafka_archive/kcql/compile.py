@@ -145,8 +145,8 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             ("snappy", "zstd", "gzip", "lz4", "brotli", "none"),
         ),
         "avro.schema.file": PropertySpec(
-            Kind.PATH, "an Avro schema (.avsc) every AVRO object of the route is written with; "
-            "values must match it"
+            Kind.PATH, "an Avro schema (.avsc) every AVRO object of the route is written with "
+            "(PARQUET: whose columns it has); values must match it"
         ),
         "parquet.row.group.records": PropertySpec(
             Kind.INT, "records per PARQUET row group (default 10000)"
@@ -652,7 +652,7 @@ _FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         ),
         "store.gzip.block.bytes": frozenset({Format.JSON, Format.TEXT, Format.BYTES}),
         "avro.codec": frozenset({Format.AVRO}),
-        "avro.schema.file": frozenset({Format.AVRO}),
+        "avro.schema.file": frozenset({Format.AVRO, Format.PARQUET}),
         "parquet.codec": frozenset({Format.PARQUET}),
         "parquet.row.group.records": frozenset({Format.PARQUET}),
     }
@@ -667,6 +667,14 @@ def _check_format_properties(settings: _Settings, fmt: Format) -> None:
             span=blocks.span,
             hint="Add 'store.compression'='gzip', or remove the block size",
             label="blocks-without-gzip",
+        )
+    schema_file, envelope = settings.get("avro.schema.file"), settings.get("store.envelope")
+    if schema_file is not None and envelope is not None and envelope.value == "true":
+        raise KcqlSemanticError(
+            "'avro.schema.file' does not apply to an envelope (its schema is fixed)",
+            span=schema_file.span,
+            hint="Remove 'avro.schema.file', or 'store.envelope'",
+            label="schema-file-with-envelope",
         )
     for key, formats in _FORMAT_PROPERTIES.items():
         setting = settings.get(key)

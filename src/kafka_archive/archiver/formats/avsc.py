@@ -2,20 +2,28 @@
 
 The driver reads and checks each file once, before anything runs, and the schema's text
 travels with the work units: executors on a cluster need not see the driver's files.
+AVRO objects are written with the schema; PARQUET objects take their columns from it (in
+the values' JSON form, as for Schema Registry values).
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+import fastavro
 from fastavro import parse_schema
 from fastavro.schema import SchemaParseException
+from fastavro.validation import validate
 
 from kafka_archive.archiver.errors import ConfigError
-from kafka_archive.kcql.plan import Plan
+from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.registry import jsonable
+from kafka_archive.kcql.plan import Format, Plan
 
 PROPERTY = "avro.schema.file"
 
@@ -40,6 +48,13 @@ def load(plan: Plan) -> dict[int, str]:
                 hint="'avro.schema.file' is read on the machine that runs kafka-archive",
             ) from None
         parsed(text, path)  # refuse a bad schema before anything runs
+        if route.format is Format.PARQUET and columns(text) is None:
+            raise ConfigError(
+                f"the Avro schema {path} of the route for {route.topic} gives no fixed "
+                "PARQUET columns: it must be a record, without maps or unions of several "
+                "non-null types",
+                hint="Use the schema for STOREAS AVRO, or simplify it for PARQUET",
+            )
         texts[index] = text
     return texts
 
@@ -54,3 +69,30 @@ def parsed(text: str, source: str = "avro.schema.file") -> Any:
             f"{source} is not an Avro schema ({type(exc).__name__}: {exc})",
             hint="Check it with any Avro tool; a .avsc holds one JSON schema",
         ) from None
+
+
+@functools.lru_cache(maxsize=32)
+def columns(text: str) -> schemas.Type | None:
+    """The PARQUET columns of values written with schema ``text`` (their JSON form), or
+    None when the schema has no fixed JSON shape (see :func:`.schema.from_avro`)."""
+    return schemas.from_avro(json.loads(text))
+
+
+def conformed(value: Any, text: str) -> Any:
+    """``value`` as the schema ``text`` stores it, in JSON form: missing fields take the
+    schema's defaults, fields the schema lacks are dropped, an int in a double becomes a
+    float, logical types come back as text (dates, decimals, UUIDs).
+
+    Raises:
+        BadRecordError: the value does not match the schema.
+    """
+    schema_ = parsed(text)
+    if not validate(value, schema_, raise_errors=False):
+        raise BadRecordError(
+            "the value does not match the schema of 'avro.schema.file' (a missing field, "
+            "or a field of another type)"
+        )
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema_, value)
+    out.seek(0)
+    return jsonable(fastavro.schemaless_reader(out, schema_, None))

@@ -3,7 +3,9 @@
 Rows are buffered and written as a row group every ``parquet.row.group.records`` records
 (default 10,000) or ~64 MB of buffered values, whichever comes first, so memory per open
 object is bounded. Codec: ``PROPERTIES('parquet.codec'='…')``, one of snappy (default),
-zstd, gzip, lz4, brotli, none. Schema as for AVRO (:mod:`.structured`).
+zstd, gzip, lz4, brotli, none. Schema as for AVRO (:mod:`.structured`); with
+``avro.schema.file`` every object has the columns of that schema, and a value that does not
+match it is refused.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
@@ -49,8 +52,13 @@ def envelope_arrow_schema(envelope: Envelope) -> pa.Schema:
 
 class ParquetWriter:
     def __init__(
-        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
+        self,
+        sink: BinaryIO,
+        route: Route,
+        registry: SchemaRegistry | None = None,
+        user_schema: str | None = None,
     ) -> None:
+        self._user = user_schema
         self._registry = registry
         self._sink = sink
         self._start = sink.tell()
@@ -66,13 +74,22 @@ class ParquetWriter:
         self._buffered = 0
 
     def accepts(self, record: Record) -> bool:
-        return self._envelope is not None or self._values.accepts(record)
+        return self._envelope is not None or self._user is not None or self._values.accepts(
+            record
+        )
 
     def write(self, record: Record) -> None:
         if self._envelope is not None:
             if self._schema is None:
                 self._schema = envelope_arrow_schema(self._envelope)
             self._rows.append(envelope_row(record, self._envelope))
+        elif self._user is not None:
+            row = avsc.conformed(self._values.decode(record), self._user)  # may raise
+            if self._schema is None:
+                columns = avsc.columns(self._user)
+                assert columns is not None  # checked when the plan's schemas were loaded
+                self._schema = schemas.to_arrow(columns)
+            self._rows.append(row)
         else:
             value = self._values.decode(record)
             if self._schema is None:
