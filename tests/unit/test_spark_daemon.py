@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def _run(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -29,3 +31,21 @@ def test_daemon_module_preloads_task_code_and_serves_pyspark_manager() -> None:
         " d.manager is pyspark.daemon.manager)"
     )
     assert out == "True True True"
+
+
+def test_only_local_runs_use_the_daemon_a_cluster_could_not_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a cluster kafka-archive reaches the executors as a --py-files zip, put on sys.path
+    # per task: a daemon module of ours could not be imported when the executor starts it.
+    from kafka_archive.archiver.api import spark_conf
+    from kafka_archive.archiver.settings import KafkaSettings, Settings
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    daemon = "spark.python.daemon.module"
+    local = spark_conf(Settings(KafkaSettings("b:9092"), master="local[2]"), "job")
+    assert local.get(daemon) == "kafka_archive.archiver.spark_daemon"
+    assert local.get("spark.pyspark.python") == sys.executable
+    cluster = spark_conf(Settings(KafkaSettings("b:9092"), master="spark://h:7077"), "job")
+    assert cluster.get(daemon) is None
+    assert cluster.get("spark.master") == "spark://h:7077"

@@ -70,11 +70,22 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
     A bare SparkContext, not a SparkSession: the job uses the RDD API only, and the SQL
     session's start-up cost ~1.2 s more on every run (measured, 2 cores).
     """
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkContext
 
     active = SparkContext._active_spark_context
     if active is not None:
         return active, False
+    conf = spark_conf(settings, app_name)
+    context = SparkContext(conf=conf)
+    context.setLogLevel("ERROR")
+    return context, True
+
+
+def spark_conf(settings: Settings, app_name: str) -> Any:
+    """The SparkConf of a context kafka-archive starts (under spark-submit, on top of the
+    spark.* properties spark-submit passed)."""
+    from pyspark import SparkConf
+
     conf = (
         SparkConf()
         .setMaster(settings.master)
@@ -82,7 +93,6 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.task.maxFailures", "4")
-        .set("spark.python.daemon.module", "kafka_archive.archiver.spark_daemon")
     )
     if settings.master.startswith("local"):
         # On a cluster the workers' Python is the cluster's (spark.pyspark.python/--archives).
@@ -97,10 +107,12 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
             # The driver JVM only schedules: C1 and the serial collector start it ~3 s sooner.
             .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config} "
                  "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+            # Workers fork from a daemon that has our task modules imported. Local only: a
+            # cluster's executors get kafka-archive as a --py-files zip, which Spark puts on
+            # sys.path per task, after the daemon has started (it could not import us).
+            .set("spark.python.daemon.module", "kafka_archive.archiver.spark_daemon")
         )
-    context = SparkContext(conf=conf)
-    context.setLogLevel("ERROR")
-    return context, True
+    return conf
 
 
 def stop_spark(context: Any) -> None:
