@@ -38,10 +38,15 @@ def test_only_local_runs_use_the_daemon_a_cluster_could_not_import(
 ) -> None:
     # On a cluster kafka-archive reaches the executors as a --py-files zip, put on sys.path
     # per task: a daemon module of ours could not be imported when the executor starts it.
+    from pyspark import SparkContext
+
     from kafka_archive.archiver.api import spark_conf
     from kafka_archive.archiver.settings import KafkaSettings, Settings
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    # A conf built while a JVM runs (the integration tests' context) starts from that JVM's
+    # spark.* system properties; build these from nothing, as a fresh process does.
+    monkeypatch.setattr(SparkContext, "_jvm", None)
     daemon = "spark.python.daemon.module"
     local = spark_conf(Settings(KafkaSettings("b:9092"), master="local[2]"), "job")
     assert local.get(daemon) == "kafka_archive.archiver.spark_daemon"
