@@ -279,3 +279,38 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
     for partition in (0, 1):
         (line,) = [line for line in lines if line.split()[0] == f"{name}-{partition}"]
         assert line.split()[1:6] == ["20", "30", "10", "3", str(rows[partition]["bytes"])]
+
+
+@pytest.mark.parametrize("java", ["missing", "exits"])
+def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
+    java: str,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """No Java, or a JVM that dies at start: not an internal error with a traceback."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(broker, name, 0, 5)
+    home = tmp_path / "jdk"
+    if java == "exits":
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / "java").write_text(
+            "#!/bin/sh\necho 'Error: could not create the Java Virtual Machine.' >&2\nexit 1\n"
+        )
+        (home / "bin" / "java").chmod(0o755)
+    env = {**os.environ, "JAVA_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
+               "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 15, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("kafka-archive: error:")]
+    assert ("no bin/java" if java == "missing" else "JVM exited before it started") in line
+    assert archived_ids(s3_client, bkt) == []
+    env.pop("JAVA_HOME")  # the lock was released: the next run archives everything
+    assert subprocess.run(command, env=env, capture_output=True, timeout=180).returncode == 0
+    assert archived_ids(s3_client, bkt) == list(range(5))

@@ -7,10 +7,11 @@ import dataclasses
 import functools
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,7 +19,12 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    ConfigError,
+    NotInArchiveError,
+    SparkStartError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
@@ -76,9 +82,45 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
     if active is not None:
         return active, False
     conf = spark_conf(settings, app_name)
-    context = SparkContext(conf=conf)
+    if settings.master.startswith("local"):
+        find_java(os.environ)
+    try:
+        context = SparkContext(conf=conf)
+    except Exception as exc:
+        if getattr(exc, "getCondition", lambda: None)() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise SparkStartError(
+            "Spark's JVM exited before it started (its own message is above)",
+            hint="Spark needs Java 17 or later: check `java -version`, JAVA_HOME and "
+            "SPARK_HOME",
+        ) from None
     context.setLogLevel("ERROR")
     return context, True
+
+
+def find_java(environ: Mapping[str, str]) -> str:
+    """The java command Spark's launcher will run: $JAVA_HOME/bin/java, else java on PATH.
+
+    Raises:
+        SparkStartError: there is none (Spark would fail with a shell error and a traceback).
+    """
+    home = environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if os.access(java, os.X_OK):
+            return str(java)
+        raise SparkStartError(
+            f"JAVA_HOME is {home}, which has no bin/java to run Spark",
+            hint="Point JAVA_HOME at a Java 17+ installation, or unset it to use java on PATH",
+        )
+    found = shutil.which("java", path=environ.get("PATH"))
+    if found is None:
+        raise SparkStartError(
+            "no java on PATH to run Spark",
+            hint="Install Java 17 or later (e.g. `apt install openjdk-17-jre-headless`), "
+            "or set JAVA_HOME",
+        )
+    return found
 
 
 def spark_conf(settings: Settings, app_name: str) -> Any:

@@ -114,3 +114,9 @@ class DamagedObjectError(ArchiveError):
     """An archived object cannot be read back: cut short, or not in its format."""
 
     exit_code = 14
+
+
+class SparkStartError(ArchiveError):
+    """Spark could not start: no Java to run its JVM, or the JVM exited at start."""
+
+    exit_code = 15
