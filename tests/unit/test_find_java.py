@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_archive.archiver.api import find_java
 from kafka_archive.archiver.errors import SparkStartError
+from kafka_archive.archiver.spark import find_java
 
 
 def _java(directory: Path) -> Path:

@@ -6,31 +6,23 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
-import shutil
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import (
-    ArchiveError,
-    ConfigError,
-    NotInArchiveError,
-    SparkStartError,
-)
+from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.spark import spark_context, stop_spark
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
@@ -68,108 +60,6 @@ class NullProgress:
 
     def units_ended(self) -> None:
         return None
-
-
-def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
-    """The active SparkContext, or a new one; the bool says whether we own (must stop) it.
-
-    A bare SparkContext, not a SparkSession: the job uses the RDD API only, and the SQL
-    session's start-up cost ~1.2 s more on every run (measured, 2 cores).
-    """
-    from pyspark import SparkContext
-
-    active = SparkContext._active_spark_context
-    if active is not None:
-        return active, False
-    conf = spark_conf(settings, app_name)
-    if settings.master.startswith("local"):
-        find_java(os.environ)
-    try:
-        context = SparkContext(conf=conf)
-    except Exception as exc:
-        if getattr(exc, "getCondition", lambda: None)() != "JAVA_GATEWAY_EXITED":
-            raise
-        raise SparkStartError(
-            "Spark's JVM exited before it started (its own message is above)",
-            hint="Spark needs Java 17 or later: check `java -version`, JAVA_HOME and "
-            "SPARK_HOME",
-        ) from None
-    context.setLogLevel("ERROR")
-    return context, True
-
-
-def find_java(environ: Mapping[str, str]) -> str:
-    """The java command Spark's launcher will run: $JAVA_HOME/bin/java, else java on PATH.
-
-    Raises:
-        SparkStartError: there is none (Spark would fail with a shell error and a traceback).
-    """
-    home = environ.get("JAVA_HOME")
-    if home:
-        java = Path(home) / "bin" / "java"
-        if os.access(java, os.X_OK):
-            return str(java)
-        raise SparkStartError(
-            f"JAVA_HOME is {home}, which has no bin/java to run Spark",
-            hint="Point JAVA_HOME at a Java 17+ installation, or unset it to use java on PATH",
-        )
-    found = shutil.which("java", path=environ.get("PATH"))
-    if found is None:
-        raise SparkStartError(
-            "no java on PATH to run Spark",
-            hint="Install Java 17 or later (e.g. `apt install openjdk-17-jre-headless`), "
-            "or set JAVA_HOME",
-        )
-    return found
-
-
-def spark_conf(settings: Settings, app_name: str) -> Any:
-    """The SparkConf of a context kafka-archive starts (under spark-submit, on top of the
-    spark.* properties spark-submit passed)."""
-    from pyspark import SparkConf
-
-    conf = (
-        SparkConf()
-        .setMaster(settings.master)
-        .setAppName(app_name)
-        .set("spark.ui.enabled", "false")
-        .set("spark.ui.showConsoleProgress", "false")
-        .set("spark.task.maxFailures", "4")
-    )
-    if settings.master.startswith("local"):
-        # On a cluster the workers' Python is the cluster's (spark.pyspark.python/--archives).
-        # PySpark's RDD API starts workers with $PYSPARK_PYTHON, else `python3` on PATH
-        # (not the conf below), which may lack kafka-archive (pipx, an unactivated venv).
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        log_config = Path(__file__).with_name("log4j2.properties")
-        (
-            conf.set("spark.pyspark.python", sys.executable)
-            .set("spark.driver.bindAddress", "127.0.0.1")
-            .set("spark.driver.host", "127.0.0.1")
-            # The driver JVM only schedules: C1 and the serial collector start it ~3 s sooner.
-            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config} "
-                 "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-            # Workers fork from a daemon that has our task modules imported. Local only: a
-            # cluster's executors get kafka-archive as a --py-files zip, which Spark puts on
-            # sys.path per task, after the daemon has started (it could not import us).
-            .set("spark.python.daemon.module", "kafka_archive.archiver.spark_daemon")
-        )
-    return conf
-
-
-def stop_spark(context: Any) -> None:
-    """Stop a SparkContext we own, without PySpark's ~1 s wait on its accumulator server.
-
-    ``SparkContext.stop`` shuts that server down by waiting for its handler thread, which
-    polls its socket once a second; kafka-archive uses no accumulators, so the server is
-    told to stop and left to end on its own (a daemon thread) while the JVM stops.
-    """
-    server = getattr(context, "_accumulatorServer", None)
-    if server is not None:
-        server.server_shutdown = True
-        context._accumulatorServer = None
-        threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
-    context.stop()
 
 
 @contextlib.contextmanager

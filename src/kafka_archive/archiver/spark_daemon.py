@@ -5,7 +5,7 @@ from it for each Python task slot. PySpark's own daemon imports nothing, so each
 worker imports ``pyspark.worker`` and then our task modules (boto3, confluent-kafka, the
 encoders: ~0.4 s of CPU per worker, paid while the JVM is still warming up). Imported
 here once, the workers inherit them. These imports start no thread (forking after one
-would be unsafe); ``tests/unit/test_spark_daemon.py`` checks that.
+would be unsafe); ``tests/unit/test_spark_start.py`` checks that.
 """
 
 from __future__ import annotations

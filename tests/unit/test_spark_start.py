@@ -1,4 +1,4 @@
-"""The Python worker daemon kafka-archive gives Spark preloads its task code safely."""
+"""How kafka-archive starts Spark: the preloading worker daemon, the conf, the JVM stderr filter."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def test_only_local_runs_use_the_daemon_a_cluster_could_not_import(
     # per task: a daemon module of ours could not be imported when the executor starts it.
     from pyspark import SparkContext
 
-    from kafka_archive.archiver.api import spark_conf
     from kafka_archive.archiver.settings import KafkaSettings, Settings
+    from kafka_archive.archiver.spark import spark_conf
 
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     # A conf built while a JVM runs (the integration tests' context) starts from that JVM's
@@ -54,3 +54,22 @@ def test_only_local_runs_use_the_daemon_a_cluster_could_not_import(
     cluster = spark_conf(Settings(KafkaSettings("b:9092"), master="spark://h:7077"), "job")
     assert cluster.get(daemon) is None
     assert cluster.get("spark.master") == "spark://h:7077"
+
+
+def test_the_jvm_stderr_filter_drops_only_the_incubator_warning(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import os
+
+    from kafka_archive.archiver.spark import _forward
+
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+                        b"kafka-archive: spark: ERROR Executor: boom\n"
+                        b"Traceback from a worker\n  line 2\nno newline at the end")  # fmt: skip
+    os.close(write_end)
+    _forward(read_end)  # returns at end of input, as when the JVM exits
+    assert capfd.readouterr().err == (
+        "kafka-archive: spark: ERROR Executor: boom\nTraceback from a worker\n  line 2\n"
+        "no newline at the end"
+    )
