@@ -170,5 +170,3 @@ def stop_spark(context: Any) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
     context.stop()
-
-

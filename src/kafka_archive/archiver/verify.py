@@ -415,9 +415,8 @@ def run_checks(
 ) -> tuple[PartitionVerdict, ...]:
     """Run the checks as Spark tasks (in-process without a context), in a stable order."""
     if spark_context is not None and checks:
-        sc = spark_context
         verdicts: list[PartitionVerdict] = (
-            sc.parallelize(list(checks), len(checks))
+            spark_context.parallelize(list(checks), len(checks))
             .mapPartitions(functools.partial(_check_all, settings=settings))
             .collect()
         )

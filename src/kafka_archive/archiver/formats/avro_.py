@@ -13,12 +13,10 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 import fastavro
-from fastavro.validation import validate
 from fastavro.write import Writer
 
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
-from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
@@ -81,11 +79,7 @@ class AvroWriter:
             return
         if self._user is not None:
             value = self._values.decode(record)  # a JSON object, or a registry value's JSON form
-            if not validate(value, self._user, raise_errors=False):
-                raise BadRecordError(
-                    "the value does not match the schema of 'avro.schema.file' (a missing "
-                    "field, or a field of another type)"
-                )
+            avsc.check(value, self._user)
             (self._writer or self._open(self._user)).write(value)
             return
         if self._registry is not None and self._id_of(record) is not None:

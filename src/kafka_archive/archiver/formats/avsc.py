@@ -87,12 +87,21 @@ def conformed(value: Any, text: str) -> Any:
         BadRecordError: the value does not match the schema.
     """
     schema_ = parsed(text)
+    check(value, schema_)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema_, value)
+    out.seek(0)
+    return jsonable(fastavro.schemaless_reader(out, schema_, None))
+
+
+def check(value: Any, schema_: Any) -> None:
+    """Refuse a value that does not match the parsed schema of an 'avro.schema.file'.
+
+    Raises:
+        BadRecordError: a missing field, or a field of another type.
+    """
     if not validate(value, schema_, raise_errors=False):
         raise BadRecordError(
             "the value does not match the schema of 'avro.schema.file' (a missing field, "
             "or a field of another type)"
         )
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, schema_, value)
-    out.seek(0)
-    return jsonable(fastavro.schemaless_reader(out, schema_, None))
