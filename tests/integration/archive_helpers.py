@@ -1,12 +1,17 @@
 """What several integration tests share: numbered records in, the archive read back with
-plain boto3 + json (never our own readers)."""
+plain boto3 + json (never our own readers), and the installed command for subprocess runs."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+
+KAFKA_ARCHIVE = str(Path(sys.executable).with_name("kafka-archive"))
+"""The ``kafka-archive`` command of the interpreter running the tests, for whole-process runs."""
 
 
 def produce_ids(

@@ -9,10 +9,10 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_helpers import KAFKA_ARCHIVE
 from confluent_kafka import Producer
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def test_two_runs_of_one_job_at_once_archive_exactly_once(
         producer.produce(name, value=json.dumps({"id": i}).encode(), partition=i % 2)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql", kcql,
+    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
                "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
                "--master", "local[1]"]  # fmt: skip
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}

@@ -15,10 +15,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_helpers import KAFKA_ARCHIVE
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -73,7 +73,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     name, bkt = topic(partitions=PARTITIONS), bucket()
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", *args,
+    command = [KAFKA_ARCHIVE, "run", *args,
                "--master", "local[2]"]  # fmt: skip
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = 0

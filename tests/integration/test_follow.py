@@ -13,11 +13,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids
 from archive_helpers import produce_ids as produce
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -71,7 +70,7 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
     port = free_port()
     with FaultProxy(s3_endpoint, rate=0.0, seed=3) as proxy:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
-        command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql", kcql,
+        command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
                    "--bootstrap-servers", broker, "--endpoint-url", proxy.url, "--follow",
                    "--poll-interval", "0.3", "--master", "local[1]", "--metrics-port",
                    str(port), "--health-max-age", "4"]  # fmt: skip
@@ -130,7 +129,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     # is held back until then, so --follow does not write a crop of small files).
     kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
             "PROPERTIES('flush.count'=1000, 'flush.interval'=1)")  # fmt: skip
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql", kcql,
+    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
                "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint, "--follow",
                "--poll-interval", "0.5", "--master", "local[1]", "--metrics-port", str(port),
                "--health-max-lag", "0"]  # fmt: skip

@@ -6,13 +6,12 @@ import json
 import os
 import pty
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids
 from archive_helpers import produce_ids as produce
 
 from kafka_archive.cli import main
@@ -40,7 +39,7 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     (decoy / "python3").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env.update(PATH=f"{decoy}:{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+    command = [KAFKA_ARCHIVE, "run", "--kcql",
                f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
                "--endpoint-url", s3_endpoint, "--master", "local[2]"]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
@@ -62,7 +61,7 @@ def test_a_terminal_gets_a_live_progress_display(
     read while Spark works, and prints each finished partition above the display."""
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 0, 400)
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+    command = [KAFKA_ARCHIVE, "run", "--kcql",
                f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
                "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "120", "TERM": "xterm"}
@@ -302,7 +301,7 @@ def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
         )
         (home / "bin" / "java").chmod(0o755)
     env = {**os.environ, "JAVA_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    command = [str(Path(sys.executable).with_name("kafka-archive")), "run", "--kcql",
+    command = [KAFKA_ARCHIVE, "run", "--kcql",
                f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
                "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
