@@ -77,7 +77,7 @@ def test_every_format_with_and_without_partitionby(
     ext = {"CSV_WITHHEADERS": "csv"}.get(fmt, fmt.lower())
     if partitioned:
         key_re = re.compile(
-            rf"^arch/(?P<country>DE|FR)/{re.escape(name)}\((?P<p>\d)_\d{{12}}\)\.{ext}$"
+            rf"^arch/country=(?P<country>DE|FR)/{re.escape(name)}\((?P<p>\d)_\d{{12}}\)\.{ext}$"
         )
     else:
         key_re = re.compile(rf"^arch/{re.escape(name)}/(?P<p>\d)/\d{{12}}\.{ext}$")

@@ -51,13 +51,11 @@ NAME = r"(?P<topic>[^/(]+)\((?P<p>\d+)_(?P<o>\d{12})\)\.json$"
 @pytest.mark.parametrize(
     ("partitioner", "pattern"),
     [
-        ("", r"^archive/(?P<country>[^/]+)/(?P<kind>[^/]+)/" + NAME),
-        (
-            "WITHPARTITIONER = KeysAndValues",
-            r"^archive/country=(?P<country>[^/]+)/kind=(?P<kind>[^/]+)/" + NAME,
-        ),
+        ("WITHPARTITIONER = Values", r"^archive/(?P<country>[^/]+)/(?P<kind>[^/]+)/" + NAME),
+        # Lenses' default with PARTITIONBY is KeysAndValues.
+        ("", r"^archive/country=(?P<country>[^/]+)/kind=(?P<kind>[^/]+)/" + NAME),
     ],
-    ids=["values", "keys-and-values"],
+    ids=["values", "keys-and-values-by-default"],
 )
 def test_records_land_under_their_values_exactly_once_and_verify_passes(
     broker: str,
@@ -82,7 +80,7 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
     found = objects(s3_client, bkt)
     key_re = re.compile(pattern)
     seen: list[int] = []
-    missing = "(missing)" if not partitioner else "__HIVE_DEFAULT_PARTITION__"
+    missing = "(missing)" if partitioner else "__HIVE_DEFAULT_PARTITION__"
     for key, records in found.items():
         match = key_re.match(key)
         assert match, key

@@ -74,7 +74,7 @@ def test_plan_to_dict_contract() -> None:
             {"path": "_header.country", "alias": "c"},
         ],
         "partition_by": ["_header.country"],
-        "include_keys": False,
+        "include_keys": True,
         "format": "AVRO",
         "flush": {"count": 5000, "size": 500000000, "interval_seconds": 3600},
         "properties": {"flush.count": "5000"},

@@ -30,7 +30,7 @@ def test_plan_json_is_the_documented_contract(capsys: pytest.CaptureFixture[str]
     assert route["prefix"] == "orders" and route["format"] == "AVRO"
     assert route["fields"] == [{"path": "_value.id", "alias": "id"},
                                {"path": "_value.customer.name", "alias": "customer"}]  # fmt: skip
-    assert route["partition_by"] == ["_header.country"] and route["include_keys"] is False
+    assert route["partition_by"] == ["_header.country"] and route["include_keys"] is True
     assert route["flush"] == {"count": 5000, "size": 500000000, "interval_seconds": 3600}
     assert route["kcql"] == (
         "INSERT INTO acme-archive:orders SELECT _value.id, _value.customer.name AS customer "

@@ -129,8 +129,9 @@ def partition_objects(
     """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
     layout = layout_for(route)
     head = f"{route.target.prefix}/" if route.target.prefix else ""
+    folder = f"{head}{tp.topic}/{layout.partition_text(tp.partition)}/"
     keys = (
-        store.list_objects(route.target.bucket, f"{head}{tp.topic}/{tp.partition}/")
+        store.list_objects(route.target.bucket, folder)
         if layout.template.startswith("{prefix}/{topic}/{partition}/")
         else None
     )

@@ -47,6 +47,10 @@ from kafka_archive.kcql.syntax import (
     Word,
 )
 
+_JAVA_INT_MAX = 2**31 - 1  # Lenses reads whole-number properties as a Java int or long
+_LONG_MAX = 2**63 - 1
+_MAX_DIGITS = len(str(_LONG_MAX))
+
 # ------------------------------------------------------------------------------------------
 # Properties: the one table of what PROPERTIES('key'=value) accepts.
 
@@ -92,11 +96,14 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             Kind.CHOICE, "how offsets are padded in keys", tuple(p.value for p in Padding)
         ),
         "padding.char": PropertySpec(Kind.CHAR, "the padding character (default '0')"),
+        # Lenses reads 'padding.length.<field>' as one map: stating any entry pads only the
+        # fields it names (the offset's default of 12 then no longer applies).
         "padding.length.offset": PropertySpec(
-            Kind.INT, "width of the padded offset (default 12)", maximum=20
+            Kind.INT, "width of the padded offset (default 12)", minimum=0, maximum=_JAVA_INT_MAX
         ),
         "padding.length.partition": PropertySpec(
-            Kind.INT, "width of the padded partition (default 0: unpadded)", minimum=0, maximum=10
+            Kind.INT, "width of the padded partition (default 0: unpadded)", minimum=0,
+            maximum=_JAVA_INT_MAX,
         ),
         "store.envelope": PropertySpec(Kind.BOOL, "store key, value, headers and metadata"),
         "store.envelope.fields.key": PropertySpec(Kind.BOOL, "keep the key in the envelope"),
@@ -217,7 +224,11 @@ def compile_statement(statement: Statement) -> Route:
         topic=topic,
         fields=fields,
         partition_by=partition_by,
-        include_keys=settings.text("partition.include.keys", "false") == "true",
+        # Lenses writes name=value segments unless told otherwise ('partition.include.keys'
+        # or WITHPARTITIONER): PartitionSelection's default display is KeysAndValues.
+        include_keys=settings.text(
+            "partition.include.keys", "true" if partition_by else "false"
+        ) == "true",
         format=fmt,
         flush=FlushPolicy(
             count=settings.integer("flush.count", DEFAULT_FLUSH_COUNT),
@@ -228,7 +239,9 @@ def compile_statement(statement: Statement) -> Route:
         naming=KeyNaming(
             padding=Padding(settings.text("padding.type", Padding.LEFT.value)),
             padding_char=settings.text("padding.char", "0"),
-            offset_width=settings.integer("padding.length.offset", 12),
+            offset_width=settings.integer(
+                "padding.length.offset", 0 if "padding.length.partition" in settings else 12
+            ),
             partition_width=settings.integer("padding.length.partition", 0),
         ),
         envelope=envelope,
@@ -361,6 +374,8 @@ class _Use(enum.Enum):
 def field_ref(path: Path, use: _Use) -> FieldRef:
     """Resolve a written path to the record part it reads."""
     first, *rest = path.segments
+    if first.text == _UNDERSCORE and not first.quoted and rest:
+        return _underscore_ref(path, use)
     source = _SOURCES.get(first.text) if not first.quoted else None
     if source is None:
         if not first.quoted and first.text.startswith("_"):
@@ -404,6 +419,61 @@ def field_ref(path: Path, use: _Use) -> FieldRef:
     if source is Source.DATE:
         _check_date_pattern(path, rest)
     return FieldRef(source, names, path.span)
+
+
+# Lenses' older spelling of record parts: _.topic, _.partition, _.offset, _.timestamp and
+# _.key.<field> (io.lenses.kcql.Field.from); it refuses '_' followed by anything else.
+_UNDERSCORE = "_"
+_UNDERSCORE_METADATA: Mapping[str, Source] = MappingProxyType(
+    {
+        "topic": Source.TOPIC,
+        "partition": Source.PARTITION,
+        "offset": Source.OFFSET,
+        "timestamp": Source.TIMESTAMP,
+    }
+)
+_UNDERSCORE_HINT = "Write _.topic, _.partition, _.offset, _.timestamp or _.key.<field> (or _key)"
+
+
+def _underscore_ref(path: Path, use: _Use) -> FieldRef:
+    """``_.topic`` is ``_topic`` and ``_.key.a`` is ``_key.a``, as Lenses reads them in SELECT
+    (a lone ``_`` is a value field there, as in Lenses)."""
+    rest = path.segments[1:]
+    if use is _Use.PARTITIONBY:
+        raise KcqlSemanticError(
+            "'_.' is ambiguous in PARTITIONBY: Lenses reads it as a value field named '_'",
+            span=path.span,
+            hint="Write _topic, _partition or _key.<field>; for a value field named '_' write "
+            "_value._." + ".".join(w.text for w in rest),
+            label="underscore-path",
+        )
+    second, *names = rest
+    name = second.text.lower()
+    if name in _UNDERSCORE_METADATA and not second.quoted:
+        if names:
+            raise KcqlSemanticError(
+                f"_.{second.text} has no fields",
+                span=path.span,
+                hint=f"Write _.{second.text}",
+                label="metadata-path",
+            )
+        return FieldRef(_UNDERSCORE_METADATA[name], (), path.span)
+    if name == "key" and not second.quoted:
+        if not names:
+            raise KcqlSemanticError(
+                "_.key needs a field after it (Lenses refuses a bare _.key)",
+                span=path.span,
+                hint="Write _.key.<field>, or _key for the whole key",
+                label="underscore-path",
+            )
+        return FieldRef(Source.KEY, tuple(w.text for w in names), path.span)
+    raise KcqlSemanticError(
+        f"'_' must be followed by key.<field>, topic, partition, timestamp or offset, "
+        f"not {second.text!r}",
+        span=second.span,
+        hint=_UNDERSCORE_HINT + "; for a value field named '_' write _value._." + second.text,
+        label="underscore-path",
+    )
 
 
 def _check_date_pattern(path: Path, rest: list[Word]) -> None:
@@ -577,6 +647,8 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
     if spec.kind is Kind.INT:
         if value.kind is ValueKind.WORD or not text.isascii() or not text.isdigit():
             raise fail("a whole number")
+        if len(text.lstrip("0")) > _MAX_DIGITS:
+            raise fail(f"at most {spec.maximum if spec.maximum is not None else _LONG_MAX}")
         number = int(text)
         if number < spec.minimum:
             raise fail(

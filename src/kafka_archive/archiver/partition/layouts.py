@@ -92,6 +92,7 @@ _PARTITION_DIGITS = 10  # 2**31 - 1
 _OFFSET_DIGITS = 19  # 2**63 - 1
 _MAX_PARTITION = 2**31 - 1
 _MAX_OFFSET = 2**63 - 1
+_MAX_PAD_WIDTH = 255  # a key segment's worth; wider padding only eats the 1,024-byte budget
 
 _DIGITS = frozenset(string.digits)
 _ALNUM = frozenset(string.ascii_letters + string.digits)
@@ -234,7 +235,10 @@ class Layout:
         out: list[str | None] = []
         for spec, value in zip(self.fields, values, strict=True):
             text = value
-            if spec.date is not None:
+            if spec.ref.source is Source.PARTITION and value is not None and value.isdigit():
+                # Lenses pads a PARTITIONBY _partition value as it pads the partition.
+                text = _pad(int(value), self.naming.partition_width, self.naming)
+            elif spec.date is not None:
                 if timestamp_ms is not None:
                     text = None if local is None else spec.date.render(local)
                 elif value is not None:
@@ -275,6 +279,10 @@ class Layout:
                     value = HIVE_NULL_SEGMENT if part.keyed else MISSING_SEGMENT
                 out.append(value)
         return "".join(out)
+
+    def partition_text(self, partition: int) -> str:
+        """A partition number as this layout writes it into keys (padded as configured)."""
+        return _pad(partition, self.naming.partition_width, self.naming)
 
     @property
     def template(self) -> str:
@@ -420,6 +428,14 @@ def _check_prefix(prefix: str) -> None:
 def _check_padding(naming: KeyNaming) -> None:
     if naming.padding is Padding.NONE:
         return
+    for width, name in ((naming.offset_width, "offset"), (naming.partition_width, "partition")):
+        if width > _MAX_PAD_WIDTH:
+            raise LayoutError(
+                f"a {name} padded to {width} characters cannot go into an object key "
+                f"(S3 keys have at most {KEY_MAX_BYTES} bytes)",
+                property=f"padding.length.{name}",
+                hint=f"Use at most {_MAX_PAD_WIDTH}; Lenses' own tests use 12",
+            )
     char = naming.padding_char
     if len(char) != 1 or char not in _PAD_CHARS:
         raise LayoutError(
