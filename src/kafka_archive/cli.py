@@ -93,9 +93,9 @@ def _load(config: Path | None, flags: dict[str, Any]) -> LoadedConfig:
 
 def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
     if kcql_texts:
-        return kcql.parse(";\n".join(kcql_texts), source="kcql")
+        return api.compile_plan(";\n".join(kcql_texts))
     if loaded.statements:
-        return kcql.parse(";\n".join(loaded.statements), source="kcql")
+        return api.compile_plan(";\n".join(loaded.statements))
     raise ConfigError(
         "no KCQL statement given",
         hint="Pass --kcql \"INSERT INTO bucket:prefix SELECT * FROM topic\" or a --config file "

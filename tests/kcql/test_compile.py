@@ -20,12 +20,12 @@ from kafka_archive.kcql import (
     Source,
     Target,
 )
-from kafka_archive.kcql.compile import PROPERTY_SPECS
 from kafka_archive.kcql.plan import (
     DEFAULT_FLUSH_COUNT,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_FLUSH_SIZE,
 )
+from kafka_archive.kcql.properties import PROPERTY_SPECS
 
 HEAD = "INSERT INTO bkt:p SELECT * FROM orders"
 
@@ -113,13 +113,13 @@ def test_semicolon_inside_quotes_is_data() -> None:
     first, second = plan.routes
     assert first.target == Target("bkt", "a;b")
     assert first.topic == "t;1"
-    assert first.property("key.suffix") == "x;y"
+    assert dict(first.properties).get("key.suffix") == "x;y"
     assert second.fields == (SelectField(FieldRef(Source.VALUE, ("f;g",))),)
 
 
 def test_double_dash_inside_quotes_is_data() -> None:
     r = route("INSERT INTO bkt SELECT * FROM `a--b` PROPERTIES('key.suffix'='--x')")
-    assert (r.topic, r.property("key.suffix")) == ("a--b", "--x")
+    assert (r.topic, dict(r.properties).get("key.suffix")) == ("a--b", "--x")
 
 
 def test_spans_are_recorded_but_not_compared() -> None:
@@ -346,7 +346,7 @@ def test_adjacent_words_never_merge() -> None:
     r = route(f"{HEAD} PARTITIONBY salary WITHPARTITIONER=Values")
     assert r.partition_by == (FieldRef(Source.VALUE, ("salary",)),)
     assert r.include_keys is False
-    assert r.property("partition.include.keys") == "false"
+    assert dict(r.properties).get("partition.include.keys") == "false"
 
 
 def test_a_word_glued_to_a_keyword_is_one_word() -> None:
@@ -489,7 +489,8 @@ def test_flush_values_must_be_positive_integers(key: str, value: str) -> None:
 
 
 def test_flush_value_with_leading_zeros_is_canonical() -> None:
-    assert route(f"{HEAD} PROPERTIES('flush.count'='007')").property("flush.count") == "7"
+    r = route(f"{HEAD} PROPERTIES('flush.count'='007')")
+    assert dict(r.properties)["flush.count"] == "7" and r.flush.count == 7
 
 
 def test_flush_zero_in_legacy_clause_is_refused() -> None:
@@ -524,7 +525,7 @@ def test_padding_properties_map_onto_key_naming() -> None:
         "'padding.length.offset'=20, 'padding.length.partition'=3)"
     )
     assert r.naming == KeyNaming(Padding.RIGHT, "x", 20, 3)
-    assert r.property("padding.type") == "RightPad"
+    assert dict(r.properties).get("padding.type") == "RightPad"
 
 
 @pytest.mark.parametrize(
@@ -573,7 +574,7 @@ def test_duplicate_property() -> None:
 def test_bool_values_any_case_quoted_or_not() -> None:
     r = route(f"{HEAD} PARTITIONBY a PROPERTIES('partition.include.keys'='TRUE')")
     assert r.include_keys is True
-    assert r.property("partition.include.keys") == "true"
+    assert dict(r.properties).get("partition.include.keys") == "true"
 
 
 def test_properties_are_sorted_canonical_strings() -> None:
@@ -669,13 +670,13 @@ def test_all_topics_flag() -> None:
 
 
 def test_timezone_defaults_to_utc() -> None:
-    assert route(f"{HEAD} PARTITIONBY _date.HH").timezone == "UTC"
+    assert route(f"{HEAD} PARTITIONBY _date.HH").layout.timezone == "UTC"
     tz = route(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.timezone'='Asia/Tokyo')")
-    assert tz.timezone == "Asia/Tokyo"
+    assert tz.layout.timezone == "Asia/Tokyo"
 
 
 def test_time_field_names_a_record_field() -> None:
-    assert route(f"{HEAD} PARTITIONBY _date.HH").time_field is None
+    assert route(f"{HEAD} PARTITIONBY _date.HH").layout.time_field is None
     for written, source, path in (
         ("_value.meta.created_at", Source.VALUE, ("meta", "created_at")),
         ("created_at", Source.VALUE, ("created_at",)),
@@ -684,8 +685,8 @@ def test_time_field_names_a_record_field() -> None:
         ("_header.event_time", Source.HEADER, ("event_time",)),
     ):
         r = route(f"{HEAD} PARTITIONBY _date.HH PROPERTIES('partition.time.field'='{written}')")
-        assert r.time_field is not None
-        assert (r.time_field.source, r.time_field.path) == (source, path)
+        assert r.layout.time_field is not None
+        assert (r.layout.time_field.source, r.layout.time_field.path) == (source, path)
 
 
 @pytest.mark.parametrize(
@@ -699,9 +700,9 @@ def test_time_field_that_holds_no_time_is_refused(written: str) -> None:
 
 def test_avro_schema_file_is_a_path_for_avro_and_parquet_only() -> None:
     r = route(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='/etc/schemas/order.avsc')")
-    assert r.property("avro.schema.file") == "/etc/schemas/order.avsc"
+    assert dict(r.properties).get("avro.schema.file") == "/etc/schemas/order.avsc"
     r = route(f"{HEAD} STOREAS PARQUET PROPERTIES('avro.schema.file'='order.avsc')")
-    assert r.property("avro.schema.file") == "order.avsc"
+    assert dict(r.properties).get("avro.schema.file") == "order.avsc"
     err = error(f"{HEAD} STOREAS JSON PROPERTIES('avro.schema.file'='order.avsc')")
     assert err.label == "property-format" and "AVRO, PARQUET" in (err.hint or "")
     err = error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='order.avsc', "

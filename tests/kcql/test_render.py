@@ -45,9 +45,9 @@ def test_identity(line: str) -> None:
         ),
         (
             "INSERT INTO bkt SELECT * FROM t PARTITIONBY x WITHPARTITIONER = KeysAndValues "
-            "PROPERTIES('padding.type'=noop, 'padding.char'='#')",
+            "PROPERTIES('padding.type'=noop, 'padding.char'='x')",
             "INSERT INTO bkt SELECT * FROM t PARTITIONBY _value.x STOREAS `JSON` "
-            "PROPERTIES('padding.char'='#', 'padding.type'='NoOp', 'partition.include.keys'=true)",
+            "PROPERTIES('padding.char'='x', 'padding.type'='NoOp', 'partition.include.keys'=true)",
         ),
     ],
 )
@@ -77,6 +77,22 @@ def test_plan_to_dict_contract() -> None:
         "include_keys": True,
         "format": "AVRO",
         "flush": {"count": 5000, "size": 500000000, "interval_seconds": 3600},
+        "padding": {"type": "LeftPad", "char": "0", "offset": 12, "partition": 0},
+        "envelope": None,
+        "compression": "none",
+        "gzip_block_bytes": None,
+        "avro_codec": "null",
+        "parquet_codec": "snappy",
+        "parquet_row_group_records": 10000,
+        "avro_schema_file": None,
+        "error_policy": "fail",
+        "layout": {
+            "kind": "lenses",
+            "template": None,
+            "key_suffix": "",
+            "timezone": "UTC",
+            "time_field": None,
+        },
         "properties": {"flush.count": "5000"},
         "kcql": "INSERT INTO my-bucket:archive SELECT _value.id, _header.country AS c FROM orders "
         "PARTITIONBY _header.country STOREAS `AVRO` PROPERTIES('flush.count'=5000)",
@@ -85,6 +101,27 @@ def test_plan_to_dict_contract() -> None:
     assert second["topic"] == "*"
     assert second["prefix"] == ""
     assert kcql.parse(second["kcql"]).routes == (plan.routes[1],)
+
+
+def test_plan_to_dict_shows_compiled_values() -> None:
+    (route,) = kcql.plan_to_dict(
+        kcql.parse(
+            "INSERT INTO bkt SELECT * FROM t PARTITIONBY _header.c STOREAS JSON "
+            "PROPERTIES('layout.template'='{prefix}/{field:c}/{topic}/{partition}-{offset}.{ext}', "
+            "'store.compression'='GZIP', 'error.policy'='skip', 'padding.length.partition'='12', "
+            "'partition.time.field'='created', 'store.envelope'=true)"
+        )
+    )["routes"]
+    assert route["layout"] == {
+        "kind": "template",
+        "template": "{field:_header.c}/{topic}/{partition}-{offset}.{ext}",
+        "key_suffix": "",
+        "timezone": "UTC",
+        "time_field": "_value.created",
+    }
+    assert route["padding"] == {"type": "LeftPad", "char": "0", "offset": 0, "partition": 12}
+    assert (route["compression"], route["error_policy"]) == ("gzip", "skip")
+    assert route["envelope"] == {"key": True, "value": True, "headers": True, "metadata": True}
 
 
 # -- hypothesis: any statement parse accepts renders to one that parses back the same --------
@@ -140,7 +177,13 @@ def select_path(draw: st.DrawFn) -> str:
 def partition_path(draw: st.DrawFn) -> str:
     kind = draw(st.sampled_from(["select", "date"]))
     if kind == "date":
-        pattern = draw(st.text(alphabet="uyMLdHhmsQ-_.", min_size=1, max_size=8))
+        # Runs of letters Java allows (at most 2 of M, d, H, …), joined by separators.
+        runs = st.sampled_from(["uuuu", "yyyy", "uu", "MM", "M", "LL", "dd", "d", "HH", "h",
+                                "mm", "ss", "Q", "DDD"])  # fmt: skip
+        pieces = draw(st.lists(runs, min_size=1, max_size=3))
+        seps = [draw(st.sampled_from(["-", "_", "."])) for _ in pieces[1:]]
+        joined = zip(seps, pieces[1:], strict=True)
+        pattern = pieces[0] + "".join(sep + piece for sep, piece in joined)
         return "_date." + draw(written_name(pattern))
     path = draw(select_path())
     return "_key" if path in ("_offset", "_timestamp") else path
@@ -224,10 +267,13 @@ def statements(draw: st.DrawFn) -> str:
         if draw(st.booleans()):
             props[key] = str(draw(st.integers(1, 10**12)))
     if draw(st.booleans()):
-        props["padding.type"] = quote(draw(st.sampled_from(["LeftPad", "rightpad", "NoOp"])))
-        props["padding.char"] = quote(draw(st.sampled_from(list("0x_'#"))))
-        props["padding.length.offset"] = str(draw(st.integers(1, 20)))
-        props["padding.length.partition"] = str(draw(st.integers(0, 10)))
+        padding = draw(st.sampled_from(["LeftPad", "rightpad", "NoOp"]))
+        props["padding.type"] = quote(padding)
+        chars = "x_.-" if padding == "rightpad" else "0x_.-"
+        props["padding.char"] = quote(draw(st.sampled_from(list(chars))))
+        props["padding.length.offset"] = str(draw(st.integers(0, 255)))
+        if draw(st.booleans()):  # Lenses' own tests write '12'
+            props["padding.length.partition"] = quote(str(draw(st.integers(0, 255))))
     if fmt in (Format.JSON, Format.AVRO, Format.PARQUET) and draw(st.booleans()):
         props["store.envelope"] = "true"
         props["store.envelope.fields.value"] = draw(st.sampled_from(["true", "'TRUE'"]))
@@ -236,6 +282,34 @@ def statements(draw: st.DrawFn) -> str:
         props["key.suffix"] = quote(draw(prefix_segments))
     if draw(st.booleans()):
         props["partition.timezone"] = quote(draw(st.sampled_from(["UTC", "Europe/Berlin"])))
+    # The typed settings: layout, codecs, error policy, time field.
+    layout = draw(st.sampled_from(["", "lenses", "confluent", "Hive", "template"]))
+    if layout == "template" and not partition:
+        suffix = "{suffix}" if "key.suffix" in props else ""
+        head = draw(st.sampled_from(["", "{prefix}/"]))
+        middle = draw(st.sampled_from(["", "{date}/", "y={year}/m={month}/"]))
+        props["layout.template"] = quote(
+            f"{head}{{topic}}/{middle}{{partition}}-{{offset}}{suffix}.{{ext}}"
+        )
+        if draw(st.booleans()):
+            props["layout"] = quote("template")
+    elif layout and layout != "template":
+        props["layout"] = quote(layout)
+    if draw(st.booleans()):
+        props["error.policy"] = quote(draw(st.sampled_from(["fail", "skip", "Dead-Letter"])))
+    if draw(st.booleans()):
+        field = draw(st.sampled_from(["_value.created_at", "ts", "_key.t", "_header.time"]))
+        props["partition.time.field"] = quote(field)
+    if fmt in (Format.JSON, Format.CSV, Format.TEXT, Format.BYTES) and draw(st.booleans()):
+        codec = draw(st.sampled_from(["none", "gzip", "bzip2", "ZSTD"]))
+        props["store.compression"] = quote(codec)
+        if codec == "gzip" and fmt is not Format.CSV and draw(st.booleans()):
+            props["store.gzip.block.bytes"] = str(draw(st.integers(1024, 10**9)))
+    if fmt is Format.AVRO and draw(st.booleans()):
+        props["avro.codec"] = quote(draw(st.sampled_from(["null", "deflate", "snappy", "xz"])))
+    if fmt is Format.PARQUET and draw(st.booleans()):
+        props["parquet.codec"] = quote(draw(st.sampled_from(["snappy", "zstd", "none"])))
+        props["parquet.row.group.records"] = str(draw(st.integers(1, 10**6)))
     if props:
         entries = [f"'{k}'={v}" for k, v in draw(st.permutations(sorted(props.items())))]
         parts.append(f"PROPERTIES({', '.join(entries)})")

@@ -45,7 +45,7 @@ def test_confluent_settings_become_kcql_properties_and_layout() -> None:
         "acme-events", "raw", "PARQUET"
     )
     assert route.flush.count == 10000 and route.flush.interval_seconds == 600
-    assert route.property("layout") == "hive" and route.property("parquet.codec") == "zstd"
+    assert route.layout.kind.value == "hive" and route.codecs.parquet == "zstd"
     assert "aws.secret.access.key" in " ".join(result.warnings)
 
 
@@ -58,7 +58,7 @@ def test_confluent_regex_topics_and_field_partitioner() -> None:
     assert result.config["topics_regex"] == "orders-.*"
     (route,) = kcql.parse(result.config["kcql"][0]).routes
     assert route.all_topics and [r.path for r in route.partition_by] == [("country",), ("kind",)]
-    assert route.property("layout") == "confluent" and route.property("error.policy") == "skip"
+    assert route.layout.kind.value == "confluent" and route.error_policy.value == "skip"
 
 
 def test_confluent_record_field_time_becomes_the_time_field() -> None:
@@ -68,8 +68,8 @@ def test_confluent_record_field_time_becomes_the_time_field() -> None:
         "timestamp.extractor": "RecordField", "timestamp.field": "created_at",
     })  # fmt: skip
     (route,) = kcql.parse(result.config["kcql"][0]).routes
-    assert route.property("layout") == "hive"
-    assert route.time_field is not None and route.time_field.path == ("created_at",)
+    assert route.layout.kind.value == "hive"
+    assert route.layout.time_field is not None and route.layout.time_field.path == ("created_at",)
     assert not any("timestamp" in w for w in result.warnings)
 
 

@@ -85,7 +85,7 @@ class ChunkSet:
             )
         self._layout = layout_for(unit.route)
         self._codec = compression.codec_of(unit.route)
-        blocks = unit.route.property("store.gzip.block.bytes")
+        blocks = unit.route.codecs.gzip_block_bytes
         self._block_bytes = int(blocks) if blocks else None
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().

@@ -28,7 +28,7 @@ DIRECTORY = "_dead-letter"
 
 
 def policy_of(route: Route) -> str:
-    return route.property("error.policy") or FAIL
+    return route.error_policy.value
 
 
 def dead_letter_key(route: Route, tp: TopicPartition, first_offset: int) -> str:

@@ -13,24 +13,36 @@ from kafka_archive.kcql.compile import compile_statements
 from kafka_archive.kcql.errors import KcqlError, KcqlSemanticError, KcqlSyntaxError
 from kafka_archive.kcql.parser import parse_tree
 from kafka_archive.kcql.plan import (
+    Codecs,
+    Compression,
     Envelope,
+    ErrorPolicy,
     FieldRef,
     FlushPolicy,
     Format,
     KeyNaming,
+    LayoutKind,
+    LayoutSpec,
     Padding,
+    Placeholder,
     Plan,
     Route,
     SelectField,
     Source,
     Span,
     Target,
+    TemplatePart,
+    TemplateSlot,
+    TemplateText,
 )
-from kafka_archive.kcql.render import render, render_field
+from kafka_archive.kcql.render import render, render_field, render_template
 from kafka_archive.kcql.transform import ToSyntax
 
 __all__ = [
+    "Codecs",
+    "Compression",
     "Envelope",
+    "ErrorPolicy",
     "FieldRef",
     "FlushPolicy",
     "Format",
@@ -38,13 +50,19 @@ __all__ = [
     "KcqlSemanticError",
     "KcqlSyntaxError",
     "KeyNaming",
+    "LayoutKind",
+    "LayoutSpec",
     "Padding",
+    "Placeholder",
     "Plan",
     "Route",
     "SelectField",
     "Source",
     "Span",
     "Target",
+    "TemplatePart",
+    "TemplateSlot",
+    "TemplateText",
     "parse",
     "plan_to_dict",
     "render",
@@ -84,6 +102,7 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
             for field in route.fields
         ]
     )
+    layout = route.layout
     return {
         "topic": route.topic,
         "bucket": route.target.bucket,
@@ -96,6 +115,36 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
             "count": route.flush.count,
             "size": route.flush.size,
             "interval_seconds": route.flush.interval_seconds,
+        },
+        "padding": {
+            "type": route.naming.padding.value,
+            "char": route.naming.padding_char,
+            "offset": route.naming.offset_width,
+            "partition": route.naming.partition_width,
+        },
+        "envelope": (
+            {
+                "key": route.envelope.key,
+                "value": route.envelope.value,
+                "headers": route.envelope.headers,
+                "metadata": route.envelope.metadata,
+            }
+            if route.envelope.enabled
+            else None
+        ),
+        "compression": route.codecs.compression.value,
+        "gzip_block_bytes": route.codecs.gzip_block_bytes,
+        "avro_codec": route.codecs.avro,
+        "parquet_codec": route.codecs.parquet,
+        "parquet_row_group_records": route.codecs.parquet_row_group_records,
+        "avro_schema_file": route.avro_schema_file,
+        "error_policy": route.error_policy.value,
+        "layout": {
+            "kind": layout.kind.value,
+            "template": render_template(layout.template, route.partition_by) or None,
+            "key_suffix": layout.key_suffix,
+            "timezone": layout.timezone,
+            "time_field": None if layout.time_field is None else render_field(layout.time_field),
         },
         "properties": dict(route.properties),
         "kcql": render(route),

@@ -11,19 +11,24 @@ from __future__ import annotations
 import enum
 import ipaddress
 import re
-import unicodedata
-import zoneinfo
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from kafka_archive.kcql.dates import compile_pattern
 from kafka_archive.kcql.errors import KcqlSemanticError, did_you_mean, one_of
+from kafka_archive.kcql.layout import compile_layout
 from kafka_archive.kcql.plan import (
     ALL_TOPICS,
+    DEFAULT_AVRO_CODEC,
     DEFAULT_FLUSH_COUNT,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_FLUSH_SIZE,
+    DEFAULT_PARQUET_CODEC,
+    DEFAULT_PARQUET_ROW_GROUP_RECORDS,
+    Codecs,
+    Compression,
     Envelope,
+    ErrorPolicy,
     FieldRef,
     FlushPolicy,
     Format,
@@ -36,141 +41,24 @@ from kafka_archive.kcql.plan import (
     Span,
     Target,
 )
+from kafka_archive.kcql.properties import (
+    FORMAT_PROPERTIES,
+    LEGACY_PROPERTIES,
+    PARTITIONERS,
+    PROPERTY_SPECS,
+    Setting,
+    Settings,
+    has_control,
+    normalize_value,
+)
 from kafka_archive.kcql.syntax import (
     LegacySetting,
     Path,
     SelectItem,
     Statement,
     TargetText,
-    Value,
-    ValueKind,
     Word,
 )
-
-_JAVA_INT_MAX = 2**31 - 1  # Lenses reads whole-number properties as a Java int or long
-_LONG_MAX = 2**63 - 1
-_MAX_DIGITS = len(str(_LONG_MAX))
-
-# ------------------------------------------------------------------------------------------
-# Properties: the one table of what PROPERTIES('key'=value) accepts.
-
-
-class Kind(enum.Enum):
-    """The type of a property value, which decides how it is checked and rendered."""
-
-    INT = "a whole number"
-    BOOL = "true or false"
-    CHOICE = "one of a fixed set of names"
-    CHAR = "a single character"
-    KEY_TEXT = "text that can go into an object key"
-    TIME_ZONE = "an IANA time zone name"
-    TEMPLATE = "an object key template"
-    FIELD = "a record field, such as _value.created_at, _key.ts or _header.time"
-    PATH = "a file path"
-
-    @property
-    def bare(self) -> bool:
-        """Whether canonical KCQL writes the value without quotes."""
-        return self in (Kind.INT, Kind.BOOL)
-
-
-@dataclass(frozen=True, slots=True)
-class PropertySpec:
-    """What one property accepts. ``minimum``/``maximum`` bound INT values."""
-
-    kind: Kind
-    description: str
-    choices: tuple[str, ...] = ()
-    minimum: int = 1
-    maximum: int | None = None
-
-
-PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
-    {
-        # Lenses stream-reactor names and defaults.
-        "flush.count": PropertySpec(Kind.INT, "records per object"),
-        "flush.size": PropertySpec(Kind.INT, "bytes per object"),
-        "flush.interval": PropertySpec(Kind.INT, "seconds of record time per object"),
-        "partition.include.keys": PropertySpec(Kind.BOOL, "write field=value path segments"),
-        "padding.type": PropertySpec(
-            Kind.CHOICE, "how offsets are padded in keys", tuple(p.value for p in Padding)
-        ),
-        "padding.char": PropertySpec(Kind.CHAR, "the padding character (default '0')"),
-        # Lenses reads 'padding.length.<field>' as one map: stating any entry pads only the
-        # fields it names (the offset's default of 12 then no longer applies).
-        "padding.length.offset": PropertySpec(
-            Kind.INT, "width of the padded offset (default 12)", minimum=0, maximum=_JAVA_INT_MAX
-        ),
-        "padding.length.partition": PropertySpec(
-            Kind.INT, "width of the padded partition (default 0: unpadded)", minimum=0,
-            maximum=_JAVA_INT_MAX,
-        ),
-        "store.envelope": PropertySpec(Kind.BOOL, "store key, value, headers and metadata"),
-        "store.envelope.fields.key": PropertySpec(Kind.BOOL, "keep the key in the envelope"),
-        "store.envelope.fields.value": PropertySpec(Kind.BOOL, "keep the value in the envelope"),
-        "store.envelope.fields.headers": PropertySpec(Kind.BOOL, "keep headers in the envelope"),
-        "store.envelope.fields.metadata": PropertySpec(Kind.BOOL, "keep metadata in the envelope"),
-        "key.suffix": PropertySpec(Kind.KEY_TEXT, "text added to object names"),
-        # kafka-archive's own keys, in the same dotted style.
-        "partition.timezone": PropertySpec(
-            Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
-        ),
-        "partition.time.field": PropertySpec(
-            Kind.FIELD, "the field holding the time of _date partitions and time layouts "
-            "(epoch milliseconds or ISO-8601; default: the record timestamp)"
-        ),
-        "layout": PropertySpec(
-            Kind.CHOICE,
-            "where objects go: lenses (default), confluent, hive, or template",
-            ("lenses", "confluent", "hive", "template"),
-        ),
-        "layout.template": PropertySpec(
-            Kind.TEMPLATE, "the key template of 'layout'='template', e.g. '{topic}/{offset}.{ext}'"
-        ),
-        "error.policy": PropertySpec(
-            Kind.CHOICE,
-            "a record the format cannot store: fail (default), skip, or dead-letter",
-            ("fail", "skip", "dead-letter"),
-        ),
-        "store.compression": PropertySpec(
-            Kind.CHOICE,
-            "whole-object compression of JSON, CSV, TEXT, BYTES (default none)",
-            ("none", "gzip", "bzip2", "zstd"),
-        ),
-        "store.gzip.block.bytes": PropertySpec(
-            Kind.INT, "with 'store.compression'='gzip': seekable gzip blocks of about this "
-            "many uncompressed bytes, and an index object", minimum=1024,
-        ),
-        "avro.codec": PropertySpec(
-            Kind.CHOICE,
-            "AVRO block compression (default null)",
-            ("null", "deflate", "snappy", "zstandard", "bzip2", "xz"),
-        ),
-        "parquet.codec": PropertySpec(
-            Kind.CHOICE,
-            "PARQUET compression (default snappy)",
-            ("snappy", "zstd", "gzip", "lz4", "brotli", "none"),
-        ),
-        "avro.schema.file": PropertySpec(
-            Kind.PATH, "an Avro schema (.avsc) every AVRO object of the route is written with "
-            "(PARQUET: whose columns it has); values must match it"
-        ),
-        "parquet.row.group.records": PropertySpec(
-            Kind.INT, "records per PARQUET row group (default 10000)"
-        ),
-    }
-)
-
-# Legacy clauses and the property each one states.
-LEGACY_PROPERTIES: Mapping[str, str] = MappingProxyType(
-    {
-        "WITH_FLUSH_COUNT": "flush.count",
-        "WITH_FLUSH_SIZE": "flush.size",
-        "WITH_FLUSH_INTERVAL": "flush.interval",
-        "WITHPARTITIONER": "partition.include.keys",
-    }
-)
-_PARTITIONERS: Mapping[str, str] = MappingProxyType({"KeysAndValues": "true", "Values": "false"})
 
 _ENVELOPE_FIELDS = ("key", "value", "headers", "metadata")
 _ENVELOPE_FORMATS = frozenset({Format.JSON, Format.AVRO, Format.PARQUET})
@@ -183,11 +71,9 @@ _SOURCES: Mapping[str, Source] = MappingProxyType({source.value: source for sour
 _METADATA = frozenset({Source.TOPIC, Source.PARTITION, Source.OFFSET, Source.TIMESTAMP})
 _SELECT_SOURCES = frozenset(Source) - {Source.DATE}
 _PARTITION_SOURCES = frozenset(Source) - {Source.OFFSET, Source.TIMESTAMP}
-
-# java.time.format.DateTimeFormatter pattern letters, and the other characters we let
-# through into a key segment.
-_DATE_LETTERS = frozenset("GuyDMLdQqYwWEecFaBhKkHmsSAnNVvzOXxZ")
-_DATE_OTHER = frozenset("-_.")
+# Besides letters and digits, what a date pattern may hold: separators that are safe in a key
+# segment, and quotes around literal text.
+_DATE_OTHER = frozenset("-_.'")
 
 # ------------------------------------------------------------------------------------------
 # S3 bucket naming rules (general purpose buckets).
@@ -219,6 +105,7 @@ def compile_statement(statement: Statement) -> Route:
     settings = _settings(statement)
     envelope = _envelope(settings, fmt)
     _check_format_properties(settings, fmt)
+    blocks = settings.optional("store.gzip.block.bytes")
     return Route(
         target=target,
         topic=topic,
@@ -236,18 +123,53 @@ def compile_statement(statement: Statement) -> Route:
             interval_seconds=settings.integer("flush.interval", DEFAULT_FLUSH_INTERVAL_SECONDS),
             interval_set="flush.interval" in settings,
         ),
-        naming=KeyNaming(
-            padding=Padding(settings.text("padding.type", Padding.LEFT.value)),
-            padding_char=settings.text("padding.char", "0"),
-            offset_width=settings.integer(
-                "padding.length.offset", 0 if "padding.length.partition" in settings else 12
-            ),
-            partition_width=settings.integer("padding.length.partition", 0),
-        ),
+        naming=_naming(settings),
         envelope=envelope,
+        codecs=Codecs(
+            compression=Compression(settings.text("store.compression", Compression.NONE.value)),
+            gzip_block_bytes=int(blocks) if blocks is not None else None,
+            avro=settings.text("avro.codec", DEFAULT_AVRO_CODEC),
+            parquet=settings.text("parquet.codec", DEFAULT_PARQUET_CODEC),
+            parquet_row_group_records=settings.integer(
+                "parquet.row.group.records", DEFAULT_PARQUET_ROW_GROUP_RECORDS
+            ),
+        ),
+        error_policy=ErrorPolicy(settings.text("error.policy", ErrorPolicy.FAIL.value)),
+        avro_schema_file=settings.optional("avro.schema.file"),
+        layout=compile_layout(settings, partition_by, statement.span),
         properties=tuple(sorted((key, setting.value) for key, setting in settings.items())),
+        spans=tuple(sorted((key, setting.span) for key, setting in settings.items())),
         span=statement.span,
     )
+
+
+def _naming(settings: Settings) -> KeyNaming:
+    """``padding.*``. Lenses reads ``padding.length.<field>`` as one map that replaces the
+    default ``{offset: 12}``: stating the partition's width alone leaves offsets unpadded."""
+    naming = KeyNaming(
+        padding=Padding(settings.text("padding.type", Padding.LEFT.value)),
+        padding_char=settings.text("padding.char", "0"),
+        offset_width=settings.integer(
+            "padding.length.offset", 0 if "padding.length.partition" in settings else 12
+        ),
+        partition_width=settings.integer("padding.length.partition", 0),
+    )
+    char = naming.padding_char
+    if naming.padding is not Padding.NONE and char.isdigit() and (
+        naming.padding is Padding.RIGHT or char != "0"
+    ):
+        key = "padding.char" if naming.padding is Padding.LEFT else "padding.type"
+        stated = settings.get(key) or settings.get("padding.char")
+        assert stated is not None
+        raise KcqlSemanticError(
+            f"{naming.padding.value} with padding character {char!r} gives different offsets "
+            "the same key (42 and 420 with RightPad '0')",
+            span=stated.span,
+            hint="Use LeftPad with '0' (the default), or a non-digit padding character",
+            label="ambiguous-padding",
+            setting=key,
+        )
+    return naming
 
 
 # ------------------------------------------------------------------------------------------
@@ -308,7 +230,7 @@ def _prefix(prefix: str, span: Span) -> str:
 
     if not prefix:
         raise fail("empty prefix after ':'", "Name a prefix, or drop the ':'")
-    if _has_control(prefix):
+    if has_control(prefix):
         raise fail(f"the prefix {prefix!r} contains a control character")
     segments = prefix.split("/")
     if "" in segments:
@@ -334,13 +256,9 @@ def _topic(word: Word) -> str:
         raise fail(f"{topic!r} is not a valid Kafka topic name")
     if len(topic) > _MAX_TOPIC_LENGTH:
         raise fail(f"Kafka topic names have at most {_MAX_TOPIC_LENGTH} characters")
-    if _has_control(topic) or any(c.isspace() for c in topic):
+    if has_control(topic) or any(c.isspace() for c in topic):
         raise fail(f"the topic {topic!r} contains whitespace or a control character")
     return topic
-
-
-def _has_control(text: str) -> bool:
-    return any(unicodedata.category(c).startswith("C") for c in text)
 
 
 # ------------------------------------------------------------------------------------------
@@ -477,23 +395,29 @@ def _underscore_ref(path: Path, use: _Use) -> FieldRef:
 
 
 def _check_date_pattern(path: Path, rest: list[Word]) -> None:
-    hint = "Use DateTimeFormatter letters, such as _date.uuuu, _date.LL, _date.dd, _date.HH"
+    hint = "Use DateTimeFormatter letters, such as _date.uuuu, _date.MM, _date.dd, _date.HH"
     if len(rest) != 1:
         raise KcqlSemanticError(
             "_date takes exactly one pattern",
             span=path.span,
-            hint=hint + "; put a pattern with dots in back-ticks: _date.`uuuu.LL`",
+            hint=hint + "; put a pattern with dots in back-ticks: _date.`uuuu.MM`",
             label="date-pattern",
         )
     (pattern,) = rest
     for char in pattern.text:
-        if char not in _DATE_LETTERS and char not in _DATE_OTHER and not char.isdigit():
+        if not (char.isascii() and (char.isalnum() or char in _DATE_OTHER)):
             raise KcqlSemanticError(
                 f"{char!r} is not allowed in the date pattern {pattern.text!r}",
                 span=pattern.span,
-                hint=hint,
+                hint=hint + "; other characters: digits, - _ . and 'quoted' letters",
                 label="date-pattern",
             )
+    try:
+        compile_pattern(pattern.text)
+    except ValueError as exc:
+        raise KcqlSemanticError(
+            str(exc), span=pattern.span, hint=hint, label="date-pattern"
+        ) from None
 
 
 def _select(items: tuple[SelectItem, ...], fmt: Format) -> tuple[SelectField, ...]:
@@ -550,27 +474,8 @@ def _partition_by(paths: tuple[Path, ...], fmt: Format) -> tuple[FieldRef, ...]:
 # Settings: legacy clauses and PROPERTIES, merged into one canonical table.
 
 
-@dataclass(frozen=True, slots=True)
-class _Setting:
-    """One stated setting: its canonical value, where it was stated, and how."""
-
-    value: str
-    span: Span
-    stated_as: str  # "WITH_FLUSH_COUNT = 5000" or "'flush.count'=5000"
-
-
-class _Settings(dict[str, _Setting]):
-    def integer(self, key: str, default: int) -> int:
-        setting = self.get(key)
-        return int(setting.value) if setting is not None else default
-
-    def text(self, key: str, default: str) -> str:
-        setting = self.get(key)
-        return setting.value if setting is not None else default
-
-
-def _settings(statement: Statement) -> _Settings:
-    settings = _Settings()
+def _settings(statement: Statement) -> Settings:
+    settings = Settings()
     for legacy in statement.legacy:
         key = LEGACY_PROPERTIES[legacy.keyword]
         if key in settings:
@@ -580,8 +485,9 @@ def _settings(statement: Statement) -> _Settings:
                 hint="State each setting once",
                 label="duplicate-setting",
             )
-        settings[key] = _Setting(
-            _legacy_value(legacy, key), legacy.span, f"{legacy.keyword} = {legacy.value.text}"
+        settings[key] = Setting(
+            _legacy_value(legacy, key), legacy.span, legacy.value,
+            f"{legacy.keyword} = {legacy.value.text}",
         )
     stated: set[str] = set()
     for prop in statement.properties or ():
@@ -612,126 +518,28 @@ def _settings(statement: Statement) -> _Settings:
                 "the same properties",
                 label="conflicting-setting",
             )
-        settings[prop.key] = _Setting(value, prop.span, f"'{prop.key}'={prop.value.text}")
+        stated_as = f"'{prop.key}'={prop.value.text}"
+        settings[prop.key] = Setting(value, prop.span, prop.value, stated_as)
     return settings
 
 
 def _legacy_value(legacy: LegacySetting, key: str) -> str:
     if legacy.keyword != "WITHPARTITIONER":
         return normalize_value(key, PROPERTY_SPECS[key], legacy.value)
-    for name, value in _PARTITIONERS.items():
+    for name, value in PARTITIONERS.items():
         if name.casefold() == legacy.value.text.casefold():
             return value
     raise KcqlSemanticError(
         f"unknown partitioner {legacy.value.text!r}",
         span=legacy.value.span,
-        hint=did_you_mean(legacy.value.text, _PARTITIONERS)
-        or f"Write {one_of(_PARTITIONERS)}",
-        expected=tuple(_PARTITIONERS),
+        hint=did_you_mean(legacy.value.text, PARTITIONERS)
+        or f"Write {one_of(PARTITIONERS)}",
+        expected=tuple(PARTITIONERS),
         label="unknown-partitioner",
     )
 
 
-def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
-    """Return the canonical string of a property value, or raise saying what was expected."""
-
-    def fail(what: str, hint: str | None = None) -> KcqlSemanticError:
-        return KcqlSemanticError(
-            f"{key!r} must be {what}, not {_shown(value)}",
-            span=value.span,
-            hint=hint,
-            label="bad-property-value",
-        )
-
-    text = value.text
-    if spec.kind is Kind.INT:
-        if value.kind is ValueKind.WORD or not text.isascii() or not text.isdigit():
-            raise fail("a whole number")
-        if len(text.lstrip("0")) > _MAX_DIGITS:
-            raise fail(f"at most {spec.maximum if spec.maximum is not None else _LONG_MAX}")
-        number = int(text)
-        if number < spec.minimum:
-            raise fail(
-                "a positive whole number" if spec.minimum == 1 else f"at least {spec.minimum}"
-            )
-        if spec.maximum is not None and number > spec.maximum:
-            raise fail(f"at most {spec.maximum}")
-        return str(number)
-    if spec.kind is Kind.BOOL:
-        if text.lower() not in ("true", "false") or value.kind is ValueKind.NUMBER:
-            raise fail("true or false")
-        return text.lower()
-    if spec.kind is Kind.CHOICE:
-        for choice in spec.choices:
-            if choice.casefold() == text.casefold():
-                return choice
-        raise fail(one_of(spec.choices), did_you_mean(text, spec.choices))
-    if spec.kind is Kind.CHAR:
-        if len(text) != 1 or text == "/" or _has_control(text) or text.isspace():
-            raise fail("a single character other than '/' and whitespace")
-        return text
-    if spec.kind is Kind.KEY_TEXT:
-        if "/" in text or _has_control(text):
-            raise fail("text without '/' or control characters")
-        return text
-    if spec.kind is Kind.TEMPLATE:
-        if _has_control(text) or not text:
-            raise fail("a template without control characters")
-        return text
-    if spec.kind is Kind.FIELD:
-        return _time_field(text, fail)
-    if spec.kind is Kind.PATH:
-        if not text.strip() or _has_control(text):
-            raise fail("a file path")
-        return text
-    assert spec.kind is Kind.TIME_ZONE
-    try:
-        zoneinfo.ZoneInfo(text)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise fail(
-            "a time zone name", "Use an IANA name such as 'UTC' or 'Europe/Berlin'"
-        ) from None
-    return text
-
-
-_TIME_FIELD_SOURCES = frozenset({Source.VALUE, Source.KEY, Source.HEADER})
-
-
-def _time_field(text: str, fail: Callable[[str, str | None], KcqlSemanticError]) -> str:
-    what = "a record field, such as '_value.created_at', '_key.ts' or '_header.time'"
-    names = text.split(".")
-    if not text or any(not n or _has_control(n) or n != n.strip() for n in names):
-        raise fail(what, None)
-    source = _SOURCES.get(names[0])
-    if source is not None and source not in _TIME_FIELD_SOURCES:
-        raise fail(what, "The record timestamp is the default; other record parts hold no time")
-    if source is Source.HEADER and len(names) < 2:
-        raise fail(what, "Write _header.<name>")
-    if source is None and names[0].startswith("_"):
-        raise fail(what, "For a value field write _value." + text)
-    return text
-
-
-def _shown(value: Value) -> str:
-    return repr(value.text) if value.kind is ValueKind.STRING else value.text
-
-
-# Properties that apply to some formats only, and the formats they apply to.
-_FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
-    {
-        "store.compression": frozenset(
-            {Format.JSON, Format.CSV, Format.CSV_WITHHEADERS, Format.TEXT, Format.BYTES}
-        ),
-        "store.gzip.block.bytes": frozenset({Format.JSON, Format.TEXT, Format.BYTES}),
-        "avro.codec": frozenset({Format.AVRO}),
-        "avro.schema.file": frozenset({Format.AVRO, Format.PARQUET}),
-        "parquet.codec": frozenset({Format.PARQUET}),
-        "parquet.row.group.records": frozenset({Format.PARQUET}),
-    }
-)
-
-
-def _check_format_properties(settings: _Settings, fmt: Format) -> None:
+def _check_format_properties(settings: Settings, fmt: Format) -> None:
     blocks, codec = settings.get("store.gzip.block.bytes"), settings.get("store.compression")
     if blocks is not None and (codec is None or codec.value.strip("'") != "gzip"):
         raise KcqlSemanticError(
@@ -748,7 +556,7 @@ def _check_format_properties(settings: _Settings, fmt: Format) -> None:
             hint="Remove 'avro.schema.file', or 'store.envelope'",
             label="schema-file-with-envelope",
         )
-    for key, formats in _FORMAT_PROPERTIES.items():
+    for key, formats in FORMAT_PROPERTIES.items():
         setting = settings.get(key)
         if setting is not None and fmt not in formats:
             names = ", ".join(sorted(f.value for f in formats))
@@ -760,7 +568,7 @@ def _check_format_properties(settings: _Settings, fmt: Format) -> None:
             )
 
 
-def _envelope(settings: _Settings, fmt: Format) -> Envelope:
+def _envelope(settings: Settings, fmt: Format) -> Envelope:
     enabled = settings.get("store.envelope")
     fields = {name: settings.get(f"store.envelope.fields.{name}") for name in _ENVELOPE_FIELDS}
     if enabled is None or enabled.value != "true":

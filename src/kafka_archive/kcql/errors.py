@@ -29,6 +29,7 @@ class KcqlError(Exception):
         hint: How to fix it (``Did you mean 'AVRO'?``), or ``None``.
         expected: What would have been accepted at this point, in words.
         label: A short stable name for the kind of error (``unknown-format``).
+        setting: The property at fault (``layout.template``), when one is.
         span: Where in the text; ``None`` only for errors about no text at all.
         source: Names the text in messages (``kcql``, ``--kcql``, a file name).
         text: The whole KCQL text, when known, so that :meth:`render` can show the line.
@@ -44,12 +45,14 @@ class KcqlError(Exception):
         label: str = "",
         source: str = "kcql",
         text: str | None = None,
+        setting: str | None = None,
     ) -> None:
         self.message = message
         self.span = span
         self.hint = hint
         self.expected = tuple(expected)
         self.label = label
+        self.setting = setting
         self.source = source
         self.text = text
         super().__init__(message)
@@ -145,9 +148,15 @@ def did_you_mean(name: str, choices: Iterable[str], *, cutoff: float = 0.6) -> s
 
     Case is ignored when comparing; the suggestion keeps the spelling of the choice.
     """
+    close = closest(name, choices, cutoff=cutoff)
+    return f"Did you mean {close!r}?" if close is not None else None
+
+
+def closest(name: str, choices: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The choice closest to ``name`` (case ignored), or ``None`` when none is close."""
     by_folded = {choice.casefold(): choice for choice in choices}
     close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=cutoff)
-    return f"Did you mean {by_folded[close[0]]!r}?" if close else None
+    return by_folded[close[0]] if close else None
 
 
 def one_of(words: Iterable[str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from dataclasses import field as dataclass_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +168,111 @@ def field_path(text: str) -> FieldRef:
     return FieldRef(Source.VALUE, (first, *rest))
 
 
+class Compression(enum.Enum):
+    """``'store.compression'``: whole-object compression of JSON, CSV, TEXT and BYTES."""
+
+    NONE = "none"
+    GZIP = "gzip"
+    BZIP2 = "bzip2"
+    ZSTD = "zstd"
+
+
+class ErrorPolicy(enum.Enum):
+    """``'error.policy'``: what happens to a record the format cannot store."""
+
+    FAIL = "fail"
+    SKIP = "skip"
+    DEAD_LETTER = "dead-letter"
+
+
+DEFAULT_AVRO_CODEC = "null"
+DEFAULT_PARQUET_CODEC = "snappy"
+DEFAULT_PARQUET_ROW_GROUP_RECORDS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Codecs:
+    """How objects are compressed and cut: ``store.compression`` (and its seekable gzip
+    blocks), ``avro.codec``, ``parquet.codec``, ``parquet.row.group.records``."""
+
+    compression: Compression = Compression.NONE
+    gzip_block_bytes: int | None = None
+    avro: str = DEFAULT_AVRO_CODEC
+    parquet: str = DEFAULT_PARQUET_CODEC
+    parquet_row_group_records: int = DEFAULT_PARQUET_ROW_GROUP_RECORDS
+
+
+class LayoutKind(enum.Enum):
+    """``'layout'``: where a route's objects go."""
+
+    LENSES = "lenses"
+    CONFLUENT = "confluent"
+    HIVE = "hive"
+    TEMPLATE = "template"
+
+
+class Placeholder(enum.Enum):
+    """A ``{name}`` of ``'layout.template'``."""
+
+    TOPIC = "topic"
+    PARTITION = "partition"
+    OFFSET = "offset"
+    EXT = "ext"
+    SUFFIX = "suffix"
+    YEAR = "year"
+    MONTH = "month"
+    DAY = "day"
+    HOUR = "hour"
+    MINUTE = "minute"
+    SECOND = "second"
+    DATE = "date"
+    FIELD = "field"
+
+
+TIME_PLACEHOLDERS: tuple[Placeholder, ...] = (
+    Placeholder.YEAR, Placeholder.MONTH, Placeholder.DAY, Placeholder.HOUR,
+    Placeholder.MINUTE, Placeholder.SECOND, Placeholder.DATE,
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateText:
+    """Literal text of a template (ASCII, may contain ``/``)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateSlot:
+    """A placeholder of a template; ``field`` indexes PARTITIONBY for ``{field:NAME}``."""
+
+    placeholder: Placeholder
+    field: int = -1
+    span: Span | None = dataclass_field(default=None, compare=False, repr=False)
+
+
+TemplatePart = TemplateText | TemplateSlot
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutSpec:
+    """Where a route's objects go, compiled from ``layout``, ``layout.template``,
+    ``key.suffix``, ``partition.timezone`` and ``partition.time.field``.
+
+    ``template`` holds the parsed ``layout.template`` (its ``{prefix}/`` opening dropped: keys
+    always start with the prefix) and is empty for the other kinds. ``time_field`` None means
+    the record timestamp. ``span`` is where the layout was stated (the template's value, or
+    the ``layout`` entry), for errors found when the layout is built.
+    """
+
+    kind: LayoutKind = LayoutKind.LENSES
+    template: tuple[TemplatePart, ...] = ()
+    key_suffix: str = ""
+    timezone: str = "UTC"
+    time_field: FieldRef | None = None
+    span: Span | None = dataclass_field(default=None, compare=False, repr=False)
+
+
 ALL_TOPICS = "*"
 """The topic of ``FROM `*```: every topic the job is given (a topics list or regex option)."""
 
@@ -175,10 +281,12 @@ DEFAULT_TIMEZONE = "UTC"
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One statement: which topic goes where, in what shape.
+    """One statement: which topic goes where, in what shape — every setting compiled.
 
-    ``fields`` is ``None`` for ``SELECT *``. ``properties`` holds every PROPERTIES entry
-    (and the legacy ``WITH_*`` clauses mapped onto them) as canonical strings, sorted by key.
+    ``fields`` is ``None`` for ``SELECT *``. The typed fields hold every setting the archiver
+    uses; ``properties`` keeps what was stated (PROPERTIES entries and the legacy ``WITH_*``
+    clauses mapped onto them) as canonical strings sorted by key, for rendering only, and
+    ``spans`` where each was stated, for errors.
     """
 
     target: Target
@@ -190,7 +298,12 @@ class Route:
     flush: FlushPolicy = FlushPolicy()
     naming: KeyNaming = KeyNaming()
     envelope: Envelope = Envelope()
+    codecs: Codecs = Codecs()
+    error_policy: ErrorPolicy = ErrorPolicy.FAIL
+    avro_schema_file: str | None = None
+    layout: LayoutSpec = LayoutSpec()
     properties: tuple[tuple[str, str], ...] = ()
+    spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     span: Span | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -198,24 +311,12 @@ class Route:
         """Whether this route reads every topic the job is given (``FROM `*```)."""
         return self.topic == ALL_TOPICS
 
-    @property
-    def timezone(self) -> str:
-        """The IANA time zone of ``_date.<pattern>`` partitions (``'partition.timezone'``)."""
-        return self.property("partition.timezone") or DEFAULT_TIMEZONE
-
-    @property
-    def time_field(self) -> FieldRef | None:
-        """The field whose value is the record time of ``_date`` partitions and time
-        placeholders (``'partition.time.field'``); None: the record timestamp."""
-        text = self.property("partition.time.field")
-        return None if text is None else field_path(text)
-
-    def property(self, key: str, default: str | None = None) -> str | None:
-        """The value of one PROPERTIES entry, or ``default``."""
-        for name, value in self.properties:
+    def span_of(self, key: str | None) -> Span | None:
+        """Where setting ``key`` was stated; the statement's span when it was not (or None)."""
+        for name, span in self.spans:
             if name == key:
-                return value
-        return default
+                return span
+        return self.span
 
 
 @dataclass(frozen=True, slots=True)

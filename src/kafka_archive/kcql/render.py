@@ -8,9 +8,17 @@ of the grammar's own terminals, so render and parse cannot drift apart.
 
 from __future__ import annotations
 
-from kafka_archive.kcql.compile import PROPERTY_SPECS
 from kafka_archive.kcql.parser import can_be_bare
-from kafka_archive.kcql.plan import FieldRef, Route, SelectField, Target
+from kafka_archive.kcql.plan import (
+    FieldRef,
+    Placeholder,
+    Route,
+    SelectField,
+    Target,
+    TemplatePart,
+    TemplateText,
+)
+from kafka_archive.kcql.properties import PROPERTY_SPECS
 
 
 def render(route: Route) -> str:
@@ -70,3 +78,16 @@ def _select_field(field: SelectField) -> str:
 def _value(key: str, value: str) -> str:
     spec = PROPERTY_SPECS.get(key)
     return value if spec is not None and spec.kind.bare else quote(value)
+
+
+def render_template(parts: tuple[TemplatePart, ...], partition_by: tuple[FieldRef, ...]) -> str:
+    """A compiled template written back (``{field:…}`` by path): ``''`` for no template."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, TemplateText):
+            out.append(part.text)
+        elif part.placeholder is Placeholder.FIELD:
+            out.append("{field:" + render_field(partition_by[part.field]) + "}")
+        else:
+            out.append("{" + part.placeholder.value + "}")
+    return "".join(out)

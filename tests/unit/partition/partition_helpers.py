@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kafka_archive import kcql
 from kafka_archive.kcql.plan import FieldRef, Format, KeyNaming, Route, Source, Target
 
 COUNTRY = FieldRef(Source.HEADER, ("country",))
@@ -24,15 +25,29 @@ def route(
     props: Mapping[str, str] | None = None,
     **properties: str,
 ) -> Route:
-    """A route; keyword properties use ``_`` for ``.`` (``layout_template='…'``)."""
+    """A route compiled by KCQL, as a run gets it; keyword properties use ``_`` for ``.``
+    (``layout_template='…'``).
+
+    Raises:
+        KcqlError: the settings are refused by the compiler.
+    """
     given = {key.replace("_", "."): value for key, value in properties.items()}
     given.update(props or {})
-    return Route(
-        target=Target("b", prefix),
+    given.update({
+        "padding.type": naming.padding.value,
+        "padding.char": naming.padding_char,
+        "padding.length.offset": str(naming.offset_width),
+        "padding.length.partition": str(naming.partition_width),
+    })  # fmt: skip
+    if partition_by:
+        given["partition.include.keys"] = "true" if include_keys else "false"
+    written = Route(
+        target=Target("bkt", prefix),
         topic=topic,
         partition_by=partition_by,
         include_keys=include_keys,
         format=fmt,
-        naming=naming,
         properties=tuple(sorted(given.items())),
     )
+    (compiled,) = kcql.parse(kcql.render(written)).routes
+    return compiled

@@ -181,7 +181,7 @@ def routes(draw: st.DrawFn, value_field: bool = False) -> Route:
     else:
         properties["layout"] = draw(st.sampled_from(["lenses", "confluent", "hive"]))
     if draw(st.booleans()):
-        properties["key.suffix"] = draw(st.sampled_from(["-v2", "_x/y", "é"]))
+        properties["key.suffix"] = draw(st.sampled_from(["-v2", "_x%y", "é"]))
         if template is not None:
             properties["layout.template"] = properties["layout.template"].replace(
                 ".{ext}", "{suffix}.{ext}"
@@ -195,7 +195,9 @@ def routes(draw: st.DrawFn, value_field: bool = False) -> Route:
         topic="*",
         partition_by=fields,
         include_keys=draw(st.booleans()),
-        fmt=draw(st.sampled_from(list(Format))),
+        # TEXT and BYTES values have no fields to partition by (KCQL refuses it).
+        fmt=draw(st.sampled_from([f for f in Format if f not in (Format.TEXT, Format.BYTES)
+                                  or not any(r.source is Source.VALUE for r in fields)])),
         naming=draw(NAMING),
         props=properties,
     )
@@ -237,7 +239,7 @@ def _value_of(ref: FieldRef) -> st.SearchStrategy[str | None]:
     return NASTY_VALUE
 
 
-LONG = route(partition_by=PB, prefix="p" * 300, layout="hive", key_suffix="/" * 30)
+LONG = route(partition_by=PB, prefix="p" * 300, layout="hive", key_suffix="%" * 30)
 
 
 @settings(max_examples=300)

@@ -28,7 +28,6 @@ from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Route
 
 CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")
-DEFAULT_CODEC = "null"
 
 
 class AvroWriter:
@@ -46,7 +45,7 @@ class AvroWriter:
         self._registry = registry
         self._sink = sink
         self._start = sink.tell()
-        self._codec = route.property("avro.codec") or DEFAULT_CODEC
+        self._codec = route.codecs.avro
         self._envelope = route.envelope if route.envelope.enabled else None
         self._values = ValueSchema(route, registry)
         self._writer: Writer | None = None

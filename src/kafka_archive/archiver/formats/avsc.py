@@ -36,7 +36,7 @@ def load(plan: Plan) -> dict[int, str]:
     """
     texts: dict[int, str] = {}
     for index, route in enumerate(plan.routes):
-        path = route.property(PROPERTY)
+        path = route.avro_schema_file
         if path is None:
             continue
         try:

@@ -20,7 +20,7 @@ SUFFIXES = {"gzip": ".gz", "bzip2": ".bz2", "zstd": ".zst"}
 
 
 def codec_of(route: Route) -> str:
-    return route.property("store.compression") or "none"
+    return route.codecs.compression.value
 
 
 def extension(route: Route) -> str:

@@ -23,8 +23,6 @@ from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Envelope, Route
 
 CODECS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
-DEFAULT_CODEC = "snappy"
-DEFAULT_ROW_GROUP_RECORDS = 10_000
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 
 
@@ -62,10 +60,8 @@ class ParquetWriter:
         self._registry = registry
         self._sink = sink
         self._start = sink.tell()
-        self._codec = route.property("parquet.codec") or DEFAULT_CODEC
-        self._group_records = int(
-            route.property("parquet.row.group.records") or DEFAULT_ROW_GROUP_RECORDS
-        )
+        self._codec = route.codecs.parquet
+        self._group_records = route.codecs.parquet_row_group_records
         self._envelope = route.envelope if route.envelope.enabled else None
         self._values = ValueSchema(route, registry)
         self._schema: pa.Schema | None = None

@@ -231,7 +231,7 @@ class FieldReader:
 @functools.lru_cache(maxsize=256)
 def reader_for(route: Route) -> FieldReader:
     """The (cached) reader of ``route``'s PARTITIONBY values and record time."""
-    return FieldReader(route.partition_by, route.time_field)
+    return FieldReader(route.partition_by, route.layout.time_field)
 
 
 def partition_values(

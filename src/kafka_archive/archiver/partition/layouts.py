@@ -27,24 +27,11 @@ The layouts (one example key each in :mod:`~kafka_archive.archiver.partition.key
   time zone (Confluent's time-based partitioner with the Hive path format);
 - ``template``: the user's ``layout.template``.
 
-Properties read from ``route.properties``:
-
-- ``layout``: ``lenses`` | ``confluent`` | ``hive`` | ``template``. Default ``lenses``, or
-  ``template`` when ``layout.template`` is set.
-- ``layout.template``: the template of ``layout=template``. Placeholders: ``{topic}``,
-  ``{partition}``, ``{offset}`` (all three required), ``{ext}``, ``{suffix}`` (the
-  ``key.suffix`` text; required when ``key.suffix`` is set), ``{year}`` ``{month}``
-  ``{day}`` ``{hour}`` ``{minute}`` ``{second}`` ``{date}`` (``uuuu-MM-dd``) from the record
-  timestamp, and ``{field:NAME}`` for a PARTITIONBY field, by its name (``country`` for
-  ``_header.country``; ``year`` for ``_date.uuuu``) or its path (``_header.country``). Every
-  PARTITIONBY field must appear. ``{prefix}/`` may open the template; the key always starts
-  with the prefix. Literal text may use ASCII letters, digits and ``- _ . / = + ( ) ~ @ ! ,``.
-  Each placeholder other than the last and the time ones must be followed by literal text
-  containing a character its value cannot contain (``/`` always works), so that topic,
-  partition and offset can be read back from every key.
-- ``key.suffix``: text added after the start offset, before ``.<ext>``.
-- ``partition.timezone`` (through ``Route.timezone``): the IANA zone of record-time values;
-  default ``UTC``.
+The route's typed :class:`~kafka_archive.kcql.plan.LayoutSpec` says which layout, the
+template (parsed and checked by the KCQL compiler, ``kcql/layout.py``, which documents its
+grammar), ``key.suffix`` (text added after the start offset, before ``.<ext>``) and the time
+zone of record-time values. What is checked here depends on how values are encoded: that
+every placeholder's end can be found, and S3's key length.
 
 In ``name=value`` segments the name of a PARTITIONBY field is its last path name (``country``
 for ``_header.country``, ``key`` for ``_key``); a ``_date`` field is named for what its
@@ -55,23 +42,21 @@ pattern shows: ``year`` (``uuuu``/``yyyy``), ``month``, ``day``, ``hour``, ``min
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
 import itertools
-import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import tzinfo
 from types import MappingProxyType
-from typing import Protocol
 
 from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.dates import (
     DatePattern,
     compile_pattern,
+    field_name,
     local_time,
     time_zone,
 )
@@ -83,7 +68,17 @@ from kafka_archive.archiver.partition.values import (
     escape_text,
     safe_segment,
 )
-from kafka_archive.kcql.plan import FieldRef, KeyNaming, Padding, Route, Source
+from kafka_archive.kcql.plan import (
+    FieldRef,
+    KeyNaming,
+    LayoutKind,
+    Padding,
+    Placeholder,
+    Route,
+    Source,
+    TemplatePart,
+    TemplateText,
+)
 
 KEY_MAX_BYTES = 1024
 """S3's limit on the length of an object key, in UTF-8 bytes."""
@@ -92,7 +87,6 @@ _PARTITION_DIGITS = 10  # 2**31 - 1
 _OFFSET_DIGITS = 19  # 2**63 - 1
 _MAX_PARTITION = 2**31 - 1
 _MAX_OFFSET = 2**63 - 1
-_MAX_PAD_WIDTH = 255  # a key segment's worth; wider padding only eats the 1,024-byte budget
 
 _DIGITS = frozenset(string.digits)
 _ALNUM = frozenset(string.ascii_letters + string.digits)
@@ -100,8 +94,6 @@ _ALNUM = frozenset(string.ascii_letters + string.digits)
 # template literals are ASCII).
 _TOPIC_CHARS = _ALNUM | frozenset("-._%~")
 _VALUE_CHARS = _TOPIC_CHARS | frozenset("()")  # plus the fallbacks "(missing)", "(empty)"
-_LITERAL_CHARS = _ALNUM | frozenset("-_./=+()~@!,")
-_PAD_CHARS = _ALNUM | frozenset("-._")
 
 TIME_PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
     {
@@ -117,37 +109,6 @@ TIME_PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
 """The record-time placeholders of templates and the Java pattern of each."""
 
 _TIME_MAX_BYTES = max(len(HIVE_NULL_SEGMENT), len("uuuu-MM-dd"))
-
-_DATE_NAMES = {
-    frozenset("u"): "year",
-    frozenset("y"): "year",
-    frozenset("M"): "month",
-    frozenset("L"): "month",
-    frozenset("d"): "day",
-    frozenset("D"): "dayofyear",
-    frozenset("H"): "hour",
-    frozenset("k"): "hour",
-    frozenset("K"): "hour",
-    frozenset("h"): "hour",
-    frozenset("m"): "minute",
-    frozenset("s"): "second",
-    frozenset("Q"): "quarter",
-    frozenset("q"): "quarter",
-}
-
-
-class _Fail(Protocol):
-    def __call__(self, message: str, hint: str | None = None) -> LayoutError: ...
-
-
-class LayoutKind(enum.Enum):
-    """The ``layout`` property's choices."""
-
-    LENSES = "lenses"
-    CONFLUENT = "confluent"
-    HIVE = "hive"
-    TEMPLATE = "template"
-
 
 class LayoutError(ValueError):
     """A route's layout settings cannot produce safe, unique keys.
@@ -169,6 +130,13 @@ class SlotKind(enum.Enum):
     OFFSET = "offset"
     FIELD = "field"
     TIME = "time"
+
+
+_KEY_SLOTS = {
+    Placeholder.TOPIC: SlotKind.TOPIC,
+    Placeholder.PARTITION: SlotKind.PARTITION,
+    Placeholder.OFFSET: SlotKind.OFFSET,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,19 +305,19 @@ def layout_for(route: Route) -> Layout:
         LayoutError: an unknown layout, a bad template, time zone or date pattern, padding
             that would make two offsets share a key, or a prefix too long for S3's limit.
     """
-    kind = _kind(route)
+    spec = route.layout
+    kind = spec.kind
     _check_prefix(route.target.prefix)
-    _check_padding(route.naming)
     try:
-        zone = time_zone(route.timezone)
+        zone = time_zone(spec.timezone)
     except ValueError as exc:
         raise LayoutError(str(exc), property="partition.timezone") from None
     fields = tuple(_field_spec(ref) for ref in route.partition_by)
-    suffix = escape_text(route.property("key.suffix") or "")
+    suffix = escape_text(spec.key_suffix)
     ext = compression.extension(route)
     times: list[str] = []
     if kind is LayoutKind.TEMPLATE:
-        parts = _parse_template(route, fields, times, suffix, ext)
+        parts = _from_template(spec.template, times, suffix, ext)
     else:
         parts = _preset(kind, route, fields, times, suffix, ext)
     resolved = tuple(
@@ -381,36 +349,6 @@ class _TimeRef:
     keyed: bool
 
 
-def _kind(route: Route) -> LayoutKind:
-    name = route.property("layout")
-    template = route.property("layout.template")
-    if name is None:
-        return LayoutKind.TEMPLATE if template is not None else LayoutKind.LENSES
-    try:
-        kind = LayoutKind(name.lower())
-    except ValueError:
-        choices = [k.value for k in LayoutKind]
-        close = difflib.get_close_matches(name.lower(), choices, n=1)
-        raise LayoutError(
-            f"unknown layout {name!r}, expected one of {', '.join(choices)}",
-            property="layout",
-            hint=f"Did you mean {close[0]!r}?" if close else None,
-        ) from None
-    if kind is LayoutKind.TEMPLATE and not template:
-        raise LayoutError(
-            "layout 'template' needs a template",
-            property="layout.template",
-            hint="Set 'layout.template'='{topic}/{partition}/{offset}.{ext}' or similar",
-        )
-    if kind is not LayoutKind.TEMPLATE and template is not None:
-        raise LayoutError(
-            f"'layout.template' is set but the layout is {name!r}",
-            property="layout",
-            hint="Set 'layout'='template' or remove 'layout.template'",
-        )
-    return kind
-
-
 def _check_prefix(prefix: str) -> None:
     if not prefix:
         return
@@ -425,33 +363,6 @@ def _check_prefix(prefix: str) -> None:
         raise LayoutError(f"the prefix {prefix!r} contains a control character")
 
 
-def _check_padding(naming: KeyNaming) -> None:
-    if naming.padding is Padding.NONE:
-        return
-    for width, name in ((naming.offset_width, "offset"), (naming.partition_width, "partition")):
-        if width > _MAX_PAD_WIDTH:
-            raise LayoutError(
-                f"a {name} padded to {width} characters cannot go into an object key "
-                f"(S3 keys have at most {KEY_MAX_BYTES} bytes)",
-                property=f"padding.length.{name}",
-                hint=f"Use at most {_MAX_PAD_WIDTH}; Lenses' own tests use 12",
-            )
-    char = naming.padding_char
-    if len(char) != 1 or char not in _PAD_CHARS:
-        raise LayoutError(
-            f"padding character {char!r} cannot go into an object key",
-            property="padding.char",
-            hint="Use '0' (or an ASCII letter, '-', '_' or '.')",
-        )
-    if char in _DIGITS and (naming.padding is Padding.RIGHT or char != "0"):
-        raise LayoutError(
-            f"{naming.padding.value} with padding character {char!r} gives different offsets "
-            "the same key (42 and 420 with RightPad '0')",
-            property="padding.char" if naming.padding is Padding.LEFT else "padding.type",
-            hint="Use LeftPad with '0' (the default), or a non-digit padding character",
-        )
-
-
 def _field_spec(ref: FieldRef) -> FieldSpec:
     path = ref.source.value + "".join("." + name for name in ref.path)
     if ref.source is not Source.DATE:
@@ -461,8 +372,7 @@ def _field_spec(ref: FieldRef) -> FieldSpec:
         date = compile_pattern(pattern)
     except ValueError as exc:
         raise LayoutError(f"PARTITIONBY {path}: {exc}") from None
-    name = _DATE_NAMES.get(date.letters, "date")
-    return FieldSpec(ref, name, path, date)
+    return FieldSpec(ref, field_name(date), path, date)
 
 
 def _tail(suffix: str, ext: str, sep: tuple[str, str, str]) -> list[Part]:
@@ -512,141 +422,30 @@ def _preset(
     return parts + _tail(suffix, ext, ("+", "+", ""))
 
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-
-
-def _parse_template(
-    route: Route,
-    fields: tuple[FieldSpec, ...],
-    times: list[str],
-    suffix: str,
-    ext: str,
+def _from_template(
+    template: tuple[TemplatePart, ...], times: list[str], suffix: str, ext: str
 ) -> list[Part | _TimeRef]:
-    template = route.property("layout.template") or ""
-
-    def fail(message: str, hint: str | None = None) -> LayoutError:
-        return LayoutError(f"layout.template {template!r}: {message}",
-                           property="layout.template", hint=hint)  # fmt: skip
-
-    text = template
-    if text.startswith("{prefix}"):
-        text = text[len("{prefix}") :]
-        if not text.startswith("/"):
-            raise fail("'{prefix}' must be followed by '/'")
-        text = text[1:]
+    """The parts of a template the KCQL compiler has parsed and checked (placeholders,
+    literals, segments, required and PARTITIONBY fields)."""
     parts: list[Part | _TimeRef] = []
-    used_fields: set[int] = set()
-    position = 0
-    for match in _PLACEHOLDER.finditer(text):
-        _append_literal(parts, text[position : match.start()], fail)
-        position = match.end()
-        name = match.group(1)
+    for piece in template:
         keyed = bool(parts) and isinstance(parts[-1], Text) and parts[-1].text.endswith("=")
-        if name in ("topic", "partition", "offset"):
-            parts.append(Slot(SlotKind(name)))
-        elif name == "ext":
+        if isinstance(piece, TemplateText):
+            parts.append(Text(piece.text))
+        elif piece.placeholder in _KEY_SLOTS:
+            parts.append(Slot(_KEY_SLOTS[piece.placeholder]))
+        elif piece.placeholder is Placeholder.EXT:
             parts.append(Text(ext))
-        elif name == "suffix":
+        elif piece.placeholder is Placeholder.SUFFIX:
             parts.append(Text(suffix))
-        elif name in TIME_PLACEHOLDERS:
+        elif piece.placeholder is Placeholder.FIELD:
+            parts.append(Slot(SlotKind.FIELD, piece.field, keyed))
+        else:
+            name = piece.placeholder.value
             if name not in times:
                 times.append(name)
             parts.append(_TimeRef(name, keyed))
-        elif name.startswith("field:"):
-            index = _field_index(name[len("field:") :], fields, fail)
-            used_fields.add(index)
-            parts.append(Slot(SlotKind.FIELD, index, keyed))
-        elif name == "prefix":
-            raise fail("'{prefix}' may only open the template")
-        else:
-            known = ["topic", "partition", "offset", "ext", "suffix", "prefix",
-                     *TIME_PLACEHOLDERS, "field:NAME"]  # fmt: skip
-            close = difflib.get_close_matches(name, known, n=1)
-            raise fail(
-                f"unknown placeholder {{{name}}}",
-                f"Did you mean {{{close[0]}}}?" if close else "Known: " + ", ".join(known),
-            )
-    _append_literal(parts, text[position:], fail)
-    kinds = {p.kind for p in parts if isinstance(p, Slot)}
-    for required in (SlotKind.TOPIC, SlotKind.PARTITION, SlotKind.OFFSET):
-        if required not in kinds:
-            raise fail(
-                f"every key must contain the topic, partition and start offset; "
-                f"{{{required.value}}} is missing",
-                "Otherwise two partitions or two objects could get the same key",
-            )
-    if route.property("key.suffix") and "{suffix}" not in template:
-        raise fail("'key.suffix' is set but the template has no {suffix}")
-    _check_segments(parts, fail)
-    _check_unambiguous(parts, route.naming, LayoutKind.TEMPLATE)
-    unused = [spec for index, spec in enumerate(fields) if index not in used_fields]
-    if unused:
-        raise fail(
-            f"PARTITIONBY {', '.join(spec.path for spec in unused)} not used",
-            "Add {field:" + unused[0].name + "} or drop the field from PARTITIONBY",
-        )
     return parts
-
-
-def _append_literal(parts: list[Part | _TimeRef], literal: str, fail: _Fail) -> None:
-    if not literal:
-        return
-    bad = sorted({c for c in literal if c not in _LITERAL_CHARS})
-    if bad:
-        raise fail(
-            f"literal text may not contain {''.join(bad)!r}",
-            "Use ASCII letters, digits and - _ . / = + ( ) ~ @ ! ,",
-        )
-    parts.append(Text(literal))
-
-
-def _field_index(name: str, fields: tuple[FieldSpec, ...], fail: _Fail) -> int:
-    by_path = [i for i, spec in enumerate(fields) if name in _paths(spec)]
-    if by_path:
-        return by_path[0]
-    by_name = [i for i, spec in enumerate(fields) if name == spec.name]
-    if len(by_name) == 1:
-        return by_name[0]
-    if by_name:
-        paths = ", ".join(fields[i].path for i in by_name)
-        raise fail(f"{{field:{name}}} is ambiguous ({paths})", "Name the field by its path")
-    known = [spec.name for spec in fields] + [spec.path for spec in fields]
-    close = difflib.get_close_matches(name, known, n=1)
-    raise fail(
-        f"{{field:{name}}} is not a PARTITIONBY field",
-        f"Did you mean {{field:{close[0]}}}?" if close else
-        "PARTITIONBY: " + (", ".join(spec.path for spec in fields) or "(none)"),
-    )  # fmt: skip
-
-
-def _paths(spec: FieldSpec) -> tuple[str, ...]:
-    """The paths a template may name a field by: ``_value.a.b`` is also ``a.b``."""
-    if spec.ref.source is Source.VALUE and spec.ref.path:
-        return (spec.path, ".".join(spec.ref.path))
-    return (spec.path,)
-
-
-def _check_segments(parts: Sequence[Part | _TimeRef], fail: _Fail) -> None:
-    """Reject empty segments and segments that start with ``.`` or ``_`` (hidden to Hadoop
-    readers; ``.kafka-archive`` is the state's namespace)."""
-    segment_start = True
-    segment_empty = True
-    for part in parts:
-        if not isinstance(part, Text):
-            segment_start = segment_empty = False
-            continue
-        for char in part.text:
-            if char == "/":
-                if segment_empty:
-                    raise fail("empty path segment (a leading, trailing or double '/')")
-                segment_start = segment_empty = True
-                continue
-            if segment_start and char in "._":
-                raise fail(f"a path segment may not start with {char!r}",
-                           "Readers such as Spark and Athena skip such paths")  # fmt: skip
-            segment_start = segment_empty = False
-    if segment_empty:
-        raise fail("empty path segment (a leading, trailing or double '/')")
 
 
 def _slot_chars(slot: Slot, naming: KeyNaming) -> frozenset[str] | None:
