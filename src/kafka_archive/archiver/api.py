@@ -167,7 +167,7 @@ def check_layouts(plan: Plan) -> None:
         except LayoutError as exc:
             raise kcql.KcqlSemanticError(
                 f"the layout of the route for {route.topic}: {exc.message}",
-                span=route.span_of(exc.property), hint=exc.hint, label="layout",
+                span=exc.span or route.span_of(exc.property), hint=exc.hint, label="layout",
                 setting=exc.property,
             ) from None
         try:

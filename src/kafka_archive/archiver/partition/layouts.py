@@ -76,6 +76,7 @@ from kafka_archive.kcql.plan import (
     Placeholder,
     Route,
     Source,
+    Span,
     TemplatePart,
     TemplateText,
 )
@@ -114,14 +115,19 @@ class LayoutError(ValueError):
     """A route's layout settings cannot produce safe, unique keys.
 
     ``property`` names the route property at fault (None for the prefix or PARTITIONBY);
+    ``span`` where in the KCQL text, when known more closely (a template's placeholder);
     ``hint`` says what to write instead.
     """
 
-    def __init__(self, message: str, *, property: str | None = None, hint: str | None = None):
+    def __init__(
+        self, message: str, *, property: str | None = None, hint: str | None = None,
+        span: Span | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message + (f". {hint}" if hint else ""))
         self.message = message
         self.property = property
         self.hint = hint
+        self.span = span
 
 
 class SlotKind(enum.Enum):
@@ -326,7 +332,9 @@ def layout_for(route: Route) -> Layout:
         else p
         for p in parts
     )
-    _check_unambiguous(resolved, route.naming, kind)
+    # A template gives one part per piece, so part i is the template's piece i.
+    spans = tuple(getattr(piece, "span", None) for piece in spec.template)
+    _check_unambiguous(resolved, route.naming, kind, spans)
     value_max = _value_budget(route.target.prefix, resolved, route.naming)
     return Layout(
         kind=kind,
@@ -462,8 +470,9 @@ def _slot_chars(slot: Slot, naming: KeyNaming) -> frozenset[str] | None:
 
 
 def _check_unambiguous(
-    parts: Sequence[Part | _TimeRef], naming: KeyNaming, kind: LayoutKind
-) -> None:
+    parts: Sequence[Part | _TimeRef], naming: KeyNaming, kind: LayoutKind,
+    spans: Sequence[Span | None] = (),
+) -> None:  # fmt: skip
     """Check that a key can be read left to right: every slot but the last ends where the
     first character its text cannot contain appears."""
     slots = [(i, part) for i, part in enumerate(parts) if not isinstance(part, Text)]
@@ -481,6 +490,7 @@ def _check_unambiguous(
                 f"{between!r} follows it",
                 property="layout.template" if kind is LayoutKind.TEMPLATE else "padding.char",
                 hint="Separate it from the next placeholder with '/' (or '+', '=', '(')",
+                span=spans[i] if i < len(spans) else None,
             )
 
 
