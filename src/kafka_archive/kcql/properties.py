@@ -32,6 +32,7 @@ from kafka_archive.kcql.plan import (
 from kafka_archive.kcql.syntax import Value, ValueKind
 
 _LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
 _KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 _MAX_PAD_WIDTH = 255  # a key segment's worth: wider cannot fit S3's 1,024-byte keys
 _MAX_DIGITS = len(str(_LONG_MAX))
@@ -73,9 +74,12 @@ class PropertySpec:
 PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
     {
         # Lenses stream-reactor names and defaults.
-        "flush.count": PropertySpec(Kind.INT, "records per object"),
-        "flush.size": PropertySpec(Kind.INT, "bytes per object"),
-        "flush.interval": PropertySpec(Kind.INT, "seconds of record time per object"),
+        # Lenses: flush.count and flush.size are a Java long, flush.interval an int.
+        "flush.count": PropertySpec(Kind.INT, "records per object", maximum=_LONG_MAX),
+        "flush.size": PropertySpec(Kind.INT, "bytes per object", maximum=_LONG_MAX),
+        "flush.interval": PropertySpec(
+            Kind.INT, "seconds of record time per object", maximum=_INT_MAX
+        ),
         "partition.include.keys": PropertySpec(Kind.BOOL, "write field=value path segments"),
         "padding.type": PropertySpec(
             Kind.CHOICE, "how offsets are padded in keys", tuple(p.value for p in Padding)
