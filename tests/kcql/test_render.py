@@ -265,7 +265,8 @@ def statements(draw: st.DrawFn) -> str:
         parts.append(f"{FLUSH[key]} = {draw(st.integers(1, 10**9))}")
     for key in sorted(set(FLUSH) - set(legacy)):
         if draw(st.booleans()):
-            props[key] = str(draw(st.integers(1, 10**12)))
+            most = 2**31 - 1 if key == "flush.interval" else 2**63 - 1  # Java int, long
+            props[key] = str(draw(st.integers(1, most)))
     if draw(st.booleans()):
         padding = draw(st.sampled_from(["LeftPad", "rightpad", "NoOp"]))
         props["padding.type"] = quote(padding)
