@@ -108,5 +108,7 @@ def test_a_schema_file_that_cannot_be_used_stops_the_run_before_it_starts(
                  "--endpoint-url", s3_endpoint])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2, err
-    assert str(avsc) in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # One error line, pointed at the setting (the KCQL excerpt and caret follow it).
+    first = err.strip().splitlines()[0]
+    assert first.startswith("kcql:1:") and str(avsc) in first and "Traceback" not in err
     assert s3_client.list_objects_v2(Bucket=bkt).get("KeyCount", 0) == 0

@@ -28,7 +28,7 @@ from kafka_archive.archiver.readback import StoredRecord, read_object
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.stored import StoredObject, list_partition_objects
-from kafka_archive.kcql.plan import Format, Route, Target
+from kafka_archive.kcql.plan import Codecs, Compression, Format, Route, Target
 
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
 _LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
@@ -98,9 +98,9 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         match = _LENSES_NAME.match(key[len(folder) :])
         if match and match["ext"] in _EXTENSION_FORMATS:
             codec = _SUFFIX_CODECS.get(match["suffix"] or "")
-            properties = (("store.compression", codec),) if codec else ()
+            codecs = Codecs(compression=Compression(codec)) if codec else Codecs()
             return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]],
-                         properties=properties)  # fmt: skip
+                         codecs=codecs)  # fmt: skip
     raise NotInArchiveError(
         f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
