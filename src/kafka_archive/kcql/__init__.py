@@ -1,8 +1,9 @@
 """KCQL, the language of the Lenses stream-reactor S3 sink, as kafka-archive reads it.
 
 ``parse`` turns KCQL text into a validated, frozen :class:`Plan` (one :class:`Route` per
-statement); ``render`` turns a route back into canonical KCQL; ``plan_to_dict`` is the JSON
-contract of ``kafka-archive plan --output json``. The grammar is ``kcql.lark``.
+statement, every setting compiled into typed fields); ``render`` turns a route back into
+canonical KCQL; ``plan_to_dict`` is the JSON contract of ``kafka-archive plan --output
+json``. The grammar is ``kcql.lark``.
 """
 
 from __future__ import annotations

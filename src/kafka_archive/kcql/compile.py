@@ -1,9 +1,10 @@
 """Syntax -> :class:`~kafka_archive.kcql.plan.Plan`: meaning, defaults and every semantic check.
 
 Each check raises :class:`KcqlSemanticError` with the span of the offending text, a stable
-label and, where one exists, a fix ("Did you mean 'AVRO'?"). The named choices (formats,
-record sources, properties and their types) live in the tables at the top of this module:
-extending the language with a property is one line in :data:`PROPERTY_SPECS`.
+label and, where one exists, a fix ("Did you mean 'AVRO'?"). Properties are specified in
+one table (``properties.py``), date patterns by ``dates.py`` and layouts by ``layout.py``;
+this module turns a statement's clauses and settings into the typed fields of a
+:class:`~kafka_archive.kcql.plan.Route`.
 """
 
 from __future__ import annotations
