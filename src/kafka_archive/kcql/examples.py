@@ -107,7 +107,7 @@ MISSING_PROPERTIES_PAREN = SyntaxLabel(
 )
 BAD_PROPERTY_KEY = SyntaxLabel(
     "bad-property-key",
-    "expected a property name in single quotes, found {found}",
+    "expected a property name, found {found}",
     "Write PROPERTIES('flush.count'=5000)",
 )
 BAD_PROPERTY_VALUE = SyntaxLabel(
@@ -213,8 +213,7 @@ KCQL_ERROR_EXAMPLES: Mapping[SyntaxLabel, tuple[str, ...]] = MappingProxyType(
             "INSERT INTO b SELECT * FROM t PROPERTIES",
         ),
         BAD_PROPERTY_KEY: (
-            "INSERT INTO b SELECT * FROM t PROPERTIES(a=1)",
-            "INSERT INTO b SELECT * FROM t PROPERTIES()",
+            "INSERT INTO b SELECT * FROM t PROPERTIES(1=1)",
             "INSERT INTO b SELECT * FROM t PROPERTIES('a'=1,)",
         ),
         BAD_PROPERTY_VALUE: (

@@ -152,6 +152,11 @@ class ToSyntax(Transformer[Token, tuple[Statement, ...]]):
     def properties(self, meta: Meta, children: list[Property]) -> tuple[Property, ...]:
         return tuple(children)
 
-    def property(self, meta: Meta, children: list[Token]) -> Property:
-        key, value = children
-        return Property(_unquote(key), token_span(key), _value(value), _meta_span(meta))
+    def property(self, meta: Meta, children: list[Any]) -> Property:
+        (key, key_span), value = children
+        return Property(key, key_span, _value(value), _meta_span(meta))
+
+    def property_key(self, meta: Meta, children: list[Token]) -> tuple[str, Span]:
+        if len(children) == 1 and children[0].type == "STRING":
+            return _unquote(children[0]), token_span(children[0])
+        return ".".join(token.value for token in children), _meta_span(meta)
