@@ -272,6 +272,15 @@ def _format(word: Word | None) -> Format:
     for fmt in Format:
         if fmt.value.casefold() == word.text.casefold():
             return fmt
+    if word.text.upper().startswith("BYTES_"):
+        # Lenses 5.x's BYTES_KeyAndValueWithSizes, BYTES_ValueOnly, …; Lenses refuses them now.
+        raise KcqlSemanticError(
+            f"STOREAS {word.text} is no longer supported (nor by the Lenses sink)",
+            span=word.span,
+            hint="Store values as BYTES, or keys, values and headers with "
+            "'store.envelope'=true in JSON, AVRO or PARQUET",
+            label="unknown-format",
+        )
     raise KcqlSemanticError(
         f"unknown STOREAS format {word.text!r}",
         span=word.span,
