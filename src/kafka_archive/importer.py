@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from kafka_archive import kcql
+from kafka_archive.secrets import is_secret
 
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
 # read by librdkafka, values read as bytes).
@@ -29,7 +30,6 @@ _CONNECT_NOISE = {
     "errors.log.enable", "errors.log.include.messages", "storage.class", "schema.generator.class",
     "locale",
 }  # fmt: skip
-_SECRETS = re.compile(r"(secret|password|access\.key|access\.key\.id|session\.token)", re.I)
 
 _CONFLUENT_FORMATS = {
     "io.confluent.connect.s3.format.json.JsonFormat": "JSON",
@@ -108,7 +108,7 @@ def _common(settings: dict[str, str], result: Imported) -> None:
     for key in sorted(settings):
         if key in _CONNECT_NOISE:
             settings.pop(key)
-        elif _SECRETS.search(key):
+        elif is_secret(key):
             settings.pop(key)
             result.warnings.append(f"{key}: credentials are not carried over; kafka-archive uses "
                                    "the AWS credential chain (environment, profile, role)")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup, stored, topics
+from kafka_archive.archiver import lookup, spool, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
@@ -153,6 +153,7 @@ def check_layouts(plan: Plan) -> None:
 def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_Archiver]:
     job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
     run_id = jobs.new_run_id()
+    spool.check(settings.spool_dir)
     store = S3Store(settings.s3)
     for bucket in sorted({r.target.bucket for r in plan.routes}):
         store.check_bucket(bucket)

@@ -18,16 +18,9 @@ import yaml
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.positions import StartPosition, parse_start, parse_timestamp
+from kafka_archive.secrets import REDACTED, is_secret, redact_value, remember
 
 ENV_PREFIX = "KAFKA_ARCHIVE_"
-
-# librdkafka properties whose values must never be printed.
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "credentials", "sasl.oauthbearer.config")
-
-
-def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +113,23 @@ class Settings:
         shown: dict[str, Any] = {}
         for option in OPTIONS:
             value = self._value(option.name)
+            if isinstance(value, str):
+                value = redact_value(option.name, value)
             shown[option.name] = {"value": value, "source": origin.get(option.name, "default")}
         shown["kafka_properties"] = {
-            "value": {k: ("***" if is_secret(k) else v) for k, v in self.kafka.properties},
+            "value": {k: redact_value(k, v) for k, v in self.kafka.properties},
             "source": origin.get("kafka_properties", "default"),
         }
         return shown
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret value these settings hold, for :func:`kafka_archive.secrets.scrub`."""
+        values = [v for k, v in self.kafka.properties if is_secret(k)]
+        for url in (self.schema_registry_url, self.s3.endpoint_url):
+            if url and "@" in url:
+                userinfo = url.split("://", 1)[-1].rpartition("@")[0]
+                values += [userinfo, userinfo.partition(":")[2]]
+        return tuple(v for v in values if v and v != REDACTED)
 
     def _value(self, name: str) -> Any:
         if name == "bootstrap_servers":
@@ -287,6 +291,7 @@ def load_settings(
         topics_regex=get("topics_regex"),
         sources=tuple(sorted(origin.items())),
     )
+    remember(settings.secret_values())
     return LoadedConfig(settings=settings, statements=statements)
 
 
