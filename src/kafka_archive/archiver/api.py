@@ -67,8 +67,25 @@ def _locks(store: S3Store, plan: Plan, job: str, run_id: str, ttl: int) -> Itera
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
     with contextlib.ExitStack() as stack:
         for target in targets:
-            stack.enter_context(JobLock(store, target, job, run_id, ttl))
+            stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
         yield
+
+
+@contextlib.contextmanager
+def _held(lock: JobLock) -> Iterator[None]:
+    """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
+    failed the run) is logged, so that the run's own error is the one reported."""
+    lock.acquire()
+    try:
+        yield
+    except BaseException:
+        try:
+            lock.release()
+        except ArchiveError as exc:
+            log.warning("could not release the job lock (it expires after "
+                        "lock_ttl_seconds): %s", exc)  # fmt: skip
+        raise
+    lock.release()
 
 
 class _Archiver:

@@ -9,6 +9,7 @@ writes the same keys.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import itertools
 import os
@@ -316,7 +317,8 @@ class ChunkSet:
         for chunk in self._open.values():
             if chunk.upload is not None:
                 chunk.upload.abort()
-            chunk.file.close()
+            with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
+                chunk.file.close()
             chunk.path.unlink(missing_ok=True)
         self._open.clear()
 

@@ -179,20 +179,24 @@ def task_failure(exc: BaseException) -> SparkTaskError | None:
     None when ``exc`` is not a failed Spark job."""
     if type(exc).__name__ != "Py4JJavaError":
         return None
-    text = str(getattr(exc, "java_exception", "") or exc)
-    stage = re.search(r"Job aborted due to stage failure: ([^:]*?failed \d+ times?)", text)
+    text = str(exc)
     cause = ""
     python = text.find("PythonException:")
     if python >= 0:
         trace = text[python:].split("\n\tat ", 1)[0]
-        lines = [line.strip() for line in trace.splitlines() if line.strip()]
+        lines = [
+            line.strip() for line in trace.splitlines()[1:]
+            if line.strip() and not line[:1].isspace() and not line.lstrip().startswith("SQLSTATE")
+        ]  # fmt: skip
         cause = lines[-1] if lines else ""
     if not cause:
-        reason = re.search(r"most recent failure: [^)]*\)[^:]*: ([^\n]*)", text)
-        cause = reason.group(1).strip() if reason else text.strip().splitlines()[0][:300]
-    what = stage.group(1) if stage else "a Spark job failed"
+        reason = re.search(r"(?:most recent failure|stage failure): ([^\n]*)", text)
+        lines = [line for line in text.splitlines() if line.strip()]
+        cause = (reason.group(1) if reason else (lines[1] if len(lines) > 1 else text))[:300]
+    times = re.search(r"failed (\d+) times?", text)
+    what = f"a Spark task failed {times.group(1)} time(s)" if times else "a Spark task failed"
     return SparkTaskError(
-        f"{what}: {cause}",
+        f"{what}: {cause.strip()}",
         hint="Nothing a failed task did not commit counts as archived; the next run resumes "
         "from the last committed offset. Run with --debug for the executor's traceback",
     )

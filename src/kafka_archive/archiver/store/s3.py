@@ -31,7 +31,10 @@ from kafka_archive.archiver.errors import (
     UploadError,
 )
 from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.secrets import redact_url
 
+_EXPIRED = ("ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired", "RequestExpired",
+            "InvalidToken")
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
 
@@ -98,7 +101,7 @@ class S3Store:
 
     def _translate(self, exc: Exception, what: str, bucket: str, key: str = "") -> ArchiveError:
         where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-        endpoint = self._settings.endpoint_url or "AWS S3"
+        endpoint = redact_url(self._settings.endpoint_url or "AWS S3")
         if isinstance(exc, NoCredentialsError):
             return S3UnavailableError(
                 f"no AWS credentials found to {what} {where}",
@@ -122,6 +125,12 @@ class S3Store:
                     f"access denied to {what} {where}",
                     hint="Check the credentials' S3 permissions (s3:ListBucket, s3:GetObject, "
                     "s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload)",
+                )
+            if code in _EXPIRED:
+                return S3UnavailableError(
+                    f"the AWS credentials expired ({code}) to {what} {where}",
+                    hint="Renew them (a profile or role that refreshes, or new session "
+                    "credentials) and run again; what was committed stays committed",
                 )
             if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
                 return S3UnavailableError(
