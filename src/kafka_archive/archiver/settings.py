@@ -73,6 +73,8 @@ OPTIONS: tuple[Option, ...] = (
            "(shown in CloudTrail)"),
     Option("sts_endpoint_url", str, None, "with s3_role_arn: the STS endpoint (absent: AWS's "
            "regional one)"),
+    Option("max_open_writers", int, 64, "open objects per Spark task at most (PARTITIONBY "
+           "with many values): past it the least recently written one is rolled early"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -150,6 +152,7 @@ class Settings:
     schema_registry_url: str | None = None
     lock_ttl_seconds: int = 900
     read_timeout_seconds: int = 60
+    max_open_writers: int = 64
     start: StartPosition = field(default_factory=StartPosition)
     max_records_per_partition: int | None = None
     until_ms: int | None = None
@@ -344,6 +347,7 @@ def load_settings(
         spool_dir=get("spool_dir"),
         schema_registry_url=get("schema_registry_url"),
         lock_ttl_seconds=get("lock_ttl_seconds"),
+        max_open_writers=get("max_open_writers"),
         read_timeout_seconds=get("read_timeout_seconds"),
         start=parse_start(get("start")),
         max_records_per_partition=get("max_records_per_partition"),

@@ -139,7 +139,8 @@ def _archive_unit(
     store = S3Store(settings.s3)
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
-    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes)
+    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes,
+                      max_open=settings.max_open_writers)  # fmt: skip
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
     try:

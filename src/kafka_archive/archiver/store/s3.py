@@ -263,7 +263,16 @@ class S3Store:
     # -- objects -----------------------------------------------------------------------
 
     def upload_file(self, bucket: str, key: str, path: Path) -> None:
-        """Upload a spool file as one object (multipart above the threshold)."""
+        """Upload a spool file as one object: one PUT below the multipart threshold (no
+        transfer manager, threads or futures per object: PARTITIONBY with many values
+        uploads many small objects), multipart above it."""
+        if path.stat().st_size < MULTIPART_THRESHOLD:
+            with path.open("rb") as body:
+                try:
+                    self._client.put_object(Bucket=bucket, Key=key, Body=body, **self._args(key))
+                except (ClientError, BotoCoreError) as exc:
+                    raise self._translate(exc, "upload", bucket, key) from None
+            return
         try:
             self._client.upload_file(
                 str(path), bucket, key, ExtraArgs=self._args(key), Config=self._transfer
