@@ -712,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except kcql.KcqlError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(exc.render(), err=True)
         return EXIT_USAGE
     except ArchiveError as exc:
@@ -727,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ours is not None:
             return _failed(ours, debug)
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(
             scrub(f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
                   "(run again with --debug for a traceback, and please report it)"),
@@ -737,10 +737,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
+def _print_traceback() -> None:
+    """--debug: the traceback, with any secret value a message quotes replaced."""
+    click.echo(scrub(traceback.format_exc()), err=True, nl=False)
+
+
 def _failed(exc: ArchiveError, debug: bool) -> int:
     """One line on stderr (after the summary of what the run did commit); secrets scrubbed."""
     if debug:
-        traceback.print_exc()
+        _print_traceback()
     if exc.result is not None and exc.result.units:
         click.echo(render_summary(exc.result))
     click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)

@@ -93,3 +93,8 @@ def test_a_missing_secrets_file_is_one_clear_error(capsys: pytest.CaptureFixture
 
     assert entry([submit.SECRETS_FLAG, "/nonexistent/kafka-archive-secrets.json"]) == 2
     assert "cannot read the secrets file" in capsys.readouterr().err
+
+
+def test_loaded_secrets_are_scrubbed_from_any_message() -> None:
+    load_settings(None, {}, {"kafka_properties": {"sasl.password": "hunter2-loaded"}})
+    assert "hunter2-loaded" not in secrets.scrub('bad value "hunter2-loaded" for sasl.password')
