@@ -171,9 +171,16 @@ def _confluent(settings: dict[str, str]) -> Imported:
     _common(settings, result)
     bucket = settings.pop("s3.bucket.name")
     prefix = settings.pop("topics.dir", "topics").strip("/")
-    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url")):
-        if source in settings:
+    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url"),
+                           ("s3.ssea.name", "s3_sse"), ("s3.sse.kms.key.id", "s3_sse_kms_key_id"),
+                           ("s3.acl.canned", "s3_acl"), ("sts.role.arn", "s3_role_arn"),
+                           ("sts.role.external.id", "s3_external_id"),
+                           ("sts.role.session.name", "s3_role_session_name")):  # fmt: skip
+        if settings.get(source):
             result.config[target] = settings.pop(source)
+        settings.pop(source, None)  # empty: Confluent's "not set"
+    if settings.pop("s3.path.style.access.enabled", "").lower() == "true":
+        result.config["s3_addressing_style"] = "path"
     fmt_class = settings.pop("format.class", "io.confluent.connect.s3.format.json.JsonFormat")
     fmt = _CONFLUENT_FORMATS.get(fmt_class)
     if fmt is None:

@@ -18,10 +18,11 @@ REDACTED = "***"
 # (sasl.password, ssl.key.password, ssl.keystore.password, ssl.key.pem, sasl.jaas.config,
 # sasl.oauthbearer.client.secret, sasl.oauthbearer.config), Connect settings
 # (aws.secret.access.key, connect.s3.aws.secret.key, basic.auth.user.info) and environment
-# names (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+# names (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN), and SSE-C keys (s3.sse.customer.key).
 _SECRET_NAME = re.compile(
     r"password|passwd|secret|token|credential|jaas|sasl\.oauthbearer\.config"
-    r"|(^|\.)key\.pem$|ssl\.key\.(?!location$)|private\.key|user\.info|access\.key"
+    r"|(^|\.)key\.pem$|ssl\.key\.(?!location$)|private\.key|customer\.key|user\.info"
+    r"|access\.key"
 )
 
 

@@ -22,7 +22,7 @@ from kafka_archive.spark_entry import run_args
         "ssl_key_pem", "sasl.jaas.config", "sasl.oauthbearer.client.secret",
         "sasl.oauthbearer.config", "AWS_SECRET_ACCESS_KEY", "aws_session_token",
         "connect.s3.aws.secret.key", "aws.access.key.id", "schema.registry.basic.auth.user.info",
-        "spark.hadoop.fs.s3a.secret.key", "SASL.PASSWORD",
+        "spark.hadoop.fs.s3a.secret.key", "SASL.PASSWORD", "s3.sse.customer.key",
     ],
 )  # fmt: skip
 def test_secret_names(name: str) -> None:
