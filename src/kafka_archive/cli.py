@@ -23,7 +23,7 @@ from kafka_archive import __version__, importer, kcql
 from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
 from kafka_archive.archiver import report as reports
-from kafka_archive.archiver.errors import ArchiveError, ConfigError
+from kafka_archive.archiver.errors import ArchiveError, ConfigError, kafka_client_error
 from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.metrics_server import MetricsServer
 from kafka_archive.archiver.model import RunResult
@@ -35,9 +35,11 @@ from kafka_archive.archiver.settings import (
     load_settings,
     require_bootstrap,
 )
+from kafka_archive.archiver.spark import task_failure
 from kafka_archive.archiver.status import status as job_status
 from kafka_archive.archiver.verify import to_json as verify_json
 from kafka_archive.console import LiveProgress, LogProgress
+from kafka_archive.secrets import scrub
 from kafka_archive.summary import human_bytes, render_restore, render_summary, render_verify
 
 EXIT_USAGE = 2
@@ -341,7 +343,8 @@ def run(
     try:
         result = api.run(loaded.settings, plan, progress=_progress())
     except ArchiveError as exc:
-        _write_outputs(loaded.settings, plan, exc.result, str(exc), report_path, metrics_file)
+        _write_outputs(loaded.settings, plan, exc.result, scrub(str(exc)), report_path,
+                       metrics_file)
         raise
     _write_outputs(loaded.settings, plan, result, None, report_path, metrics_file)
     click.echo(render_summary(result))
@@ -658,12 +661,12 @@ def submit(
         spark_submit=spark_submit_path,
     )  # fmt: skip
     zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
-    argv = submitting.command(spark, run_args, zip_path, os.environ)
     if print_command:
-        click.echo(submitting.render(argv))
+        click.echo(submitting.render(submitting.command(spark, run_args, zip_path, os.environ)))
         return
     click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
-    code = submitting.submit(argv)
+    with submitting.private_files(spark, run_args, zip_path, os.environ) as argv:
+        code = submitting.submit(argv)
     if code != 0:
         ctx.exit(code)
 
@@ -709,29 +712,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except kcql.KcqlError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(exc.render(), err=True)
         return EXIT_USAGE
     except ArchiveError as exc:
-        if debug:
-            traceback.print_exc()
-        if exc.result is not None and exc.result.units:
-            click.echo(render_summary(exc.result))
-        click.echo(f"kafka-archive: error: {exc}", err=True)
-        return exc.exit_code
+        return _failed(exc, debug)
     except KeyboardInterrupt:
         click.echo("kafka-archive: interrupted", err=True)
         return 130
     except Exception as exc:
+        ours = task_failure(exc) or (
+            kafka_client_error(exc) if type(exc).__name__ == "KafkaException" else None
+        )
+        if ours is not None:
+            return _failed(ours, debug)
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(
-            f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
-            "(run again with --debug for a traceback, and please report it)",
+            scrub(f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
+                  "(run again with --debug for a traceback, and please report it)"),
             err=True,
         )
         return EXIT_INTERNAL
     return code if isinstance(code, int) else 0
+
+
+def _print_traceback() -> None:
+    """--debug: the traceback, with any secret value a message quotes replaced."""
+    click.echo(scrub(traceback.format_exc()), err=True, nl=False)
+
+
+def _failed(exc: ArchiveError, debug: bool) -> int:
+    """One line on stderr (after the summary of what the run did commit); secrets scrubbed."""
+    if debug:
+        _print_traceback()
+    if exc.result is not None and exc.result.units:
+        click.echo(render_summary(exc.result))
+    click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
+    return exc.exit_code
 
 
 if __name__ == "__main__":

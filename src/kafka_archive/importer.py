@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from kafka_archive import kcql
+from kafka_archive.secrets import is_secret
 
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
 # read by librdkafka, values read as bytes).
@@ -29,7 +30,6 @@ _CONNECT_NOISE = {
     "errors.log.enable", "errors.log.include.messages", "storage.class", "schema.generator.class",
     "locale",
 }  # fmt: skip
-_SECRETS = re.compile(r"(secret|password|access\.key|access\.key\.id|session\.token)", re.I)
 
 _CONFLUENT_FORMATS = {
     "io.confluent.connect.s3.format.json.JsonFormat": "JSON",
@@ -108,7 +108,7 @@ def _common(settings: dict[str, str], result: Imported) -> None:
     for key in sorted(settings):
         if key in _CONNECT_NOISE:
             settings.pop(key)
-        elif _SECRETS.search(key):
+        elif is_secret(key):
             settings.pop(key)
             result.warnings.append(f"{key}: credentials are not carried over; kafka-archive uses "
                                    "the AWS credential chain (environment, profile, role)")
@@ -171,9 +171,16 @@ def _confluent(settings: dict[str, str]) -> Imported:
     _common(settings, result)
     bucket = settings.pop("s3.bucket.name")
     prefix = settings.pop("topics.dir", "topics").strip("/")
-    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url")):
-        if source in settings:
+    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url"),
+                           ("s3.ssea.name", "s3_sse"), ("s3.sse.kms.key.id", "s3_sse_kms_key_id"),
+                           ("s3.acl.canned", "s3_acl"), ("sts.role.arn", "s3_role_arn"),
+                           ("sts.role.external.id", "s3_external_id"),
+                           ("sts.role.session.name", "s3_role_session_name")):  # fmt: skip
+        if settings.get(source):
             result.config[target] = settings.pop(source)
+        settings.pop(source, None)  # empty: Confluent's "not set"
+    if settings.pop("s3.path.style.access.enabled", "").lower() == "true":
+        result.config["s3_addressing_style"] = "path"
     fmt_class = settings.pop("format.class", "io.confluent.connect.s3.format.json.JsonFormat")
     fmt = _CONFLUENT_FORMATS.get(fmt_class)
     if fmt is None:

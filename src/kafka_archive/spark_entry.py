@@ -1,11 +1,37 @@
 """The script spark-submit runs for ``kafka-archive submit``: ``kafka-archive run`` with the
-arguments it is given, so a cluster job takes exactly the code path of a local run."""
+arguments it is given, so a cluster job takes exactly the code path of a local run.
+
+``--secrets-file PATH`` first: the secret arguments ``submit`` kept off the command line,
+put back into the in-process arguments of ``run`` (never into a command line).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
-from kafka_archive.cli import main
+
+def run_args(argv: Sequence[str]) -> list[str]:
+    """``run``'s arguments: ``argv`` with the secrets file's arguments put back."""
+    from kafka_archive.submit import SECRETS_FLAG, read_secrets
+
+    args = list(argv)
+    if len(args) >= 2 and args[0] == SECRETS_FLAG:
+        return [*args[2:], *read_secrets(args[1])]
+    return args
+
+
+def entry(argv: Sequence[str]) -> int:
+    from kafka_archive.archiver.errors import ConfigError
+    from kafka_archive.cli import main
+
+    try:
+        args = run_args(argv)
+    except ConfigError as exc:
+        print(f"kafka-archive: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return main(["run", *args])
+
 
 if __name__ == "__main__":
-    sys.exit(main(["run", *sys.argv[1:]]))
+    sys.exit(entry(sys.argv[1:]))

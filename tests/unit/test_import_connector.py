@@ -98,3 +98,20 @@ def test_unreadable_configs_fail_with_one_line(
     assert main(["import-connector", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_confluent_bucket_settings_become_the_s3_settings(tmp_path: Path) -> None:
+    config = {"connector.class": "io.confluent.connect.s3.S3SinkConnector",
+              "s3.bucket.name": "arch", "topics": "t", "s3.ssea.name": "aws:kms",
+              "s3.sse.kms.key.id": "alias/archive", "s3.acl.canned": "bucket-owner-full-control",
+              "s3.path.style.access.enabled": "true", "s3.sse.customer.key": "",
+              "sts.role.arn": "arn:aws:iam::123456789012:role/sink",
+              "sts.role.external.id": "ext"}  # fmt: skip
+    result = importer.convert(config)
+    path = tmp_path / "archive.yaml"
+    path.write_text(result.yaml())
+    s3 = load_settings(path, {}, {}).settings.s3
+    assert (s3.sse, s3.sse_kms_key_id, s3.acl) == ("aws:kms", "alias/archive",
+                                                   "bucket-owner-full-control")  # fmt: skip
+    assert (s3.addressing_style, s3.role_arn, s3.external_id) == (
+        "path", "arn:aws:iam::123456789012:role/sink", "ext")

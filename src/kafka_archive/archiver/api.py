@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from kafka_archive import kcql
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup, stored, topics
+from kafka_archive.archiver import lookup, spool, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
@@ -68,8 +68,25 @@ def _locks(store: S3Store, plan: Plan, job: str, run_id: str, ttl: int) -> Itera
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
     with contextlib.ExitStack() as stack:
         for target in targets:
-            stack.enter_context(JobLock(store, target, job, run_id, ttl))
+            stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
         yield
+
+
+@contextlib.contextmanager
+def _held(lock: JobLock) -> Iterator[None]:
+    """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
+    failed the run) is logged, so that the run's own error is the one reported."""
+    lock.acquire()
+    try:
+        yield
+    except BaseException:
+        try:
+            lock.release()
+        except ArchiveError as exc:
+            log.warning("could not release the job lock (it expires after "
+                        "lock_ttl_seconds): %s", exc)  # fmt: skip
+        raise
+    lock.release()
 
 
 class _Archiver:
@@ -183,6 +200,7 @@ def check_layouts(plan: Plan) -> None:
 def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_Archiver]:
     job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
     run_id = jobs.new_run_id()
+    spool.check(settings.spool_dir)
     store = S3Store(settings.s3)
     for bucket in sorted({r.target.bucket for r in plan.routes}):
         store.check_bucket(bucket)

@@ -9,10 +9,12 @@ writes the same keys.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import itertools
 import os
 import tempfile
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -40,6 +42,9 @@ from kafka_archive.archiver.store.streaming import StreamingUpload
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
 _SPOOL_BUFFER = 64 * 1024
+# Open objects per task at most (settings.max_open_writers): memory and file descriptors
+# stay flat however many distinct PARTITIONBY values a partition holds.
+MAX_OPEN = 64
 
 
 @dataclass
@@ -71,8 +76,10 @@ class ChunkSet:
         spool_dir: str | None,
         registry: SchemaRegistry | None = None,
         part_bytes: int | None = None,
+        max_open: int = MAX_OPEN,
     ) -> None:
         self._unit = unit
+        self._max_open = max_open
         self._part_bytes = part_bytes
         self._registry = registry
         self._store = store
@@ -90,7 +97,9 @@ class ChunkSet:
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
-        self._open: dict[tuple[str | None, ...], OpenChunk] = {}
+        # In least recently written order: at most ``max_open`` open at once (each holds a
+        # spool file descriptor and its writer's buffers), the oldest rolled to make room.
+        self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
         # Pass-through routes into one object at a time take whole batches (add_batch).
         self._encode = (
             batch_encoder_for(unit.route)
@@ -121,7 +130,14 @@ class ChunkSet:
             self._roll(values)
             chunk = None
         if chunk is None:
+            if len(self._open) >= self._max_open:
+                # Bounded open writers: roll (upload) the least recently written object.
+                # Like a count roll, it depends on the records alone; its marker makes it
+                # uncommitted until the unit commits, and written_end keeps the cut clean.
+                self._roll(next(iter(self._open)))
             chunk = self._open_chunk(record.offset, record.timestamp, values)
+        elif self._grouped:
+            self._open.move_to_end(values)
         try:
             chunk.writer.write(record)
         except Exception:
@@ -316,7 +332,8 @@ class ChunkSet:
         for chunk in self._open.values():
             if chunk.upload is not None:
                 chunk.upload.abort()
-            chunk.file.close()
+            with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
+                chunk.file.close()
             chunk.path.unlink(missing_ok=True)
         self._open.clear()
 

@@ -5,7 +5,9 @@ Messages name topics, partitions, offsets and object keys, never record payloads
 
 from __future__ import annotations
 
-from typing import ClassVar
+import errno
+import tempfile
+from typing import Any, ClassVar
 
 from kafka_archive.archiver.model import RunResult, TopicPartition
 
@@ -120,3 +122,77 @@ class SparkStartError(ArchiveError):
     """Spark could not start: no Java to run its JVM, or the JVM exited at start."""
 
     exit_code = 15
+
+
+class SpoolError(ArchiveError):
+    """The local spool directory is missing, not writable or full (driver or executor)."""
+
+    exit_code = 16
+
+
+class SparkTaskError(ArchiveError):
+    """A Spark task failed, after Spark's own retries, for a reason outside this taxonomy
+    (its executor died, or an unexpected error); nothing it did not commit counts."""
+
+    exit_code = 17
+    retriable = True
+
+
+_ELSEWHERE = "point spool_dir (KAFKA_ARCHIVE_SPOOL_DIR or the config file) elsewhere"
+_SPOOL_FAULTS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("is full", f"Free space there, or {_ELSEWHERE} (a larger disk)"),
+    errno.EDQUOT: ("is over its disk quota", f"Free space there, or {_ELSEWHERE}"),
+    errno.ENOENT: ("does not exist", f"Create it (on the driver and every executor), or "
+                   f"{_ELSEWHERE}"),
+    errno.ENOTDIR: ("is not a directory", f"Create the directory, or {_ELSEWHERE}"),
+    errno.EACCES: ("is not writable", f"Give the user running Spark write access, or "
+                   f"{_ELSEWHERE}"),
+    errno.EPERM: ("is not writable", f"Give the user running Spark write access, or "
+                  f"{_ELSEWHERE}"),
+    errno.EROFS: ("is on a read-only file system", f"Remount it, or {_ELSEWHERE}"),
+    errno.EMFILE: ("cannot take another open file (too many open files)",
+                   "Raise the open-files limit (ulimit -n) of the user running Spark"),
+    errno.EIO: ("had an I/O error", f"Check the disk, or {_ELSEWHERE}"),
+}
+
+
+def spool_error(
+    exc: OSError, spool_dir: str | None, *, tp: TopicPartition | None = None
+) -> SpoolError | None:
+    """The spool fault ``exc`` is, or None when it is not one we can name."""
+    fault = _SPOOL_FAULTS.get(exc.errno or 0)
+    if fault is None:
+        return None
+    what, hint = fault
+    where = spool_dir or tempfile.gettempdir()
+    suffix = "; the next run archives from the last committed offset" if tp else ""
+    code = errno.errorcode.get(exc.errno or 0, "?")
+    return SpoolError(f"the spool directory {where} {what} ({code}){suffix}", tp=tp, hint=hint)
+
+
+def kafka_client_error(exc: BaseException, *, tp: TopicPartition | None = None) -> ArchiveError:
+    """A librdkafka error (a ``KafkaException``) as ours: a bad ``-X`` property is a
+    configuration error, anything else Kafka being unavailable."""
+    error: Any = exc.args[0] if exc.args else None
+    text = str(error.str()) if hasattr(error, "str") else str(exc)
+    name = str(error.name()) if hasattr(error, "name") else ""
+    if name == "_INVALID_ARG":
+        return ConfigError(f"librdkafka refused the Kafka client configuration: {text}",
+                           tp=tp, hint="Fix or remove the -X property (or the kafka: entry "
+                           "of the config file); see librdkafka's CONFIGURATION.md")
+    return KafkaUnavailableError(f"Kafka client error: {text}", tp=tp,
+                                 hint="Check that the brokers are up and reachable")
+
+
+def from_foreign(
+    exc: BaseException, *, spool_dir: str | None, tp: TopicPartition | None = None
+) -> ArchiveError | None:
+    """Our error for an exception a library raised (an OSError of the spool, a librdkafka
+    error), or None when it is not one the user can act on."""
+    if isinstance(exc, OSError):
+        return spool_error(exc, spool_dir, tp=tp)
+    if type(exc).__name__ == "KafkaException" and type(exc).__module__.startswith(
+        ("confluent_kafka", "cimpl")
+    ):
+        return kafka_client_error(exc, tp=tp)
+    return None

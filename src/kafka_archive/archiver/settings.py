@@ -9,6 +9,8 @@ default and whether it is secret. ``load_settings`` records where each value cam
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,16 +20,9 @@ import yaml
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.positions import StartPosition, parse_start, parse_timestamp
+from kafka_archive.secrets import REDACTED, is_secret, redact_value, remember
 
 ENV_PREFIX = "KAFKA_ARCHIVE_"
-
-# librdkafka properties whose values must never be printed.
-_SECRET_WORDS = ("password", "secret", "token", "jaas", "credentials", "sasl.oauthbearer.config")
-
-
-def is_secret(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +50,31 @@ OPTIONS: tuple[Option, ...] = (
     Option("s3_stream_part_mb", int, None, "upload each object in parts of this many MiB "
            "(at least 5) while it is still written, so reading and uploading overlap: for a "
            "remote S3; off by default (on a loopback endpoint it only costs CPU)"),
+    Option("s3_sse", str, None, "server-side encryption of every object: SSE-S3 (AES256), "
+           "SSE-KMS (aws:kms) or DSSE-KMS (aws:kms:dsse); absent means the bucket's default"),
+    Option("s3_sse_kms_key_id", str, None, "with SSE-KMS: the KMS key id, alias or ARN "
+           "(absent: the AWS managed key aws/s3)"),
+    Option("s3_bucket_key", bool, None, "with SSE-KMS: use an S3 Bucket Key (fewer KMS calls)"),
+    Option("s3_storage_class", str, None, "storage class of archived objects (STANDARD, "
+           "STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, "
+           "…); kafka-archive's own small objects stay STANDARD"),
+    Option("s3_addressing_style", str, None, "path (https://host/bucket/key), virtual "
+           "(https://bucket.host/key) or auto (boto3's choice, the default)"),
+    Option("s3_checksum", str, None, "checksum sent with every upload: CRC32 (boto3's "
+           "default), CRC32C, CRC64NVME, SHA1, SHA256, or off (only where S3 requires one, "
+           "for stores that refuse the others)"),
+    Option("s3_acl", str, None, "canned ACL of every object, e.g. bucket-owner-full-control "
+           "for a bucket of another account"),
+    Option("s3_role_arn", str, None, "assume this IAM role (with the credentials of the "
+           "standard AWS chain) for every S3 request, on the driver and every executor"),
+    Option("s3_external_id", str, None, "with s3_role_arn: the external id the role's trust "
+           "policy asks for"),
+    Option("s3_role_session_name", str, "kafka-archive", "with s3_role_arn: the session name "
+           "(shown in CloudTrail)"),
+    Option("sts_endpoint_url", str, None, "with s3_role_arn: the STS endpoint (absent: AWS's "
+           "regional one)"),
+    Option("max_open_writers", int, 64, "open objects per Spark task at most (PARTITIONBY "
+           "with many values): past it the least recently written one is rolled early"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -64,6 +84,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
+# Options kept in S3Settings under another name.
+_S3_FIELDS = {"s3_sse": "sse", "s3_sse_kms_key_id": "sse_kms_key_id",
+              "s3_bucket_key": "bucket_key", "s3_storage_class": "storage_class",
+              "s3_addressing_style": "addressing_style", "s3_checksum": "checksum",
+              "s3_acl": "acl", "s3_role_arn": "role_arn", "s3_external_id": "external_id",
+              "s3_role_session_name": "role_session_name",
+              "sts_endpoint_url": "sts_endpoint_url"}  # fmt: skip
 _FILE_ONLY = ("kcql", "kafka")
 
 
@@ -83,12 +110,34 @@ class KafkaSettings:
         return config
 
 
+SSE_MODES = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms",
+             "DSSE-KMS": "aws:kms:dsse", "AWS:KMS:DSSE": "aws:kms:dsse"}  # fmt: skip
+STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA",
+                   "INTELLIGENT_TIERING", "GLACIER", "DEEP_ARCHIVE", "GLACIER_IR", "OUTPOSTS",
+                   "SNOW", "EXPRESS_ONEZONE")  # fmt: skip
+CHECKSUMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "OFF")
+CANNED_ACLS = ("private", "public-read", "public-read-write", "authenticated-read",
+               "aws-exec-read", "bucket-owner-read", "bucket-owner-full-control")  # fmt: skip
+ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+
 @dataclass(frozen=True, slots=True)
 class S3Settings:
     endpoint_url: str | None = None
     region: str | None = None
     max_attempts: int = 8
     stream_part_bytes: int | None = None
+    sse: str | None = None  # AES256, aws:kms or aws:kms:dsse
+    sse_kms_key_id: str | None = None
+    bucket_key: bool | None = None
+    storage_class: str | None = None
+    addressing_style: str | None = None
+    checksum: str | None = None  # an algorithm, "OFF", or None for boto3's default
+    acl: str | None = None
+    role_arn: str | None = None
+    external_id: str | None = None
+    role_session_name: str = "kafka-archive"
+    sts_endpoint_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +152,7 @@ class Settings:
     schema_registry_url: str | None = None
     lock_ttl_seconds: int = 900
     read_timeout_seconds: int = 60
+    max_open_writers: int = 64
     start: StartPosition = field(default_factory=StartPosition)
     max_records_per_partition: int | None = None
     until_ms: int | None = None
@@ -120,12 +170,23 @@ class Settings:
         shown: dict[str, Any] = {}
         for option in OPTIONS:
             value = self._value(option.name)
+            if isinstance(value, str):
+                value = redact_value(option.name, value)
             shown[option.name] = {"value": value, "source": origin.get(option.name, "default")}
         shown["kafka_properties"] = {
-            "value": {k: ("***" if is_secret(k) else v) for k, v in self.kafka.properties},
+            "value": {k: redact_value(k, v) for k, v in self.kafka.properties},
             "source": origin.get("kafka_properties", "default"),
         }
         return shown
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every secret value these settings hold, for :func:`kafka_archive.secrets.scrub`."""
+        values = [v for k, v in self.kafka.properties if is_secret(k)]
+        for url in (self.schema_registry_url, self.s3.endpoint_url):
+            if url and "@" in url:
+                userinfo = url.split("://", 1)[-1].rpartition("@")[0]
+                values += [userinfo, userinfo.partition(":")[2]]
+        return tuple(v for v in values if v and v != REDACTED)
 
     def _value(self, name: str) -> Any:
         if name == "bootstrap_servers":
@@ -134,6 +195,8 @@ class Settings:
             return getattr(self.s3, name)
         if name == "s3_max_attempts":
             return self.s3.max_attempts
+        if name in _S3_FIELDS:
+            return getattr(self.s3, _S3_FIELDS[name])
         if name == "s3_stream_part_mb":
             part = self.s3.stream_part_bytes
             return None if part is None else part // MIB
@@ -155,6 +218,15 @@ class LoadedConfig:
 def _coerce(option: Option, value: Any, source: str) -> Any:
     if value is None:
         return None
+    if option.kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "yes", "1", "on"):
+            return True
+        if text in ("false", "no", "0", "off"):
+            return False
+        raise ConfigError(f"{option.name} from {source} must be true or false, not {value!r}")
     if option.kind is int:
         try:
             number = int(value)
@@ -269,16 +341,13 @@ def load_settings(
             bootstrap_servers=get("bootstrap_servers") or "",
             properties=tuple(sorted(kafka_props.items())),
         ),
-        s3=S3Settings(
-            endpoint_url=get("endpoint_url"), region=get("region"),
-            max_attempts=get("s3_max_attempts"),
-            stream_part_bytes=_part_bytes(get("s3_stream_part_mb"), origin),
-        ),
+        s3=_s3_settings(get, origin),
         master=get("master"),
         job_name=get("job_name"),
         spool_dir=get("spool_dir"),
         schema_registry_url=get("schema_registry_url"),
         lock_ttl_seconds=get("lock_ttl_seconds"),
+        max_open_writers=get("max_open_writers"),
         read_timeout_seconds=get("read_timeout_seconds"),
         start=parse_start(get("start")),
         max_records_per_partition=get("max_records_per_partition"),
@@ -287,10 +356,65 @@ def load_settings(
         topics_regex=get("topics_regex"),
         sources=tuple(sorted(origin.items())),
     )
+    remember(settings.secret_values())
     return LoadedConfig(settings=settings, statements=statements)
 
 
 MIB = 1024 * 1024
+
+
+def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
+    """The S3 settings, each checked (and normalized) before anything runs."""
+
+    def pick(name: str, allowed: tuple[str, ...] | dict[str, str], value: str | None,
+             fold: Any = str.upper) -> str | None:  # fmt: skip
+        if value is None:
+            return None
+        key = fold(value.strip())
+        if key in allowed:
+            return allowed[key] if isinstance(allowed, dict) else str(key)
+        choices = ", ".join(dict.fromkeys(allowed))
+        raise ConfigError(f"{name} from {origin.get(name)} is {value!r}, not one of: {choices}")
+
+    sse = pick("s3_sse", SSE_MODES, get("s3_sse"))
+    key_id, bucket_key = get("s3_sse_kms_key_id"), get("s3_bucket_key")
+    if (key_id is not None or bucket_key is not None) and sse not in ("aws:kms", "aws:kms:dsse"):
+        given = "s3_sse_kms_key_id" if key_id is not None else "s3_bucket_key"
+        raise ConfigError(f"{given} from {origin.get(given)} needs s3_sse SSE-KMS",
+                          hint="Set s3_sse: SSE-KMS (KAFKA_ARCHIVE_S3_SSE=SSE-KMS)")
+    role, external = get("s3_role_arn"), get("s3_external_id")
+    if role is not None and not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", role):
+        raise ConfigError(f"s3_role_arn from {origin.get('s3_role_arn')} is not an IAM role ARN",
+                          hint="Expected arn:aws:iam::<12-digit account>:role/<name>")
+    if external is not None and role is None:
+        raise ConfigError(f"s3_external_id from {origin.get('s3_external_id')} needs "
+                          "s3_role_arn")  # fmt: skip
+    checksum = pick("s3_checksum", CHECKSUMS, get("s3_checksum"))
+    if checksum in ("CRC32C", "CRC64NVME") and importlib.util.find_spec("awscrt") is None:
+        raise ConfigError(
+            f"s3_checksum {checksum} from {origin.get('s3_checksum')} needs the awscrt package",
+            hint="pip install 'botocore[crt]' (on the driver and executors), or use CRC32 or "
+            "SHA256",
+        )
+    return S3Settings(
+        endpoint_url=get("endpoint_url"),
+        region=get("region"),
+        max_attempts=get("s3_max_attempts"),
+        stream_part_bytes=_part_bytes(get("s3_stream_part_mb"), origin),
+        sse=sse,
+        sse_kms_key_id=key_id,
+        bucket_key=bucket_key,
+        storage_class=pick("s3_storage_class", STORAGE_CLASSES, get("s3_storage_class")),
+        addressing_style=pick(
+            "s3_addressing_style", ADDRESSING_STYLES, get("s3_addressing_style"), str.lower
+        ),
+        checksum=checksum,
+        acl=pick("s3_acl", CANNED_ACLS, get("s3_acl"), str.lower),
+        role_arn=role,
+        external_id=external,
+        role_session_name=get("s3_role_session_name"),
+        sts_endpoint_url=get("sts_endpoint_url"),
+    )
 
 
 def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:

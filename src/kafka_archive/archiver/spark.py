@@ -10,6 +10,7 @@ write is passed on unchanged.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafka_archive.archiver.errors import SparkStartError
+from kafka_archive.archiver.errors import SparkStartError, SparkTaskError
 from kafka_archive.archiver.settings import Settings
 
 _DROPPED = (b"WARNING: Using incubator modules:",)
@@ -170,3 +171,32 @@ def stop_spark(context: Any) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
     context.stop()
+
+
+def task_failure(exc: BaseException) -> SparkTaskError | None:
+    """A Spark job that failed (a ``Py4JJavaError`` from ``collect``) as one line: the
+    failed task and the last line of its Python error, without the Java and Python traces.
+    None when ``exc`` is not a failed Spark job."""
+    if type(exc).__name__ != "Py4JJavaError":
+        return None
+    text = str(exc)
+    cause = ""
+    python = text.find("PythonException:")
+    if python >= 0:
+        trace = text[python:].split("\n\tat ", 1)[0]
+        lines = [
+            line.strip() for line in trace.splitlines()[1:]
+            if line.strip() and not line[:1].isspace() and not line.lstrip().startswith("SQLSTATE")
+        ]  # fmt: skip
+        cause = lines[-1] if lines else ""
+    if not cause:
+        reason = re.search(r"(?:most recent failure|stage failure): ([^\n]*)", text)
+        lines = [line for line in text.splitlines() if line.strip()]
+        cause = (reason.group(1) if reason else (lines[1] if len(lines) > 1 else text))[:300]
+    times = re.search(r"failed (\d+) times?", text)
+    what = f"a Spark task failed {times.group(1)} time(s)" if times else "a Spark task failed"
+    return SparkTaskError(
+        f"{what}: {cause.strip()}",
+        hint="Nothing a failed task did not commit counts as archived; the next run resumes "
+        "from the last committed offset. Run with --debug for the executor's traceback",
+    )

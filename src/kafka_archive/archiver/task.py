@@ -139,7 +139,8 @@ def _archive_unit(
     store = S3Store(settings.s3)
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
-    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes)
+    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes,
+                      max_open=settings.max_open_writers)  # fmt: skip
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
     try:
@@ -185,15 +186,22 @@ def _archive_unit(
                         )
             next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
         return _commit(unit, store, chunks, next_offset, started, refused)
-    except errors.ArchiveError as exc:
+    except Exception as exc:
         chunks.discard_all()
+        # Ours, or a library's that we can name (a full spool, a bad -X property): it
+        # crosses back to the driver as a value, not as a Spark task failure.
+        error = exc if isinstance(exc, errors.ArchiveError) else errors.from_foreign(
+            exc, spool_dir=settings.spool_dir, tp=unit.tp
+        )
+        if error is None:
+            raise
         return UnitFailure(
             unit.route_index,
-            exc.tp or unit.tp,
-            type(exc).__name__,
-            exc.message,
-            exc.offset,
-            exc.hint,
+            error.tp or unit.tp,
+            type(error).__name__,
+            error.message,
+            error.offset,
+            error.hint,
         )
     except BaseException:
         chunks.discard_all()

@@ -8,14 +8,17 @@ Objects become visible only complete: a single PUT, or a multipart upload that i
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import boto3
+import botocore.session
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
+from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -27,11 +30,94 @@ from kafka_archive.archiver.errors import (
     AccessDeniedError,
     ArchiveError,
     BucketNotFoundError,
+    ConfigError,
     S3UnavailableError,
     UploadError,
 )
 from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.state.paths import STATE_DIR
+from kafka_archive.secrets import redact_url
 
+
+def write_args(settings: S3Settings) -> dict[str, Any]:
+    """The arguments of every PUT and multipart upload: encryption, ACL, checksum (the
+    S3 Bucket Key is added by an event handler: boto3's managed upload refuses it)."""
+    args: dict[str, Any] = {}
+    if settings.sse:
+        args["ServerSideEncryption"] = settings.sse
+    if settings.sse_kms_key_id:
+        args["SSEKMSKeyId"] = settings.sse_kms_key_id
+    if settings.acl:
+        args["ACL"] = settings.acl
+    if settings.checksum and settings.checksum != "OFF":
+        args["ChecksumAlgorithm"] = settings.checksum
+    return args
+
+
+# Assumed-role credentials per process (driver, executor), refreshed before they expire.
+_ROLE_CREDENTIALS: dict[tuple[str | None, ...], Any] = {}
+_ROLE_LOCK = threading.Lock()
+
+
+def _session(settings: S3Settings) -> boto3.Session:
+    """boto3's default credential chain, or with ``role_arn`` a role assumed with it."""
+    if settings.role_arn is None:
+        return boto3.Session()
+    cache = (settings.role_arn, settings.external_id, settings.role_session_name,
+             settings.sts_endpoint_url, settings.region)  # fmt: skip
+    with _ROLE_LOCK:
+        credentials = _ROLE_CREDENTIALS.get(cache)
+        if credentials is None:
+            credentials = _assume_role(settings)
+            _ROLE_CREDENTIALS[cache] = credentials
+    session: Any = botocore.session.Session()
+    session._credentials = credentials  # botocore's way to hand a session refreshable ones
+    return boto3.Session(botocore_session=session)
+
+
+def _assume_role(settings: S3Settings) -> Any:
+    assert settings.role_arn is not None
+    base = botocore.session.Session()
+    source = base.get_credentials()
+    if source is None:
+        raise S3UnavailableError(
+            f"no AWS credentials found to assume {settings.role_arn}",
+            hint="Set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an "
+            "instance or container role",
+        )
+
+    def sts_client(service: str, **kwargs: Any) -> Any:
+        return base.create_client(service, endpoint_url=settings.sts_endpoint_url,
+                                  region_name=settings.region, **kwargs)  # fmt: skip
+
+    extra: dict[str, Any] = {"RoleSessionName": settings.role_session_name}
+    if settings.external_id:
+        extra["ExternalId"] = settings.external_id
+    fetcher = AssumeRoleCredentialFetcher(
+        client_creator=sts_client, source_credentials=source, role_arn=settings.role_arn,
+        extra_args=extra,
+    )  # fmt: skip
+    credentials = DeferredRefreshableCredentials(
+        refresh_using=fetcher.fetch_credentials, method="assume-role"
+    )
+    try:
+        credentials.get_frozen_credentials()  # fail here, naming the role, not at a PUT
+    except ClientError as exc:
+        raise AccessDeniedError(
+            f"cannot assume role {settings.role_arn}: {_code(exc) or _status(exc)}",
+            hint="Check the role's trust policy (the principal of your credentials, "
+            "sts:ExternalId) and s3_external_id",
+        ) from None
+    except BotoCoreError as exc:
+        raise S3UnavailableError(
+            f"cannot reach STS to assume role {settings.role_arn}: {type(exc).__name__}",
+            hint="Check sts_endpoint_url and the network",
+        ) from None
+    return credentials
+
+
+_EXPIRED = ("ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired", "RequestExpired",
+            "InvalidToken")
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
 
@@ -64,7 +150,7 @@ class S3Store:
 
     def __init__(self, settings: S3Settings) -> None:
         self._settings = settings
-        self._client = boto3.client(
+        self._client = _session(settings).client(
             "s3",
             endpoint_url=settings.endpoint_url,
             region_name=settings.region,
@@ -74,8 +160,19 @@ class S3Store:
                 retries={"mode": "standard", "max_attempts": settings.max_attempts},
                 connect_timeout=10,
                 read_timeout=60,
+                s3=cast(Any, {"addressing_style": settings.addressing_style or "auto"}),
+                request_checksum_calculation=(
+                    "when_required" if settings.checksum == "OFF" else "when_supported"
+                ),
             ),
         )
+        self._write_args = write_args(settings)
+        if settings.bucket_key is not None:  # boto3's managed upload does not pass it on
+            for operation in ("PutObject", "CreateMultipartUpload"):
+                self._client.meta.events.register(
+                    f"before-parameter-build.s3.{operation}", self._bucket_key
+                )
+        self._part_checksums: dict[tuple[str, int], dict[str, str]] = {}
         # Requests botocore had to retry (throttling, 5xx, connection errors), for metrics.
         self.retries = 0
         self._client.meta.events.register("after-call.s3", self._count_retries)
@@ -85,6 +182,18 @@ class S3Store:
             max_concurrency=4,
             use_threads=True,
         )
+
+    def _args(self, key: str) -> dict[str, Any]:
+        """The production settings of a write of ``key``: encryption, ACL and checksum for
+        every object; the storage class only for archived objects (kafka-archive's own
+        small, often rewritten state, lock and marker documents stay STANDARD)."""
+        args = dict(self._write_args)
+        if self._settings.storage_class and f"/{STATE_DIR}/" not in f"/{key}":
+            args["StorageClass"] = self._settings.storage_class
+        return args
+
+    def _bucket_key(self, params: dict[str, Any], **_: Any) -> None:
+        params["BucketKeyEnabled"] = self._settings.bucket_key
 
     def _count_retries(self, parsed: Any = None, **_: Any) -> None:
         if isinstance(parsed, dict):
@@ -98,7 +207,7 @@ class S3Store:
 
     def _translate(self, exc: Exception, what: str, bucket: str, key: str = "") -> ArchiveError:
         where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-        endpoint = self._settings.endpoint_url or "AWS S3"
+        endpoint = redact_url(self._settings.endpoint_url or "AWS S3")
         if isinstance(exc, NoCredentialsError):
             return S3UnavailableError(
                 f"no AWS credentials found to {what} {where}",
@@ -123,6 +232,17 @@ class S3Store:
                     hint="Check the credentials' S3 permissions (s3:ListBucket, s3:GetObject, "
                     "s3:PutObject, s3:DeleteObject, s3:AbortMultipartUpload)",
                 )
+            if code in _EXPIRED:
+                return S3UnavailableError(
+                    f"the AWS credentials expired ({code}) to {what} {where}",
+                    hint="Renew them (a profile or role that refreshes, or new session "
+                    "credentials) and run again; what was committed stays committed",
+                )
+            if code == "MissingUploadObjectWithObjectLockHeaders":
+                return ConfigError(
+                    f"{where} has Object Lock: S3 refuses uploads without a checksum",
+                    hint="Set s3_checksum to CRC32 (the default) or another algorithm, not off",
+                )
             if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch"):
                 return S3UnavailableError(
                     f"the AWS credentials were rejected ({code}) to {what} {where}",
@@ -143,9 +263,20 @@ class S3Store:
     # -- objects -----------------------------------------------------------------------
 
     def upload_file(self, bucket: str, key: str, path: Path) -> None:
-        """Upload a spool file as one object (multipart above the threshold)."""
+        """Upload a spool file as one object: one PUT below the multipart threshold (no
+        transfer manager, threads or futures per object: PARTITIONBY with many values
+        uploads many small objects), multipart above it."""
+        if path.stat().st_size < MULTIPART_THRESHOLD:
+            with path.open("rb") as body:
+                try:
+                    self._client.put_object(Bucket=bucket, Key=key, Body=body, **self._args(key))
+                except (ClientError, BotoCoreError) as exc:
+                    raise self._translate(exc, "upload", bucket, key) from None
+            return
         try:
-            self._client.upload_file(str(path), bucket, key, Config=self._transfer)
+            self._client.upload_file(
+                str(path), bucket, key, ExtraArgs=self._args(key), Config=self._transfer
+            )
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "upload", bucket, key) from None
         except Exception as exc:  # boto3.exceptions.S3UploadFailedError wraps ClientError
@@ -156,7 +287,7 @@ class S3Store:
 
     def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
         try:
-            self._client.put_object(Bucket=bucket, Key=key, Body=body)
+            self._client.put_object(Bucket=bucket, Key=key, Body=body, **self._args(key))
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "write", bucket, key) from None
 
@@ -246,7 +377,7 @@ class S3Store:
         Returns the new ETag; raises :class:`PreconditionFailed` when the condition fails.
         """
         data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key, "Body": data, **self._args(key)}
         if if_match is None:
             kwargs["IfNoneMatch"] = "*"
         else:
@@ -274,19 +405,27 @@ class S3Store:
 
     def start_multipart(self, bucket: str, key: str) -> str:
         try:
-            response = self._client.create_multipart_upload(Bucket=bucket, Key=key)
+            response = self._client.create_multipart_upload(
+                Bucket=bucket, Key=key, **self._args(key)
+            )
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "upload", bucket, key) from None
         return str(response["UploadId"])
 
     def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
         """Upload part ``number`` (from 1); returns its ETag."""
+        algorithm = self._write_args.get("ChecksumAlgorithm")
+        extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
         try:
             response = self._client.upload_part(
-                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
-            )
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body,
+                **extra,
+            )  # fmt: skip
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, f"upload part {number} of", bucket, key) from None
+        if algorithm:  # CompleteMultipartUpload names each part's checksum
+            field = f"Checksum{algorithm}"
+            self._part_checksums[(upload_id, number)] = {field: str(response.get(field, ""))}
         return str(response["ETag"])
 
     def complete_multipart(
@@ -294,7 +433,8 @@ class S3Store:
     ) -> None:
         """Make the object visible, whole: parts ``1..len(etags)`` in order."""
         parts: list[Any] = [
-            {"ETag": etag, "PartNumber": i} for i, etag in enumerate(etags, start=1)
+            {"ETag": etag, "PartNumber": i, **self._part_checksums.pop((upload_id, i), {})}
+            for i, etag in enumerate(etags, start=1)
         ]
         try:
             self._client.complete_multipart_upload(
