@@ -91,7 +91,11 @@ def cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def command(
-    spark: SparkOptions, run_args: Sequence[str], py_files: Path, environ: Mapping[str, str]
+    spark: SparkOptions,
+    run_args: Sequence[str],
+    py_files: Path,
+    environ: Mapping[str, str],
+    extra_py_files: Sequence[Path] = (),
 ) -> list[str]:
     """The spark-submit command line that runs ``kafka-archive run <run_args>`` on Spark."""
     from kafka_archive import spark_entry
@@ -111,7 +115,8 @@ def command(
             argv += [flag, str(size)]
     if spark.archives:
         argv += ["--archives", ",".join(spark.archives)]
-    argv += ["--py-files", str(py_files), str(Path(spark_entry.__file__).resolve())]
+    shipped = ",".join(str(p) for p in (py_files, *extra_py_files))  # + user transforms
+    argv += ["--py-files", shipped, str(Path(spark_entry.__file__).resolve())]
     return [*argv, "--master", spark.master, *run_args]
 
 

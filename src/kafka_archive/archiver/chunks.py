@@ -37,6 +37,7 @@ from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.store.streaming import StreamingUpload
+from kafka_archive.archiver.transforms import TransformedBatch
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
 _SPOOL_BUFFER = 64 * 1024
@@ -139,7 +140,7 @@ class ChunkSet:
         elif chunk.records % 256 == 0:
             self._stream(chunk)
 
-    def add_batch(self, batch: Batch) -> bool:
+    def add_batch(self, batch: Batch | TransformedBatch) -> bool:
         """Write a whole batch through the route's batch encoder; False when the route has
         none or a value is refused (nothing of the batch is written: take it record by
         record with :meth:`add`, which applies the error policy).

@@ -120,3 +120,10 @@ class SparkStartError(ArchiveError):
     """Spark could not start: no Java to run its JVM, or the JVM exited at start."""
 
     exit_code = 15
+
+
+class TransformError(ArchiveError):
+    """The route's ``transform`` broke its contract: it returned something other than records
+    of its batch, or two calls on the same records returned different records."""
+
+    exit_code = 16
