@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from kafka_archive.archiver import flush
-from kafka_archive.archiver.formats import compression
+from kafka_archive.archiver.formats import compression, evolution
 from kafka_archive.archiver.formats.base import (
     BadRecordError,
     BatchWriter,
@@ -92,6 +92,8 @@ class ChunkSet:
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
         self._open: dict[tuple[str | None, ...], OpenChunk] = {}
+        # The latest writer of each group: the next object starts from its schema.
+        self._previous: dict[tuple[str | None, ...], FormatWriter] = {}
         # Pass-through routes into one object at a time take whole batches (add_batch).
         self._encode = (
             batch_encoder_for(unit.route)
@@ -123,6 +125,8 @@ class ChunkSet:
             chunk = None
         if chunk is None:
             chunk = self._open_chunk(record.offset, record.timestamp, values)
+            evolution.carry(self._previous.get(values), chunk.writer)  # schema.compatibility
+        self._previous[values] = chunk.writer
         try:
             chunk.writer.write(record)
         except Exception:
