@@ -9,6 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_archive.archiver import transforms
 from kafka_archive.archiver.errors import ConfigError, TransformError
@@ -216,3 +218,32 @@ def test_the_sample_drops_pii_fields_headers_and_test_records() -> None:
     assert out[0].value == b'{"id":1,"user":{"name":"n"},"items":[{}]}'
     assert out[1].value == b"not json" and out[2].value == b"[1]"
     assert all(r.headers == (("trace", b"1"),) for r in out)
+
+
+@st.composite
+def batches_and_choices(draw: st.DrawFn) -> tuple[list[Record], list[bool], list[bytes | None]]:
+    n = draw(st.integers(1, 30))
+    start = draw(st.integers(0, 10**6))
+    offsets = sorted(draw(st.sets(st.integers(start, start + 100), min_size=n, max_size=n)))
+    batch = [Record("orders", 3, o, None, None, draw(st.binary(max_size=5))) for o in offsets]
+    keep = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    values = draw(st.lists(st.none() | st.binary(max_size=5), min_size=n, max_size=n))
+    return batch, keep, values
+
+
+@given(batches_and_choices())
+def test_whatever_a_transform_keeps_or_changes_is_stored_as_it_returned_it(
+    case: tuple[list[Record], list[bool], list[bytes | None]],
+) -> None:
+    batch, keep, values = case
+    picks = zip(batch, keep, values, strict=True)
+    chosen = [dataclasses.replace(r, value=v) for r, k, v in picks if k]
+    transformer = transforms.Transformer("t:f", None, TP, lambda records: list(chosen))
+    out = transformer.apply(batch)
+    assert out.records() == chosen and not out.refused
+    assert out.offsets() == [r.offset for r in chosen]
+    if len(chosen) > 1:  # the same records out of order, or one offset twice: refused
+        for broken in (chosen[::-1], [chosen[0], *chosen]):
+            transformer = transforms.Transformer("t:f", None, TP, lambda _, b=broken: list(b))
+            with pytest.raises(TransformError):
+                transformer.apply(batch)

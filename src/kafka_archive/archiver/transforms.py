@@ -227,9 +227,11 @@ def refusal_of(batch: object, record: Record) -> None:
 class Transformer:
     """Applies one route's transform to the batches of one unit (executor side)."""
 
-    def __init__(self, spec: str, root: str | None, tp: TopicPartition) -> None:
+    def __init__(
+        self, spec: str, root: str | None, tp: TopicPartition, function: Transform | None = None
+    ) -> None:
         self.spec = spec
-        self._function = _cached(spec, root)
+        self._function = function if function is not None else _cached(spec, root)
         self._tp = tp
         self._probed = False
 
