@@ -70,4 +70,9 @@ def test_a_merged_schema_takes_both_values_or_there_is_none(
     merged = evolution.merge(sa, sb)
     if merged is not None:
         assert fits(a, merged) and fits(b, merged)
-        assert evolution.settles(b, sa)  # FORWARD's projection of b onto a's schema fits it
+    if not fits(b, sa):
+        # FORWARD projects b onto a's schema only when the projection fits it.
+        action, _ = evolution.inferred(Mode.FORWARD, sa, b)
+        assert (action is Action.PROJECT) == (merged is not None and evolution.settles(b, sa))
+        if action is Action.PROJECT:
+            assert fits(evolution.projected(b, sa), sa)

@@ -72,7 +72,9 @@ def inferred(
     if merged is None:
         return Action.ROLL, None  # a type changed: incompatible
     if mode is SchemaCompatibility.FORWARD:
-        return Action.PROJECT, None  # newer fields dropped, as an older reader reads them
+        # Newer fields dropped, as an older reader reads them; a field the object has only
+        # seen null cannot take a value: that rolls.
+        return (Action.PROJECT if settles(value, current) else Action.ROLL), None
     return Action.ROLL, merged
 
 
