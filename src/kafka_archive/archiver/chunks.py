@@ -94,6 +94,7 @@ class ChunkSet:
         self._open: dict[tuple[str | None, ...], OpenChunk] = {}
         # The latest writer of each group: the next object starts from its schema.
         self._previous: dict[tuple[str | None, ...], FormatWriter] = {}
+        self._evolves = evolution.evolves(unit.route)
         # Pass-through routes into one object at a time take whole batches (add_batch).
         self._encode = (
             batch_encoder_for(unit.route)
@@ -126,7 +127,8 @@ class ChunkSet:
         if chunk is None:
             chunk = self._open_chunk(record.offset, record.timestamp, values)
             evolution.carry(self._previous.get(values), chunk.writer)  # schema.compatibility
-        self._previous[values] = chunk.writer
+        if self._evolves:
+            self._previous[values] = chunk.writer
         try:
             chunk.writer.write(record)
         except Exception:

@@ -37,7 +37,7 @@ import enum
 from typing import Any
 
 from kafka_archive.archiver.formats.schema import NULL, Type, fits, infer
-from kafka_archive.kcql.plan import SchemaCompatibility
+from kafka_archive.kcql.plan import Route, SchemaCompatibility
 
 
 class Action(enum.Enum):
@@ -121,6 +121,12 @@ def projected(value: Any, schema: Type) -> Any:
 def settles(value: Any, schema: Type) -> bool:
     """Whether ``value``, projected, can be stored under ``schema``."""
     return fits(projected(value, schema), schema)
+
+
+def evolves(route: Route) -> bool:
+    """Whether the route's objects hand their schema on (``schema.compatibility`` other than
+    NONE; KCQL allows it on AVRO and PARQUET only)."""
+    return route.schema_compatibility is not SchemaCompatibility.NONE
 
 
 def carry(previous: object | None, writer: object) -> None:
