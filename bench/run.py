@@ -11,7 +11,10 @@ Steps (one run, same machine, same services):
    consumed;
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
    with the peak RSS of its process tree (driver JVM, Python driver and workers);
-6. a no-op run (nothing new to archive): start-up cost.
+6. a no-op run (nothing new to archive): start-up cost;
+7. the tiny-files case: ``--evolve-records`` JSON values of two schema versions (v2
+   renames a field) interleaved record by record in one partition, archived as PARQUET
+   with ``schema.compatibility`` NONE (an object per record) and BACKWARD (two objects).
 
 Prints a table and appends it, with date, commit and machine, to ``bench/RESULTS.md``.
 Ratios, not absolute times, are what compare across machines.
@@ -92,6 +95,34 @@ def produce(broker: str, topic: str, total_bytes: int, value_bytes: int) -> tupl
     if producer.flush(300) != 0:
         raise SystemExit("producing the benchmark topic did not finish")
     return count, sent
+
+
+def evolve_value(i: int, size: int) -> bytes:
+    """v1 ``{"id", "name", "note"}`` at even i, v2 ``{"id", "label", "note"}`` at odd i."""
+    head: dict[str, object] = {"id": i, ("name" if i % 2 == 0 else "label"): f"c{i}"}
+    head["note"] = "x" * max(0, size - len(json.dumps(head)) - 10)
+    return json.dumps(head).encode()
+
+
+def produce_evolving(broker: str, topic: str, records: int, value_bytes: int) -> int:
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50})
+    size = 0
+    for i in range(records):
+        value = evolve_value(i, value_bytes)
+        producer.produce(topic, value=value, partition=0)
+        size += len(value)
+    if producer.flush(300) != 0:
+        raise SystemExit("producing the schema evolution topic did not finish")
+    return size
+
+
+def object_count(s3: object, bucket: str, prefix: str) -> int:
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
+        count += sum("/.kafka-archive/" not in f"/{i['Key']}" for i in page.get("Contents", []))
+    return count
 
 
 def consume_all(broker: str, topic: str, out: io.BufferedWriter | None = None) -> tuple[int, int]:
@@ -206,6 +237,9 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int,
                         default=int(os.environ.get("BENCH_VALUE_BYTES", "1000")))
     parser.add_argument("--formats", default=os.environ.get("BENCH_FORMATS", ",".join(FORMATS)))
+    parser.add_argument("--evolve-records", type=int,
+                        default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
+                        help="records of the schema evolution case (0: skip it)")
     parser.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
     parser.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     args = parser.parse_args()
@@ -281,6 +315,24 @@ def main() -> int:
                     results.append(Result("no-op run (nothing new)", seconds, 0, 0, rss,
                                           "" if code == 0 else f"FAILED: exit {code}"))
                 empty_bucket(s3, "bench")
+
+            if args.evolve_records:
+                evolving = "bench-evolve"
+                evolve_size = produce_evolving(broker, evolving, args.evolve_records,
+                                               args.value_bytes)
+                for mode in ("NONE", "BACKWARD"):
+                    kcql = (f"INSERT INTO bench:evolve-{mode.lower()} SELECT * FROM {evolving} "
+                            "STOREAS `PARQUET` PROPERTIES('flush.count'=1000000, "
+                            f"'schema.compatibility'='{mode}')")
+                    command = [str(bindir / "kafka-archive"), "run", "--kcql", kcql,
+                               "--bootstrap-servers", broker, "--endpoint-url", endpoint]
+                    seconds, rss, code = timed_process(command, env, stdout=subprocess.DEVNULL)
+                    objects = object_count(s3, "bench", f"evolve-{mode.lower()}/")
+                    note = f"{objects} objects" + ("" if code == 0 else f"; FAILED: exit {code}")
+                    results.append(Result(f"PARQUET v1/v2 interleaved, {mode}", seconds,
+                                          evolve_size, args.evolve_records, rss, note))
+                    print(f"  v1/v2 interleaved {mode}: {evolve_size / 1e6 / seconds:.2f} MB/s, "
+                          f"{note}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from kafka_archive import __version__, importer, kcql
+from kafka_archive import __version__, importer, kcql, shipping
 from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
 from kafka_archive.archiver import report as reports
@@ -653,7 +653,7 @@ def submit(
     params = run_ctx.params
     if params.get("config") is None and not params.get("kcql_texts"):
         raise click.UsageError("give the job with --kcql or --config, as for run")
-    _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors before submitting
+    plan = _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors first
     spark = submitting.SparkOptions(
         master=master, deploy_mode=deploy_mode, conf=tuple(_pairs(confs, "--conf")),
         num_executors=num_executors, executor_memory=executor_memory,
@@ -661,11 +661,15 @@ def submit(
         spark_submit=spark_submit_path,
     )  # fmt: skip
     zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
+    transform_files = shipping.transform_files(plan, submitting.cache_dir(os.environ))
     if print_command:
-        click.echo(submitting.render(submitting.command(spark, run_args, zip_path, os.environ)))
+        argv = submitting.command(spark, run_args, zip_path, os.environ, transform_files)
+        click.echo(submitting.render(argv))
         return
     click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
-    with submitting.private_files(spark, run_args, zip_path, os.environ) as argv:
+    with submitting.private_files(
+        spark, run_args, zip_path, os.environ, transform_files
+    ) as argv:
         code = submitting.submit(argv)
     if code != 0:
         ctx.exit(code)

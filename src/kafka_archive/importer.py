@@ -234,10 +234,12 @@ def _confluent(settings: dict[str, str]) -> Imported:
     elif partitioner != "DefaultPartitioner":
         result.warnings.append(f"partitioner.class={partitioner}: not supported; the default "
                                "layout is used")  # fmt: skip
-    compatibility = settings.pop("schema.compatibility", "NONE")
-    if compatibility != "NONE":
-        result.warnings.append(f"schema.compatibility={compatibility}: kafka-archive starts a new "
-                               "object whenever the schema changes (as NONE does)")
+    compatibility = settings.pop("schema.compatibility", "NONE").upper()
+    if compatibility in ("BACKWARD", "FORWARD", "FULL") and fmt in ("AVRO", "PARQUET"):
+        props["schema.compatibility"] = f"'{compatibility}'"
+    elif compatibility != "NONE":
+        result.warnings.append(f"schema.compatibility={compatibility}: applies to AVRO and "
+                               f"PARQUET; {fmt} objects have no schema to evolve")
     tolerance = settings.pop("errors.tolerance", None)
     if tolerance == "all":
         props["error.policy"] = "'skip'"

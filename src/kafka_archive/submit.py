@@ -203,21 +203,25 @@ def read_secrets(path: str) -> list[str]:
 
 @contextlib.contextmanager
 def private_files(
-    spark: SparkOptions, run_args: Sequence[str], py_files: Path, environ: Mapping[str, str]
+    spark: SparkOptions,
+    run_args: Sequence[str],
+    py_files: Path,
+    environ: Mapping[str, str],
+    extra_py_files: Sequence[Path] = (),
 ) -> Iterator[list[str]]:
     """The spark-submit command whose secrets are in owner-only files, removed on exit."""
     public, secret_args = split_secrets(run_args)
     public_conf = tuple((k, v) for k, v in spark.conf if not is_secret(k))
     secrets = Secrets(secret_args, tuple((k, v) for k, v in spark.conf if is_secret(k)))
     if not secrets:
-        yield command(spark, run_args, py_files, environ)
+        yield command(spark, run_args, py_files, environ, extra_py_files)
         return
     with tempfile.TemporaryDirectory(prefix="kafka-archive-submit-") as directory:
         os.chmod(directory, 0o700)
         args_file, props_file = write_secrets(Path(directory), secrets)
         yield command(
             dataclasses.replace(spark, conf=public_conf), public, py_files, environ,
-            secrets_file=args_file, properties_file=props_file,
+            extra_py_files, secrets_file=args_file, properties_file=props_file,
         )
 
 
@@ -226,6 +230,7 @@ def command(
     run_args: Sequence[str],
     py_files: Path,
     environ: Mapping[str, str],
+    extra_py_files: Sequence[Path] = (),
     *,
     secrets_file: Path | None = None,
     properties_file: Path | None = None,
@@ -252,7 +257,8 @@ def command(
         argv += ["--archives", ",".join(spark.archives)]
     if secrets_file is not None and spark.deploy_mode == "cluster":
         argv += ["--files", str(secrets_file)]  # the driver runs elsewhere
-    argv += ["--py-files", str(py_files), str(Path(spark_entry.__file__).resolve())]
+    shipped = ",".join(str(p) for p in (py_files, *extra_py_files))  # + user transforms
+    argv += ["--py-files", shipped, str(Path(spark_entry.__file__).resolve())]
     if secrets_file is not None:
         argv += [SECRETS_FLAG, str(secrets_file)]
     return [*argv, "--master", spark.master, *run_args]

@@ -116,7 +116,7 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
         monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(small))
         code, _, err = cli(capsys, *args, "--report", str(report))
         line = error_line(err)
-        assert code == errors.SpoolError.exit_code == 16
+        assert code == errors.SpoolError.exit_code == 20
         assert f"the spool directory {small} is full (ENOSPC)" in line
         assert list(small.iterdir()) == [], "spool files of the failed unit are removed"
     report_counts_only_commits(report, s3_client, bkt)
@@ -137,12 +137,12 @@ def test_a_missing_or_read_only_spool_fails_before_the_run(
     missing = tmp_path / "no-such-dir"
     monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(missing))
     code, _, err = cli(capsys, *args)
-    assert code == 16
+    assert code == 20
     assert f"the spool directory {missing} does not exist (ENOENT)" in error_line(err)
     with tmpfs(tmp_path / "ro", "size=64k", "ro") as read_only:
         monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(read_only))
         code, _, err = cli(capsys, *args)
-    assert code == 16
+    assert code == 20
     assert "is on a read-only file system (EROFS)" in error_line(err)
 
 
@@ -363,7 +363,7 @@ def test_an_unexpected_task_error_is_one_line_not_a_py4j_wrapper(spark: Any) -> 
         spark.parallelize([1], 1).map(boom).collect()
     assert type(raised.value).__name__ == "Py4JJavaError"
     error = task_failure(raised.value)
-    assert isinstance(error, errors.SparkTaskError) and error.exit_code == 17
+    assert isinstance(error, errors.SparkTaskError) and error.exit_code == 21
     text = str(error)
     assert text.startswith("a Spark task failed") and "RuntimeError: boom in a task" in text
     assert "\n" not in text and "Traceback" not in text and "\tat " not in text

@@ -1,7 +1,7 @@
 """Bounded open writers per task: PARTITIONBY with 10,000 distinct values runs under
 ``ulimit -n 1024`` (a whole `kafka-archive run` process, JVM and Python workers inheriting
 the limit), archives every record exactly once, and the workers' peak memory stays close to
-a run with 10 values. Without the bound the same run fails with one line (exit 16). And a
+a run with 10 values. Without the bound the same run fails with one line (exit 20). And a
 writer rolled early keeps the commit cut exact."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_without_the_bound_the_same_run_fails_in_one_line(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY k"
     done, _, _ = run_limited(broker, s3_endpoint, kcql, tmp_path,
                              KAFKA_ARCHIVE_MAX_OPEN_WRITERS="100000")  # fmt: skip
-    assert done.returncode == 16, done.stderr[-3000:]
+    assert done.returncode == 20, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert "cannot take another open file (too many open files) (EMFILE)" in last, last
     assert "Traceback" not in done.stderr

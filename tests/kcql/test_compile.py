@@ -711,3 +711,17 @@ def test_avro_schema_file_is_a_path_for_avro_and_parquet_only() -> None:
     assert error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'=' ')").label == (
         "bad-property-value"
     )
+
+
+def test_transform_and_schema_compatibility_compile_into_typed_fields() -> None:
+    from kafka_archive.kcql.plan import SchemaCompatibility
+
+    (route,) = kcql.parse(
+        "INSERT INTO bkt SELECT * FROM t STOREAS `AVRO` "
+        "PROPERTIES('transform'='pii.rules:drop_pii', 'schema.compatibility'='backward')"
+    ).routes
+    assert route.transform == "pii.rules:drop_pii"
+    assert route.schema_compatibility is SchemaCompatibility.BACKWARD
+    (default,) = kcql.parse("INSERT INTO bkt SELECT * FROM t STOREAS `PARQUET`").routes
+    assert default.transform is None
+    assert default.schema_compatibility is SchemaCompatibility.NONE

@@ -61,6 +61,23 @@ def test_confluent_regex_topics_and_field_partitioner() -> None:
     assert route.layout.kind.value == "confluent" and route.error_policy.value == "skip"
 
 
+def test_confluent_schema_compatibility_carries_over_for_avro_and_parquet() -> None:
+    def convert(fmt: str, compatibility: str) -> importer.Imported:
+        return importer.convert({
+            "s3.bucket.name": "bkt-events", "topics": "orders", "flush.size": "100",
+            "format.class": f"io.confluent.connect.s3.format.{fmt}",
+            "schema.compatibility": compatibility,
+        })  # fmt: skip
+
+    result = convert("avro.AvroFormat", "BACKWARD")
+    (route,) = kcql.parse(result.config["kcql"][0]).routes
+    assert route.schema_compatibility.value == "BACKWARD" and not result.warnings
+    result = convert("json.JsonFormat", "FULL")
+    (route,) = kcql.parse(result.config["kcql"][0]).routes
+    assert route.schema_compatibility.value == "NONE"
+    assert "schema.compatibility=FULL: applies to AVRO and PARQUET" in result.warnings[0]
+
+
 def test_confluent_record_field_time_becomes_the_time_field() -> None:
     result = importer.convert({
         "s3.bucket.name": "bkt-events", "topics": "orders", "flush.size": "100",

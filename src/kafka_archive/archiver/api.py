@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from kafka_archive import kcql
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup, spool, stored, topics
+from kafka_archive.archiver import lookup, spool, stored, topics, transforms
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
@@ -101,6 +101,7 @@ class _Archiver:
         self.plan = plan = topics.resolve(plan, settings, admin.topic_names)
         check_layouts(plan)
         self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False
@@ -148,6 +149,7 @@ class _Archiver:
             with listening(host, self.progress.unit_update) as address:
                 if address is not None:
                     units = tuple(dataclasses.replace(u, progress_to=address) for u in units)
+                units = transforms.with_roots(units, self.transform_roots)
                 return jobs.run_units_on_spark(self._spark, units, self.settings)
         finally:
             self.progress.units_ended()
@@ -193,6 +195,13 @@ def check_layouts(plan: Plan) -> None:
             raise kcql.KcqlSemanticError(
                 exc.message, span=route.span_of("avro.schema.file"), hint=exc.hint,
                 label="schema-file", setting="avro.schema.file",
+            ) from None
+        try:
+            transforms.load_plan(Plan((route,)))  # imports the user's function: fail fast
+        except ConfigError as exc:
+            raise kcql.KcqlSemanticError(
+                exc.message, span=route.span_of("transform"), hint=exc.hint,
+                label="transform", setting="transform",
             ) from None
 
 

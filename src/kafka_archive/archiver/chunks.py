@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from kafka_archive.archiver import flush
-from kafka_archive.archiver.formats import compression
+from kafka_archive.archiver.formats import compression, evolution
 from kafka_archive.archiver.formats.base import (
     BadRecordError,
     BatchWriter,
@@ -39,6 +39,7 @@ from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.store.streaming import StreamingUpload
+from kafka_archive.archiver.transforms import TransformedBatch
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
 _SPOOL_BUFFER = 64 * 1024
@@ -100,6 +101,9 @@ class ChunkSet:
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
         self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
+        # The latest writer of each group: the next object starts from its schema.
+        self._previous: dict[tuple[str | None, ...], FormatWriter] = {}
+        self._evolves = evolution.evolves(unit.route)
         # Pass-through routes into one object at a time take whole batches (add_batch).
         self._encode = (
             batch_encoder_for(unit.route)
@@ -136,8 +140,11 @@ class ChunkSet:
                 # uncommitted until the unit commits, and written_end keeps the cut clean.
                 self._roll(next(iter(self._open)))
             chunk = self._open_chunk(record.offset, record.timestamp, values)
+            evolution.carry(self._previous.get(values), chunk.writer)  # schema.compatibility
         elif self._grouped:
             self._open.move_to_end(values)
+        if self._evolves:
+            self._previous[values] = chunk.writer
         try:
             chunk.writer.write(record)
         except Exception:
@@ -155,7 +162,7 @@ class ChunkSet:
         elif chunk.records % 256 == 0:
             self._stream(chunk)
 
-    def add_batch(self, batch: Batch) -> bool:
+    def add_batch(self, batch: Batch | TransformedBatch) -> bool:
         """Write a whole batch through the route's batch encoder; False when the route has
         none or a value is refused (nothing of the batch is written: take it record by
         record with :meth:`add`, which applies the error policy).

@@ -127,14 +127,14 @@ class SparkStartError(ArchiveError):
 class SpoolError(ArchiveError):
     """The local spool directory is missing, not writable or full (driver or executor)."""
 
-    exit_code = 16
+    exit_code = 20
 
 
 class SparkTaskError(ArchiveError):
     """A Spark task failed, after Spark's own retries, for a reason outside this taxonomy
     (its executor died, or an unexpected error); nothing it did not commit counts."""
 
-    exit_code = 17
+    exit_code = 21
     retriable = True
 
 
@@ -196,3 +196,10 @@ def from_foreign(
     ):
         return kafka_client_error(exc, tp=tp)
     return None
+
+
+class TransformError(ArchiveError):
+    """The route's ``transform`` broke its contract: it returned something other than records
+    of its batch, or two calls on the same records returned different records."""
+
+    exit_code = 22

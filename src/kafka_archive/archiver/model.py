@@ -50,6 +50,9 @@ class WorkUnit:
     progress_to: str | None = None
     # The text of the route's 'avro.schema.file', read on the driver (executors may not see it).
     value_schema: str | None = None
+    # Where the driver imported the route's 'transform' module from (local masters import it
+    # from there too).
+    transform_root: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver import deadletter, errors
+from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
 from kafka_archive.archiver.formats.registry import SchemaRegistry
-from kafka_archive.archiver.kafka.reader import KafkaReader
+from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.settings import Settings
@@ -143,6 +143,7 @@ def _archive_unit(
                       max_open=settings.max_open_writers)  # fmt: skip
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
+    transform = transforms.for_unit(unit)
     try:
         with KafkaReader(
             settings.kafka,
@@ -158,10 +159,14 @@ def _archive_unit(
                     sender.update(offset=batch.first_offset, records=read,
                                   size=chunks.bytes_so_far())
                 read += len(batch)
-                if chunks.add_batch(batch):
+                taken: Batch | transforms.TransformedBatch = batch
+                if transform is not None:
+                    taken = transform.apply(batch.records())
+                if not transforms.refusals(taken) and chunks.add_batch(taken):
                     continue
-                for record in batch:
+                for record in taken:
                     try:
+                        transforms.refusal_of(taken, record)
                         chunks.add(record)
                     except EncodeError as exc:
                         if policy == deadletter.SKIP:

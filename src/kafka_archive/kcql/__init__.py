@@ -139,6 +139,8 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
         "parquet_codec": route.codecs.parquet,
         "parquet_row_group_records": route.codecs.parquet_row_group_records,
         "avro_schema_file": route.avro_schema_file,
+        "schema_compatibility": route.schema_compatibility.value,
+        "transform": route.transform,
         "error_policy": route.error_policy.value,
         "layout": {
             "kind": layout.kind.value,

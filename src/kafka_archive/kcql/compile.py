@@ -37,6 +37,7 @@ from kafka_archive.kcql.plan import (
     Padding,
     Plan,
     Route,
+    SchemaCompatibility,
     SelectField,
     Source,
     Span,
@@ -137,6 +138,10 @@ def compile_statement(statement: Statement) -> Route:
         ),
         error_policy=ErrorPolicy(settings.text("error.policy", ErrorPolicy.FAIL.value)),
         avro_schema_file=settings.optional("avro.schema.file"),
+        schema_compatibility=SchemaCompatibility(
+            settings.text("schema.compatibility", SchemaCompatibility.NONE.value)
+        ),
+        transform=settings.optional("transform"),
         layout=compile_layout(settings, partition_by, statement.span),
         properties=tuple(sorted((key, setting.value) for key, setting in settings.items())),
         spans=tuple(sorted((key, setting.span) for key, setting in settings.items())),

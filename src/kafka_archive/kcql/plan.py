@@ -185,6 +185,20 @@ class ErrorPolicy(enum.Enum):
     DEAD_LETTER = "dead-letter"
 
 
+class SchemaCompatibility(enum.Enum):
+    """``'schema.compatibility'`` (Confluent's ``schema.compatibility``): which changes of the
+    value schema keep an AVRO or PARQUET object open, the record projected onto the object's
+    schema. NONE (default): any change rolls the object. BACKWARD and FULL: a record with an
+    older compatible schema is projected onto the object's (newer) one; a newer schema rolls.
+    FORWARD: a record with a newer compatible schema is projected onto the object's (older)
+    one; an older schema rolls. An incompatible change always rolls."""
+
+    NONE = "NONE"
+    BACKWARD = "BACKWARD"
+    FORWARD = "FORWARD"
+    FULL = "FULL"
+
+
 DEFAULT_AVRO_CODEC = "null"
 DEFAULT_PARQUET_CODEC = "snappy"
 DEFAULT_PARQUET_ROW_GROUP_RECORDS = 10_000
@@ -301,6 +315,8 @@ class Route:
     codecs: Codecs = Codecs()
     error_policy: ErrorPolicy = ErrorPolicy.FAIL
     avro_schema_file: str | None = None
+    schema_compatibility: SchemaCompatibility = SchemaCompatibility.NONE
+    transform: str | None = None
     layout: LayoutSpec = LayoutSpec()
     properties: tuple[tuple[str, str], ...] = ()
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)

@@ -13,6 +13,7 @@ int or long there, and so are they here.
 from __future__ import annotations
 
 import enum
+import re
 import unicodedata
 import zoneinfo
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from kafka_archive.kcql.plan import (
     Format,
     LayoutKind,
     Padding,
+    SchemaCompatibility,
     Source,
     Span,
 )
@@ -53,6 +55,7 @@ class Kind(enum.Enum):
     TEMPLATE = "an object key template"
     FIELD = "a record field, such as _value.created_at, _key.ts or _header.time"
     PATH = "a file path"
+    CALLABLE = "a Python function, as package.module:function"
 
     @property
     def bare(self) -> bool:
@@ -147,6 +150,16 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         "parquet.row.group.records": PropertySpec(
             Kind.INT, "records per PARQUET row group (default 10000)"
         ),
+        "schema.compatibility": PropertySpec(
+            Kind.CHOICE,
+            "AVRO, PARQUET: which value schema changes keep an object open (Confluent's "
+            "meaning; default NONE: every change rolls)",
+            tuple(c.value for c in SchemaCompatibility),
+        ),
+        "transform": PropertySpec(
+            Kind.CALLABLE, "a Python function run on each batch of records before they are "
+            "stored: package.module:function"
+        ),
     }
 )
 
@@ -214,6 +227,14 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
         if not text.strip() or has_control(text):
             raise fail("a file path")
         return text
+    if spec.kind is Kind.CALLABLE:
+        if not _CALLABLE.fullmatch(text):
+            raise fail(
+                "a Python function as package.module:function",
+                "Name a module importable where kafka-archive runs and a function in it, "
+                "e.g. 'transforms.pii:drop_pii'",
+            )
+        return text
     assert spec.kind is Kind.TIME_ZONE
     try:
         zoneinfo.ZoneInfo(text)
@@ -224,6 +245,8 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
     return text
 
 
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALLABLE = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}(\.{_IDENTIFIER})*")
 _TIME_FIELD_SOURCES = frozenset({Source.VALUE, Source.KEY, Source.HEADER})
 
 
@@ -266,6 +289,7 @@ FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         "avro.schema.file": frozenset({Format.AVRO, Format.PARQUET}),
         "parquet.codec": frozenset({Format.PARQUET}),
         "parquet.row.group.records": frozenset({Format.PARQUET}),
+        "schema.compatibility": frozenset({Format.AVRO, Format.PARQUET}),
     }
 )
 

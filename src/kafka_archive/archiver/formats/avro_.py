@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import fastavro
 from fastavro.write import Writer
 
-from kafka_archive.archiver.formats import avsc
+from kafka_archive.archiver.formats import avsc, evolution
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.formats.structured import (
@@ -25,7 +25,7 @@ from kafka_archive.archiver.formats.structured import (
 )
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import Route
+from kafka_archive.kcql.plan import Route, SchemaCompatibility
 
 CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")
 
@@ -52,6 +52,9 @@ class AvroWriter:
         # Registry values are stored with their writer schema unless a SELECT list reshapes them.
         self._as_written = registry is not None and projector_for(route) is None
         self._schema_id: int | None = None  # the writer schema id of this object's values
+        self._mode = route.schema_compatibility
+        self._inherited_id: int | None = None  # schema.compatibility: the previous object's
+        self._projected: tuple[Record, Any] | None = None  # a datum resolved onto the object's
 
     def _open(self, avro_schema: Any) -> Writer:
         if not isinstance(avro_schema, dict) or "__fastavro_parsed" not in avro_schema:
@@ -63,13 +66,40 @@ class AvroWriter:
     def _id_of(self, record: Record) -> int | None:
         return schema_id(record.value) if self._as_written else None
 
+    def inherit(self, state: tuple[Any, int | None] | None) -> None:
+        """Start from the previous object's schema (``schema.compatibility``, see
+        :mod:`.evolution`)."""
+        if state is not None and state[0] is None:
+            self._inherited_id = state[1]
+        else:
+            self._values.inherit(state)
+
+    def successor(self) -> tuple[Any, int | None] | None:
+        if self._schema_id is not None:
+            return None if self._mode is SchemaCompatibility.NONE else (None, self._schema_id)
+        return self._values.successor()
+
     def accepts(self, record: Record) -> bool:
         if self._envelope is not None or self._writer is None or self._user is not None:
             return True
         ident = self._id_of(record)
         if ident is not None or self._schema_id is not None:
-            return ident == self._schema_id
+            return ident == self._schema_id or self._resolves(record, ident, self._schema_id)
         return self._values.accepts(record)
+
+    def _resolves(self, record: Record, ident: int | None, current: int | None) -> bool:
+        """Whether a registry value of another schema id joins an object of ``current`` by
+        ``schema.compatibility`` (projected: the datum read with the object's schema)."""
+        if ident is None or current is None or self._registry is None:
+            return False
+        if evolution.by_version(self._mode, current, ident) is evolution.Action.ROLL:
+            return False
+        assert record.value is not None
+        datum = self._registry.resolve(record.value, current)
+        if datum is None:
+            return False
+        self._projected = (record, datum)
+        return True
 
     def write(self, record: Record) -> None:
         if self._envelope is not None:
@@ -83,6 +113,18 @@ class AvroWriter:
             return
         if self._registry is not None and self._id_of(record) is not None:
             assert record.value is not None
+            if self._writer is None and self._inherited_id is not None:
+                inherited, self._inherited_id = self._inherited_id, None
+                if self._id_of(record) != inherited and self._resolves(
+                    record, self._id_of(record), inherited
+                ):
+                    self._open(self._registry.schema(inherited)[0])
+                    self._schema_id = inherited
+            if self._projected is not None and self._projected[0] is record:
+                assert self._writer is not None
+                self._writer.write(self._projected[1])
+                self._projected = None
+                return
             ident, written_schema, datum = self._registry.decode(record.value)  # may raise
             if self._writer is None:
                 self._open(written_schema)
@@ -90,10 +132,11 @@ class AvroWriter:
             assert self._writer is not None
             self._writer.write(datum)
             return
-        value = self._values.decode(record)
         if self._writer is None:
-            avro_schema = schemas.to_avro(self._values.first(value))  # may raise: nothing written
+            first = self._values.first(self._values.decode(record), record)
+            avro_schema = schemas.to_avro(first)  # may raise: nothing written
             self._open(avro_schema)
+        value = self._values.decode(record)  # projected onto the object's schema, if it was
         assert self._writer is not None
         self._writer.write(value)
 

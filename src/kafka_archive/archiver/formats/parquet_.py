@@ -69,6 +69,13 @@ class ParquetWriter:
         self._rows: list[dict[str, Any]] = []
         self._buffered = 0
 
+    def inherit(self, state: tuple[Any, int | None] | None) -> None:
+        """Start from the previous object's schema (``schema.compatibility``)."""
+        self._values.inherit(state)
+
+    def successor(self) -> tuple[Any, int | None] | None:
+        return self._values.successor()
+
     def accepts(self, record: Record) -> bool:
         return self._envelope is not None or self._user is not None or self._values.accepts(
             record
@@ -87,10 +94,11 @@ class ParquetWriter:
                 self._schema = schemas.to_arrow(columns)
             self._rows.append(row)
         else:
-            value = self._values.decode(record)
             if self._schema is None:
-                self._schema = schemas.to_arrow(self._values.first(value, record))
-            self._rows.append(value)
+                first = self._values.first(self._values.decode(record), record)
+                self._schema = schemas.to_arrow(first)
+            # Projected onto the object's schema under 'schema.compatibility', if it was.
+            self._rows.append(self._values.decode(record))
         self._buffered += len(record.value or b"") + len(record.key or b"")
         if len(self._rows) >= self._group_records or self._buffered >= ROW_GROUP_BYTES:
             self._write_group()

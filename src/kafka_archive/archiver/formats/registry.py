@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
+from fastavro.read import SchemaResolutionError
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.formats.base import BadRecordError
@@ -82,6 +83,20 @@ class SchemaRegistry:
                 f"value does not decode with schema id {ident} ({type(exc).__name__})"
             ) from None
         return ident, raw, datum
+
+    def resolve(self, value: bytes, reader: int) -> Any | None:
+        """The datum of a framed value read with the schema of id ``reader`` (Avro schema
+        resolution: defaults for fields the writer lacked, promotions), or None when the
+        writer schema does not resolve to it."""
+        ident = schema_id(value)
+        if ident is None:
+            return None
+        written = self.schema(ident)[1]
+        wanted = self.schema(reader)[1]
+        try:
+            return schemaless_reader(io.BytesIO(value[5:]), written, wanted)
+        except (SchemaResolutionError, ValueError, EOFError, IndexError, UnicodeDecodeError):
+            return None
 
 
 def jsonable(datum: Any) -> Any:

@@ -12,12 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_archive.archiver import jsontext
-from kafka_archive.archiver.formats import schema
+from kafka_archive.archiver.formats import evolution, schema
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded, schema_id
+from kafka_archive.archiver.formats.registry import (
+    SchemaRegistry,
+    decoded,
+    jsonable,
+    schema_id,
+)
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import Envelope, Route
+from kafka_archive.kcql.plan import Envelope, Route, SchemaCompatibility
 
 ENVELOPE_NAME = "KafkaArchiveEnvelope"
 
@@ -50,7 +55,8 @@ def decode_value(record: Record, registry: SchemaRegistry | None = None) -> dict
 
 class ValueSchema:
     """The schema of one open object, fixed by its first value (projected by the SELECT
-    list, if the route has one)."""
+    list, if the route has one) — or, under ``schema.compatibility``, by the schema the
+    previous object of the unit handed on (:meth:`inherit`, :mod:`.evolution`)."""
 
     def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
         self.schema: schema.Type | None = None
@@ -58,6 +64,22 @@ class ValueSchema:
         self._registry = registry
         self._last: tuple[Record, dict[str, Any]] | None = None
         self._projector = projector_for(route)
+        self._mode = route.schema_compatibility
+        self._inherited: tuple[schema.Type, int | None] | None = None
+        self._successor: schema.Type | None = None  # the newer, merged schema (BACKWARD)
+
+    def inherit(self, state: tuple[schema.Type, int | None] | None) -> None:
+        """Start from the schema the unit's previous object of this group had (or the newer
+        one it rolled for): the first value takes it when it fits or projects onto it."""
+        self._inherited = state
+
+    def successor(self) -> tuple[schema.Type, int | None] | None:
+        """What the next object starts from (None under NONE: each object starts afresh)."""
+        if self._mode is SchemaCompatibility.NONE or self.schema is None:
+            return None
+        if self._successor is not None:
+            return self._successor, None
+        return self.schema, self.schema_id
 
     def decode(self, record: Record) -> dict[str, Any]:
         """The record's value, decoded once for ``accepts`` and ``write`` together."""
@@ -72,21 +94,60 @@ class ValueSchema:
 
     def accepts(self, record: Record) -> bool:
         """Whether ``record`` may go into this object (True before the first record, and for
-        a record that cannot be stored at all: ``write`` then raises BadRecordError)."""
+        a record that cannot be stored at all: ``write`` then raises BadRecordError). Under
+        ``schema.compatibility`` a record it accepts may be projected: ``decode`` then gives
+        the projected value."""
         if self.schema is None:
             return True
-        if self.schema_id is not None:
-            return schema_id(record.value) == self.schema_id
+        return self._joins(record, self.schema, self.schema_id)
+
+    def _joins(self, record: Record, current: schema.Type, current_id: int | None) -> bool:
+        if current_id is not None:
+            ident = schema_id(record.value)
+            if ident == current_id:
+                return True
+            if ident is None or self._registry is None:
+                return False
+            if evolution.by_version(self._mode, current_id, ident) is evolution.Action.ROLL:
+                return False
+            assert record.value is not None
+            datum = self._registry.resolve(record.value, current_id)
+            if datum is None:
+                return False  # does not resolve: incompatible
+            value = jsonable(datum)
+            if not schema.fits(value, current):
+                return False
+            self._last = (record, value)
+            return True
         try:
             value = self.decode(record)
         except BadRecordError:
             return True
-        return schema.fits(value, self.schema)
+        if schema.fits(value, current):
+            return True
+        action, newer = evolution.inferred(self._mode, current, value)
+        if action is evolution.Action.PROJECT:
+            self._last = (record, evolution.projected(value, current))
+            return True
+        self._successor = newer
+        return False
 
     def first(self, value: dict[str, Any], record: Record | None = None) -> schema.Type:
-        """Fix the schema from the object's first value: from the registry writer schema of
-        a framed ``record`` (no SELECT list) when it has a fixed JSON shape, so that a field
-        null in the first value keeps its type; else inferred from ``value``."""
+        """Fix the schema from the object's first value: the inherited schema when the value
+        joins it (see :meth:`inherit`); from the registry writer schema of a framed
+        ``record`` (no SELECT list) when it has a fixed JSON shape, so that a field null in
+        the first value keeps its type; else inferred from ``value``."""
+        if self._inherited is not None and record is not None:
+            current, current_id = self._inherited
+            self._inherited = None
+            if self._joins(record, current, current_id):
+                self.schema, self.schema_id = current, current_id
+                return current
+            if self._successor is not None and schema.fits(value, self._successor):
+                self.schema, self._successor = self._successor, None
+                return self.schema
+            self._successor = None
+            value = self.decode(record)  # not projected: the record starts its own schema
         ident = schema_id(record.value) if record is not None else None
         if ident is not None and self._registry is not None and self._projector is None:
             from_registry = schema.from_avro(self._registry.schema(ident)[0])

@@ -1,0 +1,155 @@
+"""PROPERTIES('transform'=...) through `run` on Spark: the sample PII transform archives
+scrubbed records (read back with boto3 + json), a transform that raises is a bad record
+under every error policy, and a transform that is not deterministic fails the run."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from kafka_archive.cli import main
+
+pytestmark = pytest.mark.integration
+
+SAMPLES = Path(__file__).parents[2] / "samples" / "transforms"
+
+TEST_MODULE = '''
+import dataclasses
+import json
+import time
+
+
+def fail_on_poison(records):
+    out = []
+    for r in records:
+        if json.loads(r.value).get("poison"):
+            raise ValueError("cannot handle this one")
+        out.append(r)
+    return out
+
+
+def stamp_time(records):
+    now = str(time.perf_counter_ns()).encode()
+    return [dataclasses.replace(r, key=now) for r in records]
+'''
+
+
+def objects(s3: Any, bucket: str, prefix: str = "arch/") -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if "/.kafka-archive/" not in f"/{item['Key']}":
+                found[item["Key"]] = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+    return found
+
+
+def produce(broker: str, topic: str, values: list[dict[str, Any]]) -> None:
+    producer = Producer({"bootstrap.servers": broker})
+    for i, value in enumerate(values):
+        producer.produce(topic, value=json.dumps(value).encode(), partition=0,
+                         headers=[("x-user-email", b"a@example.com"), ("n", str(i).encode())])
+    assert producer.flush(30) == 0
+
+
+def test_the_sample_pii_transform_archives_scrubbed_records(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # The driver imports pii from samples/transforms; the Spark workers do not have it on
+    # their path and import it from the directory the driver found it in.
+    monkeypatch.syspath_prepend(str(SAMPLES))
+    name, bkt = topic(partitions=1), bucket()
+    values = [
+        {"id": i, "email": f"u{i}@example.com", "user": {"name": f"n{i}", "phone": "555"},
+         **({"test": True} if i % 10 == 9 else {})}
+        for i in range(250)
+    ]  # fmt: skip
+    produce(broker, name, values)
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+            "PROPERTIES('transform'='pii:drop_pii', 'flush.count'=100, "
+            "'store.envelope'=true)")  # fmt: skip
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    found = objects(s3_client, bkt)
+    assert sorted(found) == [f"arch/{name}/0/{o:012d}.json" for o in (0, 111, 222)]
+    documents = [json.loads(line) for key in sorted(found) for line in found[key].splitlines()]
+    kept = [i for i in range(250) if i % 10 != 9]
+    assert [d["metadata"]["offset"] for d in documents] == kept
+    assert [d["value"] for d in documents] == [
+        {"id": i, "user": {"name": f"n{i}"}} for i in kept
+    ]
+    assert all(
+        d["headers"] == [{"name": "n", "value": d["metadata"]["offset"]}] for d in documents
+    )
+    assert "total: 225 records" in out
+
+
+@pytest.fixture
+def test_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"xform_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(TEST_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+@pytest.mark.parametrize("policy", ["fail", "skip", "dead-letter"])
+def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str], test_module: str, policy: str,
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, [{"id": i, "poison": i in (12, 31)} for i in range(40)])
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+            f"PROPERTIES('transform'='{test_module}:fail_on_poison', 'flush.count'=10, "
+            f"'error.policy'='{policy}')")  # fmt: skip
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    out, err = capsys.readouterr()
+    found = objects(s3_client, bkt)
+    data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
+    ids = sorted(json.loads(line)["id"] for body in data.values() for line in body.splitlines())
+    if policy == "fail":
+        assert code == 10, err
+        (line,) = [n for n in err.splitlines() if n.startswith("kafka-archive: error:")]
+        assert f"{name}-0 offset 12: cannot store the record as JSON: " in line
+        assert f"transform {test_module}:fail_on_poison raised ValueError at " in line
+        assert "cannot handle" not in err  # the exception's text is never shown
+        assert ids == list(range(12))  # what came before the bad record is archived
+        return
+    assert code == 0, err
+    assert ids == [i for i in range(40) if i not in (12, 31)]
+    letters = {k: v for k, v in found.items() if "/_dead-letter/" in k}
+    if policy == "skip":
+        assert "2 record(s)" in out and letters == {}
+    else:
+        (body,) = letters.values()
+        documents = [json.loads(line) for line in body.splitlines()]
+        assert [d["metadata"]["offset"] for d in documents] == [12, 31]
+        assert all("raised ValueError" in d["error"] for d in documents)
+
+
+def test_a_transform_that_is_not_deterministic_fails_the_run(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str], test_module: str,
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, [{"id": i} for i in range(20)])
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+            f"PROPERTIES('transform'='{test_module}:stamp_time', 'store.envelope'=true)")
+    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 22, err
+    assert "is not deterministic" in err and "offset 0" in err
+    assert objects(s3_client, bkt) == {}
