@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from kafka_archive.archiver.formats.base import BadRecordError
+
+if TYPE_CHECKING:  # pyarrow starts a thread when imported: not before the daemon forks
+    import pyarrow as pa
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +239,16 @@ EMPTY_FIELD = "__empty__"
 
 def to_arrow(schema: Type) -> pa.Schema:
     """The Arrow schema of an inferred record schema (every field nullable)."""
+    import pyarrow as pa
+
     if not schema.fields:
         return pa.schema([pa.field(EMPTY_FIELD, pa.null())])
     return pa.schema([pa.field(n, _arrow_type(t)) for n, t in schema.fields])
 
 
 def _arrow_type(schema: Type) -> pa.DataType:
+    import pyarrow as pa
+
     kind = schema.kind
     if kind == "record":
         if not schema.fields:
