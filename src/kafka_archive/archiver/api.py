@@ -15,7 +15,12 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    ConditionalWritesError,
+    ConfigError,
+    NotInArchiveError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
@@ -23,9 +28,10 @@ from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
+from kafka_archive.archiver.state import lease
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
-from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.store.s3 import ConditionalWritesIgnored, S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
@@ -63,12 +69,44 @@ class NullProgress:
 
 
 @contextlib.contextmanager
-def _locks(store: S3Store, plan: Plan, job: str, run_id: str, ttl: int) -> Iterator[None]:
+def _locks(
+    store: S3Store, plan: Plan, job: str, run_id: str, ttl: int
+) -> Iterator[dict[Target, JobLock]]:
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
     with contextlib.ExitStack() as stack:
-        for target in targets:
-            stack.enter_context(JobLock(store, target, job, run_id, ttl))
-        yield
+        yield {
+            target: stack.enter_context(JobLock(store, target, job, run_id, ttl))
+            for target in targets
+        }
+
+
+def check_conditional_writes(settings: Settings, store: S3Store, plan: Plan, job: str,
+                             run_id: str) -> None:  # fmt: skip
+    """Refuse to run against an endpoint that ignores If-None-Match / If-Match on PUT (older
+    MinIO, some gateways): every fence of the exactly-once protocol rests on them. Probed
+    once per bucket and run, with a throw-away object under the job's state prefix."""
+    probed: set[str] = set()
+    for route in plan.routes:
+        bucket = route.target.bucket
+        if bucket in probed:
+            continue
+        probed.add(bucket)
+        key = f"{state_root(route.target, job)}/probe-{run_id}.json"
+        try:
+            store.probe_conditional_writes(bucket, key)
+        except ConditionalWritesIgnored as exc:
+            message = (f"the S3 endpoint applied a PUT whose {exc} condition was false "
+                       f"(s3://{bucket}): it does not honour conditional writes")  # fmt: skip
+            if not settings.unsafe_single_writer_without_conditional_writes:
+                raise ConditionalWritesError(
+                    message,
+                    hint="Use an endpoint that does (AWS S3, MinIO since 2024, Ceph 19+); or, "
+                    "accepting that two overlapping runs of the job can lose or duplicate "
+                    "records, set unsafe_single_writer_without_conditional_writes: true",
+                ) from None
+            log.warning("%s; UNSAFE: continuing because unsafe_single_writer_without_"
+                        "conditional_writes is set: overlapping runs of this job can lose "
+                        "or duplicate records", message)  # fmt: skip
 
 
 class _Archiver:
@@ -86,15 +124,23 @@ class _Archiver:
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False
+        self.locks: dict[Target, JobLock] = {}
+
+    def _check_leases(self) -> None:
+        for lock in self.locks.values():
+            lock.check()
 
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure."""
         started = time.monotonic()
+        self._check_leases()
         work = jobs.plan_work(
             self.plan, self.partitions, store=self.store, admin=self.admin,
             settings=self.settings, job=self.job, run_id=self.run_id,
             now_ms=int(time.time() * 1000), hold_tails=hold_tails,
             value_schemas=self.value_schemas,
+            epochs={target: lock.epoch for target, lock in self.locks.items()},
+            check_lease=lambda target: self.locks[target].check(),
         )
         results: list[Any] = []
         if work.units:
@@ -114,7 +160,13 @@ class _Archiver:
             seconds=time.monotonic() - started,
         )
         if failures:
-            error: ArchiveError = failures[0].to_error()
+            fenced = [f for f in failures if f.error_type == "FencedError"]
+            error: ArchiveError = (fenced or failures)[0].to_error()
+            error.result = outcome
+            raise error
+        lost = [lock for lock in self.locks.values() if lock.lost]
+        if lost:
+            error = lease.fenced("another run took the job's lease over during this batch")
             error.result = outcome
             raise error
         return outcome
@@ -158,7 +210,9 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
         store.check_bucket(bucket)
     with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
         archiver = _Archiver(settings, plan, store, admin, job, run_id, progress)
-        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds):
+        check_conditional_writes(settings, store, archiver.plan, job, run_id)
+        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds) as locks:
+            archiver.locks = locks
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)

@@ -120,3 +120,16 @@ class SparkStartError(ArchiveError):
     """Spark could not start: no Java to run its JVM, or the JVM exited at start."""
 
     exit_code = 15
+
+
+class FencedError(ArchiveError):
+    """This run can no longer prove that it holds the job's lease (another run took it over,
+    or it could not renew it in time): it stopped writing and committed nothing further."""
+
+    exit_code = 16
+
+
+class ConditionalWritesError(ArchiveError):
+    """The S3 endpoint ignores If-None-Match / If-Match on PUT, on which fencing depends."""
+
+    exit_code = 17

@@ -50,6 +50,11 @@ class WorkUnit:
     progress_to: str | None = None
     # The text of the route's 'avro.schema.file', read on the driver (executors may not see it).
     value_schema: str | None = None
+    # Fencing (archiver.state.fencing): the epoch of the run's lease on the route's target
+    # (0: unfenced), the lease's length, and the partition's commit history before this run.
+    epoch: int = 0
+    lease_ttl_seconds: int = 900
+    commits: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

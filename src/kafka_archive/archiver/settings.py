@@ -62,6 +62,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("until", str, None, "stop each partition at the first record at or after this time"),
     Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
     Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
+    Option("unsafe_single_writer_without_conditional_writes", bool, False,
+           "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
+           "two overlapping runs of a job can lose or duplicate records"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 _FILE_ONLY = ("kcql", "kafka")
@@ -108,6 +111,7 @@ class Settings:
     until_ms: int | None = None
     topics: str | None = None
     topics_regex: str | None = None
+    unsafe_single_writer_without_conditional_writes: bool = False
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def given(self, name: str) -> bool:
@@ -155,6 +159,15 @@ class LoadedConfig:
 def _coerce(option: Option, value: Any, source: str) -> Any:
     if value is None:
         return None
+    if option.kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "yes", "1", "on"):
+            return True
+        if text in ("false", "no", "0", "off"):
+            return False
+        raise ConfigError(f"{option.name} from {source} must be true or false, not {value!r}")
     if option.kind is int:
         try:
             number = int(value)
@@ -285,6 +298,9 @@ def load_settings(
         until_ms=parse_timestamp(get("until"), "--until") if get("until") else None,
         topics=get("topics"),
         topics_regex=get("topics_regex"),
+        unsafe_single_writer_without_conditional_writes=bool(
+            get("unsafe_single_writer_without_conditional_writes")
+        ),
         sources=tuple(sorted(origin.items())),
     )
     return LoadedConfig(settings=settings, statements=statements)
