@@ -4,10 +4,11 @@ run could be hurt by, long after the driver last checked the lease.
 - Before every intent marker, upload and commit, the lease is proved (:class:`LeaseView`:
   the lock is read about once per lease, so this costs no request per object).
 - An object is only ever created, never overwritten (``If-None-Match: *``). When its key
-  exists, it is this run's own when its metadata names this run (an earlier attempt of the
-  same task wrote the same bytes); otherwise it is replaced (conditional delete on its ETag,
-  then create) only after re-reading the partition's state shows it unchanged since this run
-  fenced it — nothing committed it since, and no newer run fenced the partition. Anything
+  exists, it is this run's own when its metadata names this run and unit (an earlier
+  attempt of the same task wrote the same bytes); otherwise it is replaced (conditional
+  delete on its ETag, then create) only after re-reading the partition's state shows it
+  unchanged since this run fenced it — nothing committed it since, and no newer run fenced
+  the partition. Anything
   else means this run is the stale one: FencedError, and nothing of it is committed.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from kafka_archive.archiver.model import WorkUnit
 from kafka_archive.archiver.state import checkpoint, lease
 from kafka_archive.archiver.state.paths import lock_key
-from kafka_archive.archiver.state.pending import RUN_META, writer_metadata
+from kafka_archive.archiver.state.pending import RUN_META, UNIT_META, writer_metadata
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 
 _ATTEMPTS = 3
@@ -30,8 +31,12 @@ class UnitFencing:
         self._unit = unit
         self._bucket = unit.route.target.bucket
         self.enabled = unit.epoch > 0
+        # Attempts of one unit read the same records and cut the same objects.
+        self._mine = {RUN_META: unit.run_id,
+                      UNIT_META: f"{unit.start}-{unit.stop}-{unit.young_after_ms}"}  # fmt: skip
         if self.enabled:
-            store.object_metadata = writer_metadata(unit.run_id, unit.epoch)
+            store.object_metadata = writer_metadata(unit.run_id, unit.epoch,
+                                                    self._mine[UNIT_META])  # fmt: skip
         key = lock_key(unit.route.target, unit.job)
 
         def read() -> dict[str, object] | None:
@@ -59,7 +64,7 @@ class UnitFencing:
             head = self._store.head(self._bucket, key)
             if head is None:
                 continue  # removed meanwhile: create it again
-            if head.metadata.get(RUN_META) == self._unit.run_id:
+            if self.enabled and all(head.metadata.get(k) == v for k, v in self._mine.items()):
                 return  # an attempt of this very unit: the same records, the same bytes
             self.confirm_partition()
             self._store.delete_if_match(self._bucket, key, head.etag)

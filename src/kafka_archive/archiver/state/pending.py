@@ -26,10 +26,11 @@ from kafka_archive.kcql.plan import Target
 _OFFSET_WIDTH = 20
 # User metadata of every object a run writes (x-amz-meta-*): its writer.
 RUN_META, EPOCH_META = "kafka-archive-run", "kafka-archive-epoch"
+UNIT_META = "kafka-archive-unit"  # the unit's range: same run and range, same bytes
 
 
-def writer_metadata(run: str, epoch: int) -> dict[str, str]:
-    return {RUN_META: run, EPOCH_META: str(epoch)}
+def writer_metadata(run: str, epoch: int, unit: str) -> dict[str, str]:
+    return {RUN_META: run, EPOCH_META: str(epoch), UNIT_META: unit}
 
 
 def writer_epoch(metadata: dict[str, str] | object) -> int | None:
