@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,8 +25,6 @@ import pytest
 from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce_ids
 from confluent_kafka import Producer
 from faultproxy import FaultProxy
-
-from kafka_archive.archiver.state.lease import Identity
 
 pytestmark = pytest.mark.integration
 
@@ -206,11 +205,13 @@ def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
     produce_ids(broker, name, 0, 1000, partitions=1)
     gone = subprocess.Popen(["true"])
     gone.wait()
-    here = Identity.here()
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+        boot_id = file.read().strip()
+    pid_ns = os.readlink("/proc/self/ns/pid")
     expires = int(time.time() * 1000) + 600_000
-    held = {"job": "fence-host", "run_id": "elsewhere", "epoch": 7, "host": here.host,
-            "boot_id": here.boot_id if same_kernel else "another-boot-id",
-            "pid_ns": here.pid_ns if same_kernel else "pid:[4026532999]", "pid": gone.pid,
+    held = {"job": "fence-host", "run_id": "elsewhere", "epoch": 7, "host": socket.gethostname(),
+            "boot_id": boot_id if same_kernel else "another-boot-id",
+            "pid_ns": pid_ns if same_kernel else "pid:[4026532999]", "pid": gone.pid,
             "renewal": 3, "expires_at_ms": expires, "expires_at": "2099-01-01T00:00:00Z",
             "released": False}  # fmt: skip
     s3_client.put_object(Bucket=bkt, Key="arch/.kafka-archive/fence-host/lock.json",
