@@ -126,14 +126,14 @@ class _Archiver:
         self._owned = False
         self.locks: dict[Target, JobLock] = {}
 
-    def _check_leases(self) -> None:
+    def check_leases(self) -> None:
         for lock in self.locks.values():
             lock.check()
 
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure."""
         started = time.monotonic()
-        self._check_leases()
+        self.check_leases()
         work = jobs.plan_work(
             self.plan, self.partitions, store=self.store, admin=self.admin,
             settings=self.settings, job=self.job, run_id=self.run_id,
@@ -213,6 +213,7 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
         check_conditional_writes(settings, store, archiver.plan, job, run_id)
         with _locks(store, plan, job, run_id, settings.lock_ttl_seconds) as locks:
             archiver.locks = locks
+            archiver.check_leases()  # an aborted upload must not be a newer run's
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
