@@ -100,7 +100,7 @@ def check_conditional_writes(settings: Settings, store: S3Store, plan: Plan, job
             if not settings.unsafe_single_writer_without_conditional_writes:
                 raise ConditionalWritesError(
                     message,
-                    hint="Use an endpoint that does (AWS S3, MinIO since 2024, Ceph 19+); or, "
+                    hint="Use an endpoint that does (AWS S3, a current MinIO); or, "
                     "accepting that two overlapping runs of the job can lose or duplicate "
                     "records, set unsafe_single_writer_without_conditional_writes: true",
                 ) from None
