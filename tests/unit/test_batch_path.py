@@ -9,7 +9,6 @@ generated values, timestamps, batch splits and flush policies.
 from __future__ import annotations
 
 import contextlib
-
 import itertools
 from pathlib import Path
 from typing import Any
