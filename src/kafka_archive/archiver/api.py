@@ -15,12 +15,7 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import (
-    ArchiveError,
-    ConditionalWritesError,
-    ConfigError,
-    NotInArchiveError,
-)
+from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
@@ -28,10 +23,10 @@ from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
-from kafka_archive.archiver.state import lease
+from kafka_archive.archiver.state import lease, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
-from kafka_archive.archiver.store.s3 import ConditionalWritesIgnored, S3Store
+from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
@@ -78,35 +73,6 @@ def _locks(
             target: stack.enter_context(JobLock(store, target, job, run_id, ttl))
             for target in targets
         }
-
-
-def check_conditional_writes(settings: Settings, store: S3Store, plan: Plan, job: str,
-                             run_id: str) -> None:  # fmt: skip
-    """Refuse to run against an endpoint that ignores If-None-Match / If-Match on PUT (older
-    MinIO, some gateways): every fence of the exactly-once protocol rests on them. Probed
-    once per bucket and run, with a throw-away object under the job's state prefix."""
-    probed: set[str] = set()
-    for route in plan.routes:
-        bucket = route.target.bucket
-        if bucket in probed:
-            continue
-        probed.add(bucket)
-        key = f"{state_root(route.target, job)}/probe-{run_id}.json"
-        try:
-            store.probe_conditional_writes(bucket, key)
-        except ConditionalWritesIgnored as exc:
-            message = (f"the S3 endpoint applied a PUT whose {exc} condition was false "
-                       f"(s3://{bucket}): it does not honour conditional writes")  # fmt: skip
-            if not settings.unsafe_single_writer_without_conditional_writes:
-                raise ConditionalWritesError(
-                    message,
-                    hint="Use an endpoint that does (AWS S3, a current MinIO); or, "
-                    "accepting that two overlapping runs of the job can lose or duplicate "
-                    "records, set unsafe_single_writer_without_conditional_writes: true",
-                ) from None
-            log.warning("%s; UNSAFE: continuing because unsafe_single_writer_without_"
-                        "conditional_writes is set: overlapping runs of this job can lose "
-                        "or duplicate records", message)  # fmt: skip
 
 
 class _Archiver:
@@ -210,7 +176,10 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
         store.check_bucket(bucket)
     with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
         archiver = _Archiver(settings, plan, store, admin, job, run_id, progress)
-        check_conditional_writes(settings, store, archiver.plan, job, run_id)
+        probe.check_conditional_writes(
+            store, archiver.plan, job, run_id,
+            unsafe=settings.unsafe_single_writer_without_conditional_writes,
+        )  # fmt: skip
         with _locks(store, plan, job, run_id, settings.lock_ttl_seconds) as locks:
             archiver.locks = locks
             archiver.check_leases()  # an aborted upload must not be a newer run's
