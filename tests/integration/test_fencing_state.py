@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faultproxy import FaultProxy
 
 from kafka_archive import kcql
 from kafka_archive.archiver.errors import FencedError
@@ -168,3 +169,21 @@ def test_recovery_removes_a_fenced_runs_object_below_the_committed_offset(
     assert fenced == [1]
     left = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket)["Contents"])
     assert left == [keys[0], keys[100], keys[150]]
+
+
+def test_an_acquisition_whose_response_is_lost_holds_the_lease(
+    s3_endpoint: str, bucket: Callable[..., str], s3_client: Any
+) -> None:
+    """The lock PUT is applied but its answer lost; the SDK's retry meets 412 (the lock now
+    exists — ours). The run recognises its own acquisition instead of calling itself busy."""
+    target = Target(bucket(), "archive")
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.drop_response = lambda method, path, headers: (
+            method == "PUT" and path.split("?")[0].endswith("/lock.json") and proxy.dropped == 0
+        )
+        store = S3Store(S3Settings(endpoint_url=proxy.url, region="us-east-1"))
+        with JobLock(store, target, "job", "run-a", ttl_seconds=600) as lock:
+            assert proxy.dropped == 1
+            assert _lock(s3_client, target)["epoch"] == lock.epoch
+            lock.check()
+    assert _lock(s3_client, target)["released"] is True

@@ -76,8 +76,14 @@ class JobLock:
 
     def acquire(self) -> None:
         bucket = self.target.bucket
+        sent = time.monotonic()
         for _ in range(3):
             held = self.store.get_document(bucket, self.key)
+            if held is not None and self.epoch and lease.renewal_applied(
+                held.body, self.run_id, self.epoch, 0
+            ):  # our acquisition was applied, its response lost (the retry saw 412)
+                self._etag, self._valid_until = held.etag, sent + self.ttl_seconds
+                break
             previous = lease.epoch_of(held.body) if held is not None else None
             self.epoch = lease.next_epoch(previous, lease.now_ms())
             if held is not None and not lease.may_take_over(held.body, lease.now_ms(),
