@@ -4,6 +4,9 @@ Each request is forwarded to the upstream unless the seeded schedule picks a fau
 ``503`` (an S3 ``SlowDown`` error document), ``500`` (``InternalError``), ``reset`` (the
 connection is closed without a response) or ``stall`` (the response comes after a delay).
 ``fail_all`` turns every request into a 503, for a budget that cannot be met.
+``strip_headers`` (lower-case names) are removed from every request before it is forwarded
+(an endpoint that ignores them); ``drop_response`` picks requests that are applied upstream
+but whose response never arrives (the connection is closed instead).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -36,6 +40,10 @@ class FaultProxy:
         self.injected: dict[str, int] = dict.fromkeys(FAULTS, 0)
         self.forwarded = 0
         self.requests: list[tuple[str, str, str | None]] = []  # method, path, Range header
+        self.strip_headers: set[str] = set()
+        # (method, path, headers) -> True: apply the request, then hang up without answering.
+        self.drop_response: Callable[[str, str, dict[str, str]], bool] | None = None
+        self.dropped = 0
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -112,13 +120,22 @@ class FaultProxy:
                 if fault == "stall":
                     time.sleep(proxy.stall_seconds)
                 headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("transfer-encoding", "content-length")}
+                           if k.lower() not in ("transfer-encoding", "content-length",
+                                                *proxy.strip_headers)}  # fmt: skip
                 headers["Content-Length"] = str(len(body))
+                drop = proxy.drop_response is not None and proxy.drop_response(
+                    self.command, self.path, dict(self.headers.items())
+                )
                 upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
                     upstream.request(self.command, self.path, body=body, headers=headers)
                     response = upstream.getresponse()
                     data = response.read()
+                    if drop:
+                        proxy.dropped += 1
+                        self.close_connection = True
+                        self.connection.close()
+                        return None
                     self.send_response(response.status)
                     for key, value in response.getheaders():
                         if key.lower() not in ("transfer-encoding", "content-length",

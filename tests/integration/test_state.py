@@ -97,7 +97,7 @@ def test_recovery_deletes_only_objects_at_or_beyond_the_committed_offset(
         pending.mark(store, target, "job", TP, start, key, "run-crashed")
         s3_client.put_object(Bucket=target.bucket, Key=key, Body=b"{}\n")
 
-    result = pending.recover(store, target, "job", TP, committed=50)
+    result = pending.recover(store, target, "job", TP, _state(50, "run-done"))
 
     assert sorted(result.deleted_objects) == sorted([keys[50], keys[70]])
     assert result.cleared_markers == 3

@@ -8,6 +8,7 @@ generated values, timestamps, batch splits and flush policies.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ class FakeStore:
     def delete(self, bucket: str, keys: list[str]) -> None:
         for key in keys:
             self.objects.pop(key, None)
+
+    def creating(self, bucket: str, key: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # create-only uploads: nothing here to collide with
 
 
 class FakeMessage:

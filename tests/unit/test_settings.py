@@ -92,3 +92,15 @@ def test_secrets_are_redacted_for_display() -> None:
     shown = settings.redacted()["kafka_properties"]["value"]
     assert shown == {"sasl.password": "***", "sasl.username": "me"}
     assert "hunter2" not in repr(settings.redacted())
+
+
+def test_the_unsafe_conditional_writes_setting_is_off_unless_stated(tmp_path: Path) -> None:
+    name = "unsafe_single_writer_without_conditional_writes"
+    assert getattr(load_settings(None, {}, {}).settings, name) is False
+    path = tmp_path / "archive.yaml"
+    path.write_text(f"{name}: true\n")
+    assert getattr(load_settings(path, {}, {}).settings, name) is True
+    env = {"KAFKA_ARCHIVE_" + name.upper(): "false"}
+    assert getattr(load_settings(path, env, {}).settings, name) is False
+    with pytest.raises(ConfigError, match="must be true or false"):
+        load_settings(None, {"KAFKA_ARCHIVE_" + name.upper(): "maybe"}, {})

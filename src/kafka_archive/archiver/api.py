@@ -24,6 +24,7 @@ from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
+from kafka_archive.archiver.state import lease, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
@@ -64,21 +65,24 @@ class NullProgress:
 
 
 @contextlib.contextmanager
-def _locks(store: S3Store, plan: Plan, job: str, run_id: str, ttl: int) -> Iterator[None]:
+def _locks(
+    store: S3Store, plan: Plan, job: str, run_id: str, ttl: int
+) -> Iterator[dict[Target, JobLock]]:
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
     with contextlib.ExitStack() as stack:
-        for target in targets:
-            stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
-        yield
+        yield {
+            target: stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
+            for target in targets
+        }
 
 
 @contextlib.contextmanager
-def _held(lock: JobLock) -> Iterator[None]:
+def _held(lock: JobLock) -> Iterator[JobLock]:
     """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
     failed the run) is logged, so that the run's own error is the one reported."""
     lock.acquire()
     try:
-        yield
+        yield lock
     except BaseException:
         try:
             lock.release()
@@ -105,15 +109,23 @@ class _Archiver:
         self.partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self._spark: Any = None
         self._owned = False
+        self.locks: dict[Target, JobLock] = {}
+
+    def check_leases(self) -> None:
+        for lock in self.locks.values():
+            lock.check()
 
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure."""
         started = time.monotonic()
+        self.check_leases()
         work = jobs.plan_work(
             self.plan, self.partitions, store=self.store, admin=self.admin,
             settings=self.settings, job=self.job, run_id=self.run_id,
             now_ms=int(time.time() * 1000), hold_tails=hold_tails,
             value_schemas=self.value_schemas,
+            epochs={target: lock.epoch for target, lock in self.locks.items()},
+            check_lease=lambda target: self.locks[target].check(),
         )
         results: list[Any] = []
         if work.units:
@@ -133,7 +145,13 @@ class _Archiver:
             seconds=time.monotonic() - started,
         )
         if failures:
-            error: ArchiveError = failures[0].to_error()
+            fenced = [f for f in failures if f.error_type == "FencedError"]
+            error: ArchiveError = (fenced or failures)[0].to_error()
+            error.result = outcome
+            raise error
+        lost = [lock for lock in self.locks.values() if lock.lost]
+        if lost:
+            error = lease.fenced("another run took the job's lease over during this batch")
             error.result = outcome
             raise error
         return outcome
@@ -215,7 +233,13 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
         store.check_bucket(bucket)
     with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
         archiver = _Archiver(settings, plan, store, admin, job, run_id, progress)
-        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds):
+        probe.check_conditional_writes(
+            store, archiver.plan, job, run_id,
+            unsafe=settings.unsafe_single_writer_without_conditional_writes,
+        )  # fmt: skip
+        with _locks(store, plan, job, run_id, settings.lock_ttl_seconds) as locks:
+            archiver.locks = locks
+            archiver.check_leases()  # an aborted upload must not be a newer run's
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)

@@ -37,6 +37,7 @@ from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.state import pending
+from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.store.streaming import StreamingUpload
 from kafka_archive.archiver.transforms import TransformedBatch
@@ -78,9 +79,11 @@ class ChunkSet:
         registry: SchemaRegistry | None = None,
         part_bytes: int | None = None,
         max_open: int = MAX_OPEN,
+        fencing: UnitFencing | None = None,
     ) -> None:
         self._unit = unit
         self._max_open = max_open
+        self.fencing = fencing or UnitFencing(store, unit)
         self._part_bytes = part_bytes
         self._registry = registry
         self._store = store
@@ -269,20 +272,28 @@ class ChunkSet:
             keys = [chunk.key]
             if isinstance(chunk.compressor, BlockGzipSink):
                 keys.append(index_key(chunk.key))
+            self.fencing.check()
             for key in keys:
                 self.marker_keys.append(
                     pending.mark(
                         self._store, target, unit.job, unit.tp, chunk.first_offset, key,
-                        unit.run_id,
+                        unit.run_id, unit.epoch,
                     )
                 )
-            if chunk.upload is not None and chunk.upload.started:
-                chunk.upload.complete(chunk.path.stat().st_size)
+            upload = chunk.upload
+            if upload is not None and upload.started:
+                size = chunk.path.stat().st_size
+                self.fencing.create(chunk.key, lambda: upload.complete(size))
             else:
-                self._store.upload_file(target.bucket, chunk.key, chunk.path)
+                path = chunk.path
+                self.fencing.create(
+                    chunk.key, lambda: self._store.upload_file(target.bucket, chunk.key, path)
+                )
             if isinstance(chunk.compressor, BlockGzipSink):
-                self._store.put_bytes(
-                    target.bucket, index_key(chunk.key), index_document(chunk.compressor.blocks)
+                index = index_document(chunk.compressor.blocks)
+                self.fencing.create(
+                    index_key(chunk.key),
+                    lambda: self._store.put_bytes(target.bucket, index_key(chunk.key), index),
                 )
             self.written_end = max(self.written_end, chunk.last_offset)
             self.written.append(

@@ -42,14 +42,22 @@ class DeadLetters:
 
     lines: list[bytes] = field(default_factory=list)
     first_offset: int | None = None
+    offsets: list[int] = field(default_factory=list)
 
     def add(self, record: Record, error: str) -> None:
         document = to_json_document(record, Envelope(enabled=True))
         document["error"] = error
         line = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
         self.lines.append(line + b"\n")
+        self.offsets.append(record.offset)
         if self.first_offset is None:
             self.first_offset = record.offset
+
+    def below(self, cut: int) -> DeadLetters:
+        """The letters of records before offset ``cut`` (those a commit at ``cut`` covers)."""
+        kept = [(o, line) for o, line in zip(self.offsets, self.lines, strict=True) if o < cut]
+        return DeadLetters([line for _, line in kept], kept[0][0] if kept else None,
+                           [o for o, _ in kept])  # fmt: skip
 
     def body(self) -> bytes:
         return b"".join(self.lines)

@@ -203,3 +203,16 @@ class TransformError(ArchiveError):
     of its batch, or two calls on the same records returned different records."""
 
     exit_code = 22
+
+
+class FencedError(ArchiveError):
+    """This run can no longer prove that it holds the job's lease (another run took it over,
+    or it could not renew it in time): it stopped writing and committed nothing further."""
+
+    exit_code = 18
+
+
+class ConditionalWritesError(ArchiveError):
+    """The S3 endpoint ignores If-None-Match / If-Match on PUT, on which fencing depends."""
+
+    exit_code = 19

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import positions
+from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.task import UnitFailure, archive_units
-from kafka_archive.kcql.plan import Plan, Route
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,36 @@ def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:
     return aborted
 
 
+@dataclass
+class _PartitionFence:
+    """Fences one partition (:func:`checkpoint.fence`) the first time it is called: before
+    recovery deletes anything of it, or before a unit is planned for it."""
+
+    store: S3Store
+    target: Target
+    job: str
+    tp: TopicPartition
+    loaded: checkpoint.LoadedState
+    epoch: int
+    start: int
+    check_lease: Callable[[Target], None]
+
+    def __call__(self) -> None:
+        if not self.epoch:
+            return
+        state = self.loaded.state
+        expected = state.next_offset if state is not None else self.start
+        self.check_lease(self.target)
+        self.loaded = checkpoint.fence(self.store, self.target, self.job, self.tp, self.loaded,
+                                       epoch=self.epoch, initial_offset=self.start)  # fmt: skip
+        fenced = self.loaded.state
+        if fenced is not None and fenced.next_offset != expected:
+            raise StateConflictError(
+                "another run committed the partition while this one started", tp=self.tp,
+                hint="Run again: it resumes from that commit",
+            )  # fmt: skip
+
+
 def plan_work(
     plan: Plan,
     partitions: dict[str, tuple[int, ...]],
@@ -95,6 +126,8 @@ def plan_work(
     now_ms: int,
     hold_tails: bool = False,
     value_schemas: Mapping[int, str] | None = None,
+    epochs: Mapping[Target, int] | None = None,
+    check_lease: Callable[[Target], None] = lambda target: None,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
@@ -103,6 +136,10 @@ def plan_work(
     ``now_ms`` fixes which open objects count as young (held back at the end) when the route
     states a flush interval or ``hold_tails`` (continuous mode) is set, so that every
     attempt of a task makes the same decision.
+
+    With ``epochs`` (the fencing epoch of this run's lease on each target), a partition is
+    fenced (:func:`checkpoint.fence`) before anything of it is deleted or written, and
+    ``check_lease`` proves the lease first.
     """
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
@@ -115,13 +152,6 @@ def plan_work(
             loaded = checkpoint.load(store, route.target, job, tp)
             state = loaded.state
             committed = state.next_offset if state is not None else 0
-            recovery = pending.recover(store, route.target, job, tp, committed)
-            if recovery.deleted_objects:
-                log.info(
-                    "%s: removed %d object(s) a crashed run left beyond offset %d",
-                    tp, len(recovery.deleted_objects), committed,
-                )
-                recovered += len(recovery.deleted_objects)
             marks = admin.watermarks(tp, committed)
             if state is not None:
                 if start_given:
@@ -144,15 +174,28 @@ def plan_work(
                 )
                 if note:
                     log.warning("%s: %s", tp, note)
+            epoch = (epochs or {}).get(route.target, 0)
+
+            fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
+                                    check_lease)  # fmt: skip
+            recovery = pending.recover(store, route.target, job, tp, state, fence)
+            if recovery.deleted_objects:
+                log.info(
+                    "%s: removed %d object(s) a crashed or fenced run left uncommitted",
+                    tp, len(recovery.deleted_objects),
+                )
+                recovered += len(recovery.deleted_objects)
             stop = positions.stop_offset(start, marks.high, settings.max_records_per_partition)
             if start >= stop:
-                if state is None and start > 0:
+                if fence.loaded.state is None and start > 0:
                     # Pin where a new job starts (latest, a time, a group), so that the next
                     # run continues from here instead of choosing again.
                     pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
                     checkpoint.commit(store, route.target, job, tp, pin, expected_etag=None)
                 skipped.append(PartitionSkip(index, tp, start, "nothing new"))
                 continue
+            fence()
+            loaded = fence.loaded
             prior = (
                 Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
             )
@@ -170,6 +213,9 @@ def plan_work(
                     prior=prior,
                     until_ms=settings.until_ms,
                     value_schema=(value_schemas or {}).get(index),
+                    epoch=epoch,
+                    lease_ttl_seconds=settings.lock_ttl_seconds,
+                    commits=state.commits if state is not None else (),
                     young_after_ms=(
                         now_ms - route.flush.interval_seconds * 1000
                         if route.flush.interval_set or hold_tails

@@ -53,6 +53,11 @@ class WorkUnit:
     # Where the driver imported the route's 'transform' module from (local masters import it
     # from there too).
     transform_root: str | None = None
+    # Fencing (archiver.state.fencing): the epoch of the run's lease on the route's target
+    # (0: unfenced), the lease's length, and the partition's commit history before this run.
+    epoch: int = 0
+    lease_ttl_seconds: int = 900
+    commits: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("until", str, None, "stop each partition at the first record at or after this time"),
     Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
     Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
+    Option("unsafe_single_writer_without_conditional_writes", bool, False,
+           "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
+           "two overlapping runs of a job can lose or duplicate records"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 # Options kept in S3Settings under another name.
@@ -158,6 +161,7 @@ class Settings:
     until_ms: int | None = None
     topics: str | None = None
     topics_regex: str | None = None
+    unsafe_single_writer_without_conditional_writes: bool = False
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def given(self, name: str) -> bool:
@@ -354,6 +358,9 @@ def load_settings(
         until_ms=parse_timestamp(get("until"), "--until") if get("until") else None,
         topics=get("topics"),
         topics_regex=get("topics_regex"),
+        unsafe_single_writer_without_conditional_writes=bool(
+            get("unsafe_single_writer_without_conditional_writes")
+        ),
         sources=tuple(sorted(origin.items())),
     )
     remember(settings.secret_values())

@@ -60,15 +60,21 @@ def _commit(
     refused: Refused | None = None,
 ) -> UnitResult:
     refused = refused or Refused()
+    # Records at or past the commit cut are read again by the next run: so are their
+    # refusals, which are not this run's to write.
+    letters = refused.letters.below(next_offset)
     dead_key = None
-    if refused.letters.first_offset is not None:
-        first = refused.letters.first_offset
+    fencing = chunks.fencing
+    if letters.first_offset is not None:
+        first = letters.first_offset
         dead_key = deadletter.dead_letter_key(unit.route, unit.tp, first)
+        fencing.check()
         chunks.marker_keys.append(
             pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
-                         unit.run_id)
+                         unit.run_id, unit.epoch)
         )
-        store.put_bytes(unit.route.target.bucket, dead_key, refused.letters.body())
+        key, body = dead_key, letters.body()
+        fencing.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
     written = tuple(chunks.written)
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
@@ -81,7 +87,10 @@ def _commit(
             records=unit.prior.records + records,
             bytes=unit.prior.bytes + size,
             objects=unit.prior.objects + len(written),
+            epoch=unit.epoch,
+            commits=checkpoint.append_commit(unit.commits, unit.start, unit.epoch),
         )
+        fencing.check()
         checkpoint.commit(
             store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
         )
@@ -98,7 +107,7 @@ def _commit(
         objects=written,
         seconds=time.monotonic() - started,
         skipped_records=refused.skipped,
-        dead_letters=len(refused.letters.lines),
+        dead_letters=len(letters.lines),
         dead_letter_key=dead_key,
         s3_retries=store.retries,
     )

@@ -2,17 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.state import lease
 from kafka_archive.archiver.state.paths import state_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
 
 FORMAT_VERSION = 1
+# Commit ranges a state remembers: enough for recovery to tell, below the committed
+# offset, an object its committing run wrote from one a fenced run left (run ~weekly).
+COMMITS_KEPT = 32
+
+Commits = tuple[tuple[int, int], ...]
+"""(first offset, epoch) of each commit range, oldest first: range i holds the offsets from
+its first offset to the next range's (the last one: to ``next_offset``)."""
+
+
+def append_commit(commits: Commits, start: int, epoch: int) -> Commits:
+    """The history after a commit of ``[start, …)`` by ``epoch`` (merged with the last
+    range when it is the same epoch's; the oldest ranges are forgotten)."""
+    kept = tuple(c for c in commits if c[0] < start)
+    if kept and kept[-1][1] == epoch:
+        return kept[-COMMITS_KEPT:]
+    return (*kept, (start, epoch))[-COMMITS_KEPT:]
+
+
+def committed_by(commits: Commits, offset: int) -> int | None:
+    """The epoch whose commit covers ``offset``, or None when the history does not reach
+    back that far (or the state predates epochs)."""
+    owner = None
+    for first, epoch in commits:
+        if first > offset:
+            break
+        owner = epoch
+    return owner
 
 
 def now_iso() -> str:
@@ -30,6 +59,9 @@ class PartitionState:
     records: int = 0
     bytes: int = 0
     objects: int = 0
+    # The fencing epoch of the last run that wrote the state (committed or fenced it).
+    epoch: int = 0
+    commits: Commits = ()
 
     def to_json(self, tp: TopicPartition, job: str) -> dict[str, Any]:
         return {
@@ -42,6 +74,8 @@ class PartitionState:
             "committed_at": self.committed_at,
             "last_objects": list(self.last_objects),
             "totals": {"records": self.records, "bytes": self.bytes, "objects": self.objects},
+            "epoch": self.epoch,
+            "commits": [list(c) for c in self.commits],
         }
 
     @classmethod
@@ -55,6 +89,8 @@ class PartitionState:
             records=int(totals.get("records", 0)),
             bytes=int(totals.get("bytes", 0)),
             objects=int(totals.get("objects", 0)),
+            epoch=int(body.get("epoch", 0) or 0),
+            commits=tuple((int(c[0]), int(c[1])) for c in body.get("commits", ())),
         )
 
 
@@ -95,6 +131,11 @@ def commit(
         same_run = current is not None and current.run_id == new.run_id
         if same_run and current is not None and current.next_offset == new.next_offset:
             return
+        if current is not None and current.epoch > new.epoch:
+            raise lease.fenced(
+                f"{tp}: a run with a newer lease ({current.run_id or 'starting'}) fenced the "
+                "partition; this run's commit was refused"
+            ) from None
         raise StateConflictError(
             f"the state of s3://{target.bucket}/{key} was changed by another run "
             f"({current.run_id if current else 'deleted'}) while this run was writing",
@@ -102,3 +143,45 @@ def commit(
             hint="Two runs of the same job must not overlap; this run's objects beyond the "
             "committed offset will be cleaned up by the next run",
         ) from None
+
+
+def fence(
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    loaded: LoadedState,
+    *,
+    epoch: int,
+    initial_offset: int,
+) -> LoadedState:
+    """Stamp the partition's state with this run's fencing epoch before the run writes or
+    deletes anything of the partition (a state of a job's first run starts at
+    ``initial_offset``). Conditional on the ETag read, like every state write, so from here
+    on every commit of an older run — conditional on the ETag that run read — fails. A
+    state stamped with a newer epoch means this run is the older one: FencedError.
+    """
+    for _ in range(5):
+        state = loaded.state
+        if state is not None and state.epoch > epoch:
+            raise lease.fenced(f"{tp}: a run with a newer lease wrote the partition's state")
+        if state is not None and state.epoch == epoch:
+            return loaded
+        new = (
+            dataclasses.replace(state, epoch=epoch)
+            if state is not None
+            else PartitionState(initial_offset, "", now_iso(), epoch=epoch)
+        )
+        try:
+            etag = store.put_document(
+                target.bucket, state_key(target, job, tp), new.to_json(tp, job),
+                if_match=loaded.etag,
+            )  # fmt: skip
+        except PreconditionFailed:
+            loaded = load(store, target, job, tp)  # an older run committed meanwhile
+            continue
+        return LoadedState(new, etag)
+    raise StateConflictError(
+        "the partition state keeps changing under this run", tp=tp,
+        hint="Another run of the job is writing it; let it finish",
+    )  # fmt: skip

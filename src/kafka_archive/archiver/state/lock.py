@@ -1,48 +1,36 @@
-"""A lease per job and target prefix, so two runs of one job never interleave their writes.
+"""A lease per job and target prefix, with a fencing epoch, so two runs of one job never
+interleave their writes.
 
-The lock is a JSON object created with If-None-Match; a lock whose lease expired (its run
-died) is taken over with If-Match on its ETag, so exactly one contender wins. The holder
-renews the lease from a background thread while the run lasts.
+The lock is a JSON object created with If-None-Match; a lock that was released, whose lease
+expired, or whose holder is provably dead is taken over with If-Match on its ETag, so
+exactly one contender wins, with an epoch above the previous holder's. The holder renews
+the lease from a background thread (If-Match on its own last ETag; a renewal whose response
+was lost is recognised by re-reading the lock) and proves it before every destructive step
+(:meth:`JobLock.check`). Release marks the lock released, again with If-Match: it never
+removes another run's lock, and the object stays so that epochs keep growing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import socket
+import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
-from kafka_archive.archiver.errors import JobLockedError
+from kafka_archive.archiver.errors import ArchiveError, JobLockedError
+from kafka_archive.archiver.state import lease
 from kafka_archive.archiver.state.paths import lock_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
 
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+log = logging.getLogger(__name__)
 
 
-def _iso(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _holder_is_dead(body: dict[str, object]) -> bool:
-    """Whether the lock's holder was a process of this host that no longer exists (a run
-    killed or crashed here): its lease need not be waited out."""
-    if body.get("host") != socket.gethostname():
-        return False
-    pid = body.get("pid")
-    if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, another user's
-    return False
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
 @dataclass
@@ -52,77 +40,149 @@ class JobLock:
     job: str
     run_id: str
     ttl_seconds: int
+    epoch: int = 0
     _etag: str | None = None
+    _renewal: int = 0
+    _valid_until: float = 0.0  # monotonic: when the last successful renewal's proof ends
+    _lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
-    lost: bool = False
+    _here: lease.Identity = field(default_factory=lease.Identity.here)
 
     @property
     def key(self) -> str:
         return lock_key(self.target, self.job)
 
-    def _body(self) -> dict[str, object]:
-        now = _now()
+    @property
+    def lost(self) -> bool:
+        """Whether another run took the lease over (this run must not write any more)."""
+        return self._lost is not None
+
+    def _body(self, renewal: int, *, released: bool = False) -> dict[str, object]:
+        now = lease.now_ms()
+        expires = now if released else now + self.ttl_seconds * 1000
         return {
             "job": self.job,
             "run_id": self.run_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+            "epoch": self.epoch,
+            **self._here.fields(),
+            "renewal": renewal,
             "renewed_at": _iso(now),
-            "expires_at": _iso(now + dt.timedelta(seconds=self.ttl_seconds)),
+            "expires_at": _iso(expires),
+            "expires_at_ms": expires,
+            "released": released,
         }
 
     def acquire(self) -> None:
         bucket = self.target.bucket
-        try:
-            self._etag = self.store.put_document(bucket, self.key, self._body(), if_match=None)
-        except PreconditionFailed:
+        sent = time.monotonic()
+        for _ in range(3):
             held = self.store.get_document(bucket, self.key)
-            if held is None:  # released between our two requests: try once more
-                self._etag = self.store.put_document(bucket, self.key, self._body(), if_match=None)
-            else:
-                expires = dt.datetime.strptime(
-                    str(held.body.get("expires_at")), "%Y-%m-%dT%H:%M:%SZ"
-                ).replace(tzinfo=dt.UTC)
-                if expires > _now() and not _holder_is_dead(held.body):
-                    raise JobLockedError(
-                        f"job {self.job!r} is already running on s3://{bucket}/"
-                        f"{self.target.prefix} (run {held.body.get('run_id')} on host "
-                        f"{held.body.get('host')}, pid {held.body.get('pid')}, lease until "
-                        f"{held.body.get('expires_at')})",
-                        hint="Wait for it to finish; if it died, its lease expires at that time",
-                    ) from None
-                try:
-                    self._etag = self.store.put_document(
-                        bucket, self.key, self._body(), if_match=held.etag
-                    )
-                except PreconditionFailed:
-                    raise JobLockedError(
-                        f"job {self.job!r}: another run took over the expired lock first",
-                        hint="Only one run of a job may run at a time",
-                    ) from None
+            if held is not None and self.epoch and lease.renewal_applied(
+                held.body, self.run_id, self.epoch, 0
+            ):  # our acquisition was applied, its response lost (the retry saw 412)
+                self._etag, self._valid_until = held.etag, sent + self.ttl_seconds
+                break
+            previous = lease.epoch_of(held.body) if held is not None else None
+            self.epoch = lease.next_epoch(previous, lease.now_ms())
+            if held is not None and not lease.may_take_over(held.body, lease.now_ms(),
+                                                            self._here):  # fmt: skip
+                raise JobLockedError(
+                    f"job {self.job!r} is already running on s3://{bucket}/"
+                    f"{self.target.prefix} (run {held.body.get('run_id')} on host "
+                    f"{held.body.get('host')}, pid {held.body.get('pid')}, lease until "
+                    f"{held.body.get('expires_at')})",
+                    hint="Wait for it to finish; if it died, its lease expires at that time",
+                )
+            sent = time.monotonic()
+            try:
+                self._etag = self.store.put_document(
+                    bucket, self.key, self._body(0),
+                    if_match=held.etag if held is not None else None,
+                )  # fmt: skip
+            except PreconditionFailed:
+                continue  # it changed between our two requests: look again
+            self._valid_until = sent + self.ttl_seconds
+            break
+        else:
+            raise JobLockedError(
+                f"job {self.job!r}: another run took the lock first",
+                hint="Only one run of a job may run at a time",
+            )
         self._thread = threading.Thread(target=self._renew_loop, daemon=True, name="job-lock")
         self._thread.start()
 
-    def _renew_loop(self) -> None:
-        interval = max(1.0, self.ttl_seconds / 3)
-        while not self._stop.wait(interval):
-            try:
-                self._etag = self.store.put_document(
-                    self.target.bucket, self.key, self._body(), if_match=self._etag
-                )
-            except PreconditionFailed:
-                self.lost = True
+    def _renew_once(self) -> None:
+        """One renewal; a lost response is told from a lost lease by reading the lock."""
+        with self._mutex:
+            if self._lost is not None or self._etag is None:
                 return
-            except Exception:
-                continue  # transient: the next renewal tries again within the lease
+            renewal = self._renewal + 1
+            sent = time.monotonic()
+            try:
+                try:
+                    etag = self.store.put_document(
+                        self.target.bucket, self.key, self._body(renewal), if_match=self._etag
+                    )
+                except PreconditionFailed:
+                    held = self.store.get_document(self.target.bucket, self.key)
+                    body = held.body if held is not None else None
+                    if held is None or not lease.renewal_applied(
+                        body, self.run_id, self.epoch, renewal
+                    ):
+                        holder = body.get("run_id") if body is not None else None
+                        self._lost = f"run {holder} took the job's lease over"
+                        log.warning("lost the lease of job %s to %s", self.job, holder)
+                        return
+                    etag = held.etag  # ours: the response of our PUT was lost
+            except ArchiveError as exc:
+                log.warning("could not renew the lease of job %s: %s", self.job, exc)
+                return
+            self._etag, self._renewal = etag, renewal
+            self._valid_until = sent + self.ttl_seconds
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(lease.renew_interval(self.ttl_seconds)):
+            self._renew_once()
+            if self._lost is not None:
+                return
+
+    def _provable(self) -> bool:
+        margin = lease.safety_margin_ms(self.ttl_seconds) / 1000
+        return self._lost is None and time.monotonic() < self._valid_until - margin
+
+    def check(self) -> None:
+        """Return if this run provably holds the lease (with its safety margin), renewing it
+        now if the background renewals have not; else raise FencedError."""
+        if self._provable():
+            return
+        self._renew_once()
+        if not self._provable():
+            raise lease.fenced(self._lost or "the job's lease could not be renewed in time")
 
     def release(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if not self.lost and self._etag is not None:
-            self.store.delete_document(self.target.bucket, self.key)
+        with self._mutex:
+            if self._lost is not None or self._etag is None:
+                return
+            try:
+                self.store.put_document(
+                    self.target.bucket, self.key, self._body(self._renewal + 1, released=True),
+                    if_match=self._etag,
+                )  # fmt: skip
+            except PreconditionFailed:
+                held = self.store.get_document(self.target.bucket, self.key)
+                body: Any = held.body if held is not None else {}
+                mine = (body.get("run_id"), lease.epoch_of(body), body.get("renewal"))
+                if mine != (self.run_id, self.epoch, self._renewal + 1):
+                    log.warning("the lock of job %s was taken over before release", self.job)
+            except ArchiveError as exc:
+                log.warning("could not release the lock of job %s (it expires in %d s): %s",
+                            self.job, self.ttl_seconds, exc)  # fmt: skip
+            self._etag = None
 
     def __enter__(self) -> JobLock:
         self.acquire()

@@ -1,24 +1,41 @@
-"""Intent markers: before an object is uploaded, a marker naming it is written.
+"""Intent markers: before an object is uploaded, a marker naming it (and its writer: run
+and fencing epoch) is written.
 
-A run that crashes after uploading but before committing leaves objects beyond the
-committed offset. The next run lists this partition's markers (one small listing, however
-many PARTITIONBY paths the objects went to) and deletes every marked object that starts at
-or after the committed offset, before it writes anything. Markers of objects below the
-committed offset are stale (their run committed) and are simply removed.
+A run that crashes (or is fenced) after uploading but before committing leaves objects
+behind. The next run lists this partition's markers (one small listing, however many
+PARTITIONBY paths the objects went to) and, before it writes anything, deletes every marked
+object that is not committed: one that starts at or after the committed offset, or one
+below it that was written by another epoch than the commit covering its offset (a fenced
+run's object where the committing run wrote other keys). Objects of the committing run
+stay; the markers go.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.state.checkpoint import PartitionState, committed_by
 from kafka_archive.archiver.state.paths import pending_prefix
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Target
 
 _OFFSET_WIDTH = 20
+# User metadata of every object a run writes (x-amz-meta-*): its writer.
+RUN_META, EPOCH_META = "kafka-archive-run", "kafka-archive-epoch"
+UNIT_META = "kafka-archive-unit"  # the unit's range: same run and range, same bytes
+
+
+def writer_metadata(run: str, epoch: int, unit: str) -> dict[str, str]:
+    return {RUN_META: run, EPOCH_META: str(epoch), UNIT_META: unit}
+
+
+def writer_epoch(metadata: dict[str, str] | object) -> int | None:
+    value = metadata.get(EPOCH_META) if isinstance(metadata, dict) else None
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,11 +50,12 @@ def marker_key(target: Target, job: str, tp: TopicPartition, start: int, key: st
 
 
 def mark(
-    store: S3Store, target: Target, job: str, tp: TopicPartition, start: int, key: str, run: str
-) -> str:
+    store: S3Store, target: Target, job: str, tp: TopicPartition, start: int, key: str, run: str,
+    epoch: int = 0,
+) -> str:  # fmt: skip
     """Record the intent to upload ``key``; returns the marker's own key."""
     mkey = marker_key(target, job, tp, start, key)
-    body = json.dumps({"key": key, "start": start, "run": run}).encode()
+    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch}).encode()
     store.put_bytes(target.bucket, mkey, body)
     return mkey
 
@@ -60,20 +78,47 @@ class Recovery:
 
 
 def recover(
-    store: S3Store, target: Target, job: str, tp: TopicPartition, committed: int
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    state: PartitionState | None,
+    before_delete: Callable[[], None] = lambda: None,
 ) -> Recovery:
-    """Delete objects that crashed attempts wrote at or beyond ``committed``, then markers."""
+    """Delete the uncommitted objects that markers name, then the markers.
+
+    ``before_delete`` runs once before the first delete, if any (it fences the partition
+    and proves the lease: a stale run must never delete).
+    """
+    committed = state.next_offset if state is not None else 0
     found = markers(store, target, job, tp)
+    if not found:
+        return Recovery((), 0)
     orphans: list[str] = []
+    checked: list[tuple[str, str]] = []  # (key, etag) of objects below the committed offset
     for marker in found:
+        raw = store.get_bytes(target.bucket, marker.marker_key)
+        if raw is None:
+            continue
+        body = json.loads(raw)
+        key = str(body["key"])
         if marker.start_offset >= committed:
-            raw = store.get_bytes(target.bucket, marker.marker_key)
-            if raw is not None:
-                orphans.append(str(json.loads(raw)["key"]))
+            orphans.append(key)
+            continue
+        if state is None or body.get("run") == state.run_id:
+            continue  # the committing run's own: committed
+        owner = committed_by(state.commits, marker.start_offset)
+        head = store.head(target.bucket, key) if owner is not None else None
+        if head is not None:
+            wrote = writer_epoch(head.metadata)
+            if wrote is not None and wrote != owner:
+                checked.append((key, head.etag))
+    before_delete()
     if orphans:
         store.delete(target.bucket, orphans)
+    removed = [key for key, etag in checked if store.delete_if_match(target.bucket, key, etag)]
     store.delete(target.bucket, [m.marker_key for m in found])
-    return Recovery(tuple(orphans), len(found))
+    return Recovery((*orphans, *removed), len(found))
 
 
 def clear(store: S3Store, target: Target, marker_keys: list[str]) -> None:

@@ -7,9 +7,10 @@ Objects become visible only complete: a single PUT, or a multipart upload that i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -130,8 +131,25 @@ class Document:
     etag: str
 
 
+@dataclass(frozen=True, slots=True)
+class ObjectHead:
+    """An object's ETag and user metadata (``x-amz-meta-*``), from a HEAD."""
+
+    etag: str
+    metadata: Mapping[str, str]
+
+
 class PreconditionFailed(Exception):
     """A conditional write lost: the object changed (If-Match) or exists (If-None-Match)."""
+
+
+class _ConditionFailed(UploadError):
+    """A 412/409 on a request that has no caller of its own to see it (a managed transfer's
+    PUT or completion): :meth:`S3Store.creating` turns it into PreconditionFailed."""
+
+
+class ConditionalWritesIgnored(Exception):
+    """The endpoint applied a PUT whose If-None-Match / If-Match condition was false."""
 
 
 def _code(exc: ClientError) -> str:
@@ -140,6 +158,13 @@ def _code(exc: ClientError) -> str:
 
 def _status(exc: ClientError) -> int:
     return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+def _is_precondition(exc: ClientError) -> bool:
+    return _status(exc) in (409, 412) or _code(exc) in (
+        "PreconditionFailed",
+        "ConditionalRequestConflict",
+    )
 
 
 class S3Store:
@@ -176,6 +201,16 @@ class S3Store:
         # Requests botocore had to retry (throttling, 5xx, connection errors), for metrics.
         self.retries = 0
         self._client.meta.events.register("after-call.s3", self._count_retries)
+        # Fencing: keys being created with If-None-Match (any attempt, any transfer thread),
+        # and the user metadata naming the writer that every new object of this store gets.
+        self._creating: set[tuple[str, str]] = set()
+        self._creating_lock = threading.Lock()
+        self.object_metadata: dict[str, str] = {}
+        events = self._client.meta.events
+        for operation in ("PutObject", "CompleteMultipartUpload"):
+            events.register(f"before-parameter-build.s3.{operation}", self._create_only)
+        for operation in ("PutObject", "CreateMultipartUpload"):
+            events.register(f"before-parameter-build.s3.{operation}", self._add_metadata)
         self._transfer = TransferConfig(
             multipart_threshold=MULTIPART_THRESHOLD,
             multipart_chunksize=PART_SIZE,
@@ -201,6 +236,29 @@ class S3Store:
             self.retries += retried
             S3Store.process_retries += retried
 
+    def _create_only(self, params: dict[str, Any], **_: Any) -> None:
+        if (params.get("Bucket"), params.get("Key")) in self._creating:
+            params.setdefault("IfNoneMatch", "*")
+
+    def _add_metadata(self, params: dict[str, Any], **_: Any) -> None:
+        if self.object_metadata and "Metadata" not in params:
+            params["Metadata"] = dict(self.object_metadata)
+
+    @contextlib.contextmanager
+    def creating(self, bucket: str, key: str) -> Iterator[None]:
+        """Within: every PUT or multipart completion of ``key`` (by any thread: boto3's
+        managed transfer, :mod:`.streaming`) is sent with ``If-None-Match: *``, so it never
+        replaces an existing object; :class:`PreconditionFailed` when one exists."""
+        with self._creating_lock:
+            self._creating.add((bucket, key))
+        try:
+            yield
+        except _ConditionFailed:
+            raise PreconditionFailed(key) from None
+        finally:
+            with self._creating_lock:
+                self._creating.discard((bucket, key))
+
     @property
     def client(self) -> Any:
         return self._client
@@ -221,6 +279,8 @@ class S3Store:
             )
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
+            if _is_precondition(exc):
+                return _ConditionFailed(f"S3 refused to {what} {where}: precondition failed")
             if code in ("NoSuchBucket",) or (status == 404 and not key):
                 return BucketNotFoundError(
                     f"bucket {bucket!r} does not exist at {endpoint}",
@@ -385,15 +445,59 @@ class S3Store:
         try:
             response = self._client.put_object(**kwargs)
         except ClientError as exc:
-            if _status(exc) in (409, 412) or _code(exc) in (
-                "PreconditionFailed",
-                "ConditionalRequestConflict",
-            ):
+            if _is_precondition(exc):
                 raise PreconditionFailed(key) from None
             raise self._translate(exc, "write", bucket, key) from None
         except BotoCoreError as exc:
             raise self._translate(exc, "write", bucket, key) from None
         return str(response["ETag"])
+
+    def head(self, bucket: str, key: str) -> ObjectHead | None:
+        """The object's ETag and user metadata, or None when it does not exist."""
+        try:
+            response = self._client.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in ("NoSuchKey", "404", "NotFound") or _status(exc) == 404:
+                return None
+            raise self._translate(exc, "read", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "read", bucket, key) from None
+        return ObjectHead(str(response["ETag"]), dict(response.get("Metadata") or {}))
+
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> bool:
+        """Delete the object only while it still has ``etag``; False when it changed or is
+        gone (S3 conditional delete)."""
+        try:
+            self._client.delete_object(Bucket=bucket, Key=key, IfMatch=etag)
+        except ClientError as exc:
+            if _is_precondition(exc) or _status(exc) == 404 or _code(exc) == "NoSuchKey":
+                return False
+            raise self._translate(exc, "delete", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "delete", bucket, key) from None
+        return True
+
+    def probe_conditional_writes(self, bucket: str, key: str) -> None:
+        """Check, with a throw-away object at ``key``, that the endpoint refuses a PUT whose
+        If-None-Match or If-Match is false; :class:`ConditionalWritesIgnored` names the
+        header it ignored. Four requests."""
+        try:
+            self.put_document(bucket, key, {"probe": 1}, if_match=None)
+            try:
+                self.put_document(bucket, key, {"probe": 2}, if_match=None)
+            except PreconditionFailed:
+                pass
+            else:
+                raise ConditionalWritesIgnored("If-None-Match")
+            try:
+                self.put_document(bucket, key, {"probe": 3}, if_match='"0123456789abcdef"')
+            except PreconditionFailed:
+                pass
+            else:
+                raise ConditionalWritesIgnored("If-Match")
+        finally:
+            with contextlib.suppress(ArchiveError):
+                self.delete_document(bucket, key)
 
     def delete_document(self, bucket: str, key: str) -> None:
         try:
@@ -430,7 +534,7 @@ class S3Store:
 
     def complete_multipart(
         self, bucket: str, key: str, upload_id: str, etags: list[str]
-    ) -> None:
+    ) -> None:  # with If-None-Match inside :meth:`creating`
         """Make the object visible, whole: parts ``1..len(etags)`` in order."""
         parts: list[Any] = [
             {"ETag": etag, "PartNumber": i, **self._part_checksums.pop((upload_id, i), {})}

@@ -1,0 +1,338 @@
+"""Fencing: runs of one job that overlap in time — a run frozen longer than its lease while a
+second run takes over, a lease renewal whose response is lost, two hosts with one hostname,
+an endpoint that ignores conditional headers, crashes between upload and commit, dead
+letters past the commit cut — never lose or duplicate a record.
+
+Every run is a whole ``kafka-archive`` process (its Spark JVM and Python workers in one
+process group, frozen with SIGSTOP and thawed with SIGCONT); afterwards an independent
+reader (plain boto3 + json) finds every produced record exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce_ids
+from confluent_kafka import Producer
+from faultproxy import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+DAYS_AGO = int(time.time() * 1000) - 3 * 86_400_000
+TTL = 6  # seconds of lease: the driver renews every TTL/6, a frozen run loses it in TTL
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+            "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL), **extra}  # fmt: skip
+
+
+def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
+    return [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
+            "--endpoint-url", endpoint, "--master", "local[1]", *more]  # fmt: skip
+
+
+@contextlib.contextmanager
+def _process(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """A run in its own process group; whatever is left of the group is killed at the end."""
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)  # fmt: skip
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A whole run, to its end."""
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+
+
+def _finish(process: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def _pending(s3: Any, bucket: str) -> list[str]:
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="arch/.kafka-archive/")
+    return [i["Key"] for i in page.get("Contents", []) if "/pending/" in i["Key"]]
+
+
+def _committed(s3: Any, bucket: str) -> int:
+    """The sum of every partition's committed next offset."""
+    total = 0
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="arch/.kafka-archive/")
+    for item in page.get("Contents", []):
+        if "/state/" in item["Key"]:
+            body = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+            total += int(body["next_offset"])
+    return total
+
+
+def _wait(predicate: Callable[[], bool], what: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("follow", "flush_b"), [(False, 1000), (True, 1000), (False, 700)],
+    ids=["bounded", "follow", "bounded-B-with-another-flush-count"],
+)  # fmt: skip
+def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
+    follow: bool,
+    flush_b: int,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """Run A is frozen (SIGSTOP of its process group) just after it starts uploading; once
+    its lease expired, run B takes over, archives further (more records were produced
+    meanwhile) and commits; then A is thawed. A must not overwrite or delete what B
+    committed, nor commit anything: it stops with exit 18 (fenced)."""
+    name, bkt = topic(partitions=2), bucket()
+    first = 40_500  # not a multiple of the flush count: each run's last object is cut short
+    produce_ids(broker, name, 0, first, timestamp=DAYS_AGO)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=1000)"
+    kcql_b = kcql.replace("=1000", f"={flush_b}")
+    follow_args = ("--follow", "--poll-interval", "1") if follow else ()
+    command = _command(kcql, broker, s3_endpoint, *follow_args)
+    command_b = _command(kcql_b, broker, s3_endpoint, *follow_args)
+    with _process(command, _env()) as run_a:
+        _wait(lambda: bool(_pending(s3_client, bkt)) or run_a.poll() is not None,
+              "run A to start uploading")  # fmt: skip
+        os.killpg(run_a.pid, signal.SIGSTOP)
+        assert run_a.poll() is None, "run A finished before it could be frozen"
+        produce_ids(broker, name, first, 3_000, timestamp=DAYS_AGO + first)
+        time.sleep(TTL + 2)  # A's lease runs out while it is frozen
+        with _process(command_b, _env()) as run_b:
+            if follow:
+                _wait(lambda: _committed(s3_client, bkt) == first + 3_000, "run B to commit")
+                run_b.send_signal(signal.SIGTERM)
+            code_b, _, err_b = _finish(run_b)
+            assert code_b == 0, err_b
+        assert _committed(s3_client, bkt) == first + 3_000
+        os.killpg(run_a.pid, signal.SIGCONT)
+        if follow:
+            time.sleep(3 * TTL)  # time to do harm, were it able to
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run_a.pid, signal.SIGTERM)
+        code_a, _, err_a = _finish(run_a)
+    # The next run of the job finds nothing to repair and nothing new.
+    bounded = _command(kcql_b, broker, s3_endpoint)
+    after = _run(bounded, _env())
+    assert after.returncode == 0, after.stderr
+    ids = archived_ids(s3_client, bkt)
+    assert len(ids) == len(set(ids)), "records archived twice"
+    assert ids == list(range(first + 3_000)), "records lost"
+    assert code_a == 18, err_a
+    assert "lease" in err_a.lower(), err_a
+
+
+def _lock_key(s3: Any, bucket: str) -> str:
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="arch/.kafka-archive/")
+    keys = [str(i["Key"]) for i in page.get("Contents", []) if i["Key"].endswith("/lock.json")]
+    assert len(keys) == 1, keys
+    return keys[0]
+
+
+def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """The first lease renewal reaches S3 and is applied, but its response is lost: the SDK
+    retries, gets 412 (the lock's ETag moved — by our own renewal). The run reads the lock,
+    sees its own renewal, and goes on renewing its lease (before, it stopped renewing and
+    ran on with a lease that expired under it); at the end it releases it (before, it left
+    the lock held), so the next run — from any host — starts at once."""
+    name, bkt = topic(partitions=2), bucket()
+    produce_ids(broker, name, 0, 4000)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=500)"
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+
+        def first_renewal(method: str, path: str, headers: dict[str, str]) -> bool:
+            conditional = any(k.lower() == "if-match" for k in headers)
+            return (method == "PUT" and path.split("?")[0].endswith("/lock.json")
+                    and conditional and proxy.dropped == 0)  # fmt: skip
+
+        proxy.drop_response = first_renewal
+        first = _run(_command(kcql, broker, proxy.url), _env())
+    assert proxy.dropped == 1, "no renewal was sent through the proxy"
+    assert first.returncode == 0, first.stderr
+    lock_puts = [i for i, (method, path, _) in enumerate(proxy.requests)
+                 if method == "PUT" and path.split("?")[0].endswith("/lock.json")]  # fmt: skip
+    # Acquisition, the renewal whose answer was lost, its retry (412), then the renewals
+    # went on (the run kept its lease) and the release.
+    assert len(lock_puts) >= 5, proxy.requests
+    lock = json.loads(
+        s3_client.get_object(Bucket=bkt, Key=_lock_key(s3_client, bkt))["Body"].read()
+    )
+    produce_ids(broker, name, 4000, 1000)
+    second = _run(_command(kcql, broker, s3_endpoint), _env())
+    assert second.returncode == 0, second.stderr  # not 8: the lease was released
+    assert lock.get("released") is True and lock["renewal"] >= 2, lock
+    assert archived_ids(s3_client, bkt) == list(range(5000))
+
+
+@pytest.mark.parametrize("same_kernel", [False, True], ids=["other-container", "this-kernel"])
+def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
+    same_kernel: bool,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A lease held under this host name by a pid that does not exist here: from another
+    container with its own PID namespace (host networking shares the name) it is live and
+    must be waited out (exit 8); only a holder of this very kernel instance — same boot id
+    and PID namespace — is provably dead, and its lease is taken over at once."""
+    name, bkt = topic(partitions=1), bucket()
+    produce_ids(broker, name, 0, 1000, partitions=1)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+        boot_id = file.read().strip()
+    pid_ns = os.readlink("/proc/self/ns/pid")
+    expires = int(time.time() * 1000) + 600_000
+    held = {"job": "fence-host", "run_id": "elsewhere", "epoch": 7, "host": socket.gethostname(),
+            "boot_id": boot_id if same_kernel else "another-boot-id",
+            "pid_ns": pid_ns if same_kernel else "pid:[4026532999]", "pid": gone.pid,
+            "renewal": 3, "expires_at_ms": expires, "expires_at": "2099-01-01T00:00:00Z",
+            "released": False}  # fmt: skip
+    s3_client.put_object(Bucket=bkt, Key="arch/.kafka-archive/fence-host/lock.json",
+                         Body=json.dumps(held).encode())  # fmt: skip
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    run = _run(_command(kcql, broker, s3_endpoint, "--job-name", "fence-host"), _env())
+    if same_kernel:
+        assert run.returncode == 0, run.stderr
+        assert archived_ids(s3_client, bkt) == list(range(1000))
+    else:
+        assert run.returncode == 8, run.stderr
+        assert "already running" in run.stderr
+        assert archived_ids(s3_client, bkt) == []
+
+
+def test_an_endpoint_that_ignores_conditional_writes_is_refused(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A store that drops If-None-Match / If-Match (older MinIO, some gateways) would
+    silently remove every fence: the run refuses it (exit 19) before it writes anything,
+    unless the user states the risk with the loudly named setting."""
+    name, bkt = topic(partitions=2), bucket()
+    produce_ids(broker, name, 0, 2000)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.strip_headers = {"if-none-match", "if-match"}
+        refused = _run(_command(kcql, broker, proxy.url), _env())
+        assert refused.returncode == 19, refused.stderr
+        assert "does not honour conditional writes" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert archived_ids(s3_client, bkt) == []
+        unsafe = _env(KAFKA_ARCHIVE_UNSAFE_SINGLE_WRITER_WITHOUT_CONDITIONAL_WRITES="true")
+        accepted = _run(_command(kcql, broker, proxy.url), unsafe)
+    assert accepted.returncode == 0, accepted.stderr
+    assert "UNSAFE" in accepted.stderr
+    assert archived_ids(s3_client, bkt) == list(range(2000))
+
+
+@pytest.mark.parametrize("flush_after", [100, 70], ids=["same-flush", "changed-flush"])
+def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
+    flush_after: int,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """SIGKILL of the run once objects are uploaded and not committed; the next run (with
+    the same flush count, or another one: other object boundaries) removes them and
+    archives everything once."""
+    name, bkt = topic(partitions=2), bucket()
+    produce_ids(broker, name, 0, 6_500)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=100)"
+
+    def uploaded() -> bool:
+        page = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
+        return bool(page.get("Contents"))
+
+    with _process(_command(kcql, broker, s3_endpoint), _env()) as run:
+        _wait(lambda: uploaded() or run.poll() is not None, "the first upload")
+        os.killpg(run.pid, signal.SIGKILL)
+    assert _pending(s3_client, bkt), "the kill did not land between upload and commit"
+    assert _committed(s3_client, bkt) < 6_500
+    again = kcql.replace("=100", f"={flush_after}")
+    after = _run(_command(again, broker, s3_endpoint), _env())
+    assert after.returncode == 0, after.stderr
+    ids = archived_ids(s3_client, bkt)
+    assert len(ids) == len(set(ids)), "records archived twice"
+    assert ids == list(range(6_500))
+    assert not _pending(s3_client, bkt)
+
+
+def _dead_letter_offsets(s3: Any, bucket: str) -> list[int]:
+    offsets: list[int] = []
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="arch/_dead-letter/")
+    for item in page.get("Contents", []):
+        body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+        offsets.extend(json.loads(line)["metadata"]["offset"] for line in body.splitlines())
+    return sorted(offsets)
+
+
+def test_dead_letters_past_the_commit_cut_are_written_once(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """--follow holds back the young tail (the commit cut lies before it): the records it
+    refuses past the cut are read again by the next batch and run, so only those before the
+    cut may be written as dead letters by this batch, or they are archived twice."""
+    name, bkt = topic(partitions=1), bucket()
+    bad = {100, 500, 1100, 1200}
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+    now = int(time.time() * 1000)
+    for i in range(1300):
+        value = f"not json {i}".encode() if i in bad else json.dumps({"id": i}).encode()
+        producer.produce(name, value=value, partition=0,
+                         timestamp=(DAYS_AGO + i) if i < 1000 else now)  # fmt: skip
+    assert producer.flush(30) == 0
+    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
+            "PROPERTIES('flush.count'=1000, 'error.policy'='dead-letter')")  # fmt: skip
+    with _process(_command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1"),
+                  _env()) as service:  # fmt: skip
+        _wait(lambda: _committed(s3_client, bkt) >= 1000, "the old records to be committed")
+        assert _committed(s3_client, bkt) < 1300, "the young tail was not held back"
+        time.sleep(8)  # several more micro-batches read the held-back tail again
+        service.send_signal(signal.SIGTERM)
+        code, _, err = _finish(service)
+    assert code == 0, err
+    final = _run(_command(kcql, broker, s3_endpoint), _env())
+    assert final.returncode == 0, final.stderr
+    assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)
+    assert archived_ids(s3_client, bkt) == [i for i in range(1300) if i not in bad]
