@@ -281,7 +281,10 @@ class S3Store:
             code, status = _code(exc), _status(exc)
             if _is_precondition(exc):
                 return _ConditionFailed(f"S3 refused to {what} {where}: precondition failed")
-            if code in ("NoSuchBucket",) or (status == 404 and not key):
+            if code in ("NoSuchBucket",) or (status == 404 and not key) or (
+                # A conditional write to a key of a deleted bucket can say NoSuchKey.
+                status == 404 and what != "read" and self._bucket_missing(bucket)
+            ):
                 return BucketNotFoundError(
                     f"bucket {bucket!r} does not exist at {endpoint}",
                     hint="Create it first, or fix the bucket in INSERT INTO",
@@ -310,6 +313,15 @@ class S3Store:
                 )
             return UploadError(f"S3 refused to {what} {where}: {code or status}")
         return UploadError(f"S3 request failed to {what} {where}: {type(exc).__name__}")
+
+    def _bucket_missing(self, bucket: str) -> bool:
+        try:
+            self._client.head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            return _status(exc) == 404 or _code(exc) in ("NoSuchBucket", "404", "NotFound")
+        except BotoCoreError:
+            return False
+        return False
 
     # -- preflight ---------------------------------------------------------------------
 
