@@ -457,7 +457,11 @@ class S3Store:
         try:
             response = self._client.put_object(**kwargs)
         except ClientError as exc:
-            if _is_precondition(exc):
+            if _is_precondition(exc) or (
+                # If-Match on a key that is gone: S3 answers 404, the ETag we expected is not
+                # the current one (unless the whole bucket is gone).
+                if_match is not None and _status(exc) == 404 and not self._bucket_missing(bucket)
+            ):
                 raise PreconditionFailed(key) from None
             raise self._translate(exc, "write", bucket, key) from None
         except BotoCoreError as exc:
