@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from kafka_archive.archiver.kafka.admin import DEMO_BROKER_ENV
+
 LOOPBACK = "127.0.0.1"
 
 # moto accepts any credentials; boto3 only needs some to sign requests.
@@ -33,6 +35,11 @@ MOTO_CREDENTIALS: Mapping[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+# What a kafka-archive process needs in its environment to plan against tansu, whose
+# ListOffsets answers are stale (see kafka_archive.archiver.kafka.admin.DEMO_BROKER_ENV).
+TANSU_ENV: Mapping[str, str] = {DEMO_BROKER_ENV: "tansu"}
 
 
 class StackError(RuntimeError):

@@ -16,7 +16,7 @@ from archive_helpers import archived_ids, produce_ids
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_archive.cli import main
-from kafka_archive.devstack import LOOPBACK, start_broker
+from kafka_archive.devstack import LOOPBACK, TANSU_ENV, start_broker
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +31,15 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_the_demo_broker_archives_exactly_once(
+    monkeypatch: pytest.MonkeyPatch,
     tansu: str,
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
     bucket: Callable[..., str],
 ) -> None:
+    for name, value in TANSU_ENV.items():  # as samples/demo.py runs kafka-archive
+        monkeypatch.setenv(name, value)
     admin = AdminClient({"bootstrap.servers": tansu})
     admin.create_topics([NewTopic("orders", num_partitions=2)])["orders"].result(timeout=30)
     bkt = bucket()

@@ -15,7 +15,12 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, stored, topics
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    ConfigError,
+    NotInArchiveError,
+    RecordsLostError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
@@ -112,11 +117,23 @@ class _Archiver:
             units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
             skipped=work.skipped,
             seconds=time.monotonic() - started,
+            gaps=work.gaps,
         )
         if failures:
             error: ArchiveError = failures[0].to_error()
             error.result = outcome
             raise error
+        lost = [g for g in work.gaps if not g.passed]
+        if lost:
+            gaps = RecordsLostError(
+                "Kafka deleted records before they were archived: "
+                + ", ".join(f"{g.tp} offsets {g.first}..{g.last}" for g in lost),
+                hint="Those partitions were left where they were (everything else was "
+                "archived). To accept the loss and continue from the earliest retained "
+                "offset, run again with --allow-gaps (config allow_gaps: true)",
+            )
+            gaps.result = outcome
+            raise gaps
         return outcome
 
     def _run_units(self, units: tuple[WorkUnit, ...]) -> list[Any]:

@@ -120,3 +120,16 @@ class SparkStartError(ArchiveError):
     """Spark could not start: no Java to run its JVM, or the JVM exited at start."""
 
     exit_code = 15
+
+
+class RecordsLostError(ArchiveError):
+    """Kafka deleted records before they were archived, and the run may not pass the gap."""
+
+    exit_code = 16
+
+
+class TopicRecreatedError(ArchiveError):
+    """The archive's state is beyond the partition's end: the topic was deleted and
+    re-created (or its log truncated). Archiving would overwrite the old topic's objects."""
+
+    exit_code = 17

@@ -62,6 +62,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("until", str, None, "stop each partition at the first record at or after this time"),
     Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
     Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
+    Option("allow_gaps", bool, False, "continue past records Kafka deleted before they were "
+           "archived (reported, exit 0) instead of stopping those partitions (exit 16)"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 _FILE_ONLY = ("kcql", "kafka")
@@ -108,6 +110,7 @@ class Settings:
     until_ms: int | None = None
     topics: str | None = None
     topics_regex: str | None = None
+    allow_gaps: bool = False
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def given(self, name: str) -> bool:
@@ -155,6 +158,15 @@ class LoadedConfig:
 def _coerce(option: Option, value: Any, source: str) -> Any:
     if value is None:
         return None
+    if option.kind is bool:
+        if isinstance(value, bool):
+            return value
+        lowered = str(value).strip().lower()
+        if lowered in ("true", "yes", "1", "on"):
+            return True
+        if lowered in ("false", "no", "0", "off"):
+            return False
+        raise ConfigError(f"{option.name} from {source} must be true or false, not {value!r}")
     if option.kind is int:
         try:
             number = int(value)
@@ -285,6 +297,7 @@ def load_settings(
         until_ms=parse_timestamp(get("until"), "--until") if get("until") else None,
         topics=get("topics"),
         topics_regex=get("topics_regex"),
+        allow_gaps=get("allow_gaps"),
         sources=tuple(sorted(origin.items())),
     )
     return LoadedConfig(settings=settings, statements=statements)
