@@ -9,8 +9,13 @@ import pytest
 from confluent_kafka import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_archive.archiver.errors import ConfigError
-from kafka_archive.archiver.kafka.reader import consumer_config, is_transient, reads_committed
+from kafka_archive.archiver.errors import ConfigError, KafkaReadError
+from kafka_archive.archiver.kafka.reader import (
+    KafkaReader,
+    consumer_config,
+    is_transient,
+    reads_committed,
+)
 from kafka_archive.archiver.model import Gap, RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.report import prometheus_text, report_json
 from kafka_archive.archiver.settings import KafkaSettings, load_settings
@@ -83,3 +88,31 @@ def test_reads_are_read_committed_unless_the_user_says_otherwise() -> None:
 )
 def test_which_client_errors_are_ridden_out(code: int, transient: bool) -> None:
     assert is_transient(KafkaError(code)) is transient
+
+
+class _Message:
+    """What confluent-kafka's consume() returns, as far as the reader looks at it."""
+
+    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
+        self._offset, self._error = offset, error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_a_read_notes_transient_errors_and_keeps_the_records_around_them() -> None:
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=0, stop=10, group="g")
+    try:
+        batch = [_Message(0), _Message(-1, KafkaError(KafkaError._TRANSPORT)), _Message(1)]
+        assert [m.offset() for m in reader._bounded(batch)] == [0, 1]
+        assert reader._outage is not None and reader._position == 2
+        with pytest.raises(KafkaReadError, match="broker error"):
+            reader._bounded([_Message(2, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))])
+    finally:
+        reader.close()
