@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.errors import ConfigError, KafkaReadError
@@ -114,5 +116,37 @@ def test_a_read_notes_transient_errors_and_keeps_the_records_around_them() -> No
         assert reader._outage is not None and reader._position == 2
         with pytest.raises(KafkaReadError, match="broker error"):
             reader._bounded([_Message(2, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))])
+    finally:
+        reader.close()
+
+
+@given(
+    offsets=st.lists(st.integers(0, 300), unique=True).map(sorted),
+    start=st.integers(0, 150),
+    length=st.integers(1, 200),
+    cuts=st.lists(st.integers(1, 20), min_size=1),
+)
+def test_a_range_holds_exactly_the_records_inside_it_whatever_the_gaps(
+    offsets: list[int], start: int, length: int, cuts: list[int]
+) -> None:
+    """Offsets with gaps (compaction, markers, aborted records), served in batches of any
+    size and ending with the EOF event at the end offset: the reader keeps exactly the
+    records in [start, stop) and ends at stop."""
+    stop = start + length
+    served = [o for o in offsets if o >= start]
+    end = max([*offsets, start - 1]) + 1  # the high watermark (or the LSO) after the last one
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=start, stop=stop, group="g")
+    try:
+        kept: list[int] = []
+        i = 0
+        for cut in cuts * (len(served) + 1):
+            if i >= len(served) or reader._position >= stop:
+                break
+            kept += [m.offset() for m in reader._bounded([_Message(o) for o in served[i:i + cut]])]
+            i += cut
+        if reader._position < stop:
+            reader._bounded([_Message(end, KafkaError(KafkaError._PARTITION_EOF))])
+        assert kept == [o for o in offsets if start <= o < stop]
+        assert reader._position == min(max(end, start), stop)
     finally:
         reader.close()
