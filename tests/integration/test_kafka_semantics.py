@@ -359,7 +359,7 @@ def test_a_broker_restart_mid_run_is_ridden_out_exactly_once(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    total = 6000
+    total = 10_000
     # Small record batches: a fetch returns at least one whole batch.
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 0, "batch.size": 400})
     for i in range(total):
@@ -386,9 +386,10 @@ def test_a_broker_restart_mid_run_is_ridden_out_exactly_once(
         else:
             kafka.kill()  # a crash: SIGKILL
         assert runner.is_alive(), "the run finished before the broker stopped"
-        # The read-ahead holds ~1 KB per partition: most records were still in the broker.
-        assert len(archived(s3_client, bkt)) < total // 2
         time.sleep(3)
+        # The read-ahead holds ~1 KB per partition: records archived after this point were
+        # fetched from the restarted broker.
+        assert len(archived(s3_client, bkt)) < total - 500
         kafka.start()
     finally:
         kafka.start()  # whatever happened, the session keeps its broker

@@ -23,6 +23,8 @@ _METADATA_TIMEOUT = 10.0
 OffsetSpec: Any = _OffsetSpec  # untyped in confluent-kafka
 # How long offset lookups ride out a broker that restarts or a leader that moves.
 _OFFSETS_DEADLINE = 60.0
+# How long the consumer group mirror of a run's commits is retried (it only serves lag tools).
+_COMMIT_DEADLINE = 30.0
 
 # The demo's embedded broker (tansu, ``make demo``) answers ListOffsets with a stale high
 # watermark. Its callers (samples/demo.py, bench/run.py, the demo smoke test) set this
@@ -95,7 +97,10 @@ class KafkaAdmin:
         return found
 
     def watermarks(self, tp: TopicPartition, start: int = 0) -> Watermarks:
-        """The offsets of one partition (see :meth:`offsets` for many at once)."""
+        """The offsets of one partition (see :meth:`offsets` for many at once).
+
+        ``start`` is ignored (kept for callers from when the end came from a fetch there).
+        """
         return self.offsets([tp])[tp]
 
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
@@ -225,8 +230,20 @@ class KafkaAdmin:
         """Commit next offsets to the consumer group so lag tools see progress."""
         if not offsets:
             return
-        self._consumer.commit(
-            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
+        deadline = time.monotonic() + _COMMIT_DEADLINE
+        delay = 0.5
+        while True:
+            try:
+                self._consumer.commit(
+                    offsets=[KafkaTopicPartition(tp.topic, tp.partition, o)
+                             for tp, o in offsets.items()],
+                    asynchronous=False,
+                )  # fmt: skip
+                return
+            except KafkaException as exc:
+                # A coordinator still loading after a broker restart, a moved coordinator.
+                if not is_transient(exc.args[0]) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
