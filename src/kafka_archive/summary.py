@@ -32,8 +32,13 @@ def render_summary(result: RunResult) -> str:
         if unit.dead_letters:
             lines.append(f"    {unit.dead_letters} record(s) the format cannot store went to "
                          f"{unit.dead_letter_key}")  # fmt: skip
+    for gap in result.gaps:
+        then = (f"continued at offset {gap.last + 1} (allow_gaps)" if gap.passed
+                else f"partition left at offset {gap.first}")
+        lines.append(f"  {gap.tp}: GAP offsets {gap.first}..{gap.last} ({gap.records} records) "
+                     f"deleted by Kafka before they were archived; {then}")  # fmt: skip
     up_to_date = [s for s in result.skipped if s.reason == "nothing new"]
-    if not result.units:
+    if not result.units and not result.gaps:
         lines.append(f"  nothing new to archive ({len(up_to_date)} partition(s) up to date)")
     elif up_to_date:
         lines.append(f"  {len(up_to_date)} partition(s) had nothing new")

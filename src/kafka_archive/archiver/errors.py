@@ -216,3 +216,16 @@ class ConditionalWritesError(ArchiveError):
     """The S3 endpoint ignores If-None-Match / If-Match on PUT, on which fencing depends."""
 
     exit_code = 19
+
+
+class RecordsLostError(ArchiveError):
+    """Kafka deleted records before they were archived, and the run may not pass the gap."""
+
+    exit_code = 16
+
+
+class TopicRecreatedError(ArchiveError):
+    """The archive's state is beyond the partition's end: the topic was deleted and
+    re-created (or its log truncated). Archiving would overwrite the old topic's objects."""
+
+    exit_code = 17

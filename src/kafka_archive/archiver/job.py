@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import positions
-from kafka_archive.archiver.errors import StateConflictError
+from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import PartitionSkip, TopicPartition, Totals, WorkUnit
+from kafka_archive.archiver.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
@@ -63,6 +64,7 @@ class WorkPlan:
     units: tuple[WorkUnit, ...]
     skipped: tuple[PartitionSkip, ...]
     recovered_objects: int
+    gaps: tuple[Gap, ...] = ()
 
 
 def _is_ours(key: str, route: Route) -> bool:
@@ -132,7 +134,8 @@ def plan_work(
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
     For each partition: load its state, remove what a crashed attempt left beyond the
-    committed offset, and fix the stop offset for this run from a fetch. The driver's clock
+    committed offset, and fix the stop offset for this run (the last stable offset, from one
+    batched lookup for all partitions). The driver's clock
     ``now_ms`` fixes which open objects count as young (held back at the end) when the route
     states a flush interval or ``hold_tails`` (continuous mode) is set, so that every
     attempt of a task makes the same decision.
@@ -143,87 +146,121 @@ def plan_work(
     """
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
+    gaps: list[Gap] = []
     recovered = 0
     group = group_for(job)
     start_given = settings.given("start")
-    for index, route in enumerate(plan.routes):
-        for partition in partitions[route.topic]:
-            tp = TopicPartition(route.topic, partition)
-            loaded = checkpoint.load(store, route.target, job, tp)
-            state = loaded.state
-            committed = state.next_offset if state is not None else 0
-            marks = admin.watermarks(tp, committed)
-            if state is not None:
-                if start_given:
-                    log.info("%s: the job has state (next offset %d); --start %s is ignored",
-                             tp, committed, settings.start)
-                start = committed
-                if start < marks.low:
-                    log.warning(
-                        "%s: offsets %d..%d were removed by Kafka before they were archived",
-                        tp, start, marks.low - 1,
-                    )
-                    start = marks.low
-            else:
-                start, note = positions.initial_offset(
-                    settings.start,
-                    marks.low,
-                    marks.high,
-                    functools.partial(admin.offset_for_time, tp),
-                    functools.partial(admin.group_offset, tp),
-                )
-                if note:
-                    log.warning("%s: %s", tp, note)
-            epoch = (epochs or {}).get(route.target, 0)
-
-            fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
-                                    check_lease)  # fmt: skip
-            recovery = pending.recover(store, route.target, job, tp, state, fence)
-            if recovery.deleted_objects:
-                log.info(
-                    "%s: removed %d object(s) a crashed or fenced run left uncommitted",
-                    tp, len(recovery.deleted_objects),
-                )
-                recovered += len(recovery.deleted_objects)
-            stop = positions.stop_offset(start, marks.high, settings.max_records_per_partition)
-            if start >= stop:
-                if fence.loaded.state is None and start > 0:
-                    # Pin where a new job starts (latest, a time, a group), so that the next
-                    # run continues from here instead of choosing again.
-                    pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
-                    checkpoint.commit(store, route.target, job, tp, pin, expected_etag=None)
-                skipped.append(PartitionSkip(index, tp, start, "nothing new"))
-                continue
-            fence()
-            loaded = fence.loaded
-            prior = (
-                Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
-            )
-            units.append(
-                WorkUnit(
-                    route_index=index,
-                    route=route,
+    targets = [
+        (index, route, TopicPartition(route.topic, partition))
+        for index, route in enumerate(plan.routes)
+        for partition in partitions[route.topic]
+    ]
+    # One batched lookup for every partition of the job (not a request per partition).
+    offsets = admin.offsets(tp for _, _, tp in targets)
+    for index, route, tp in targets:
+        loaded = checkpoint.load(store, route.target, job, tp)
+        state = loaded.state
+        committed = state.next_offset if state is not None else 0
+        marks = offsets[tp]
+        if state is not None:
+            if start_given:
+                log.info("%s: the job has state (next offset %d); --start %s is ignored",
+                         tp, committed, settings.start)
+            if committed > marks.high:
+                raise TopicRecreatedError(
+                    f"the archive holds offsets up to {committed - 1}, but Kafka's "
+                    f"partition ends at offset {marks.high}: the topic was deleted and "
+                    "re-created (or its log truncated)",
                     tp=tp,
-                    start=start,
-                    stop=stop,
-                    run_id=run_id,
-                    job=job,
-                    group=group,
-                    state_etag=loaded.etag,
-                    prior=prior,
-                    until_ms=settings.until_ms,
-                    value_schema=(value_schemas or {}).get(index),
-                    epoch=epoch,
-                    lease_ttl_seconds=settings.lock_ttl_seconds,
-                    commits=state.commits if state is not None else (),
-                    young_after_ms=(
-                        now_ms - route.flush.interval_seconds * 1000
-                        if route.flush.interval_set or hold_tails
-                        else None
-                    ),
+                    hint="Archive the new topic as a new job into a new prefix (another "
+                    "INSERT INTO target, or --job-name); resetting this job's state "
+                    "would write the new topic's records over the old topic's objects",
                 )
+            start = committed
+            if start < marks.low:
+                gap = Gap(index, tp, start, marks.low - 1, passed=settings.allow_gaps)
+                gaps.append(gap)
+                if not gap.passed:
+                    log.error("%s: offsets %d..%d were deleted by Kafka before they were "
+                              "archived; the partition stays at offset %d",
+                              tp, gap.first, gap.last, start)  # fmt: skip
+                    skipped.append(PartitionSkip(index, tp, start, "records lost"))
+                    continue
+                log.warning("%s: offsets %d..%d were deleted by Kafka before they were "
+                            "archived; continuing at %d (allow_gaps)",
+                            tp, gap.first, gap.last, marks.low)  # fmt: skip
+                start = marks.low
+        else:
+            start, note = positions.initial_offset(
+                settings.start,
+                marks.low,
+                marks.end,
+                functools.partial(admin.offset_for_time, tp),
+                functools.partial(admin.group_offset, tp),
             )
-    return WorkPlan(tuple(units), tuple(skipped), recovered)
+            if note:
+                log.warning("%s: %s", tp, note)
+        epoch = (epochs or {}).get(route.target, 0)
+
+        fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
+                                check_lease)  # fmt: skip
+        recovery = pending.recover(store, route.target, job, tp, state, fence)
+        if recovery.deleted_objects:
+            log.info(
+                "%s: removed %d object(s) a crashed or fenced run left uncommitted",
+                tp, len(recovery.deleted_objects),
+            )
+            recovered += len(recovery.deleted_objects)
+        if marks.end < marks.high:
+            log.info("%s: an open transaction holds offsets %d.. back; archiving up to "
+                     "the last stable offset %d", tp, marks.end, marks.end)  # fmt: skip
+        stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
+        if start >= stop:
+            current = fence.loaded.state
+            if current is None and start > 0:
+                # Pin where a new job starts (latest, a time, a group), so that the next
+                # run continues from here instead of choosing again.
+                pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
+                checkpoint.commit(store, route.target, job, tp, pin, expected_etag=None)
+            elif current is not None and start > current.next_offset:
+                # Past a gap (allow_gaps) with nothing after it yet: record that the gap was
+                # passed, so that the next run does not report it again.
+                moved = dataclasses.replace(current, next_offset=start, run_id=run_id,
+                                            committed_at=checkpoint.now_iso())  # fmt: skip
+                checkpoint.commit(store, route.target, job, tp, moved,
+                                  expected_etag=fence.loaded.etag)  # fmt: skip
+            skipped.append(PartitionSkip(index, tp, start, "nothing new"))
+            continue
+        fence()
+        loaded = fence.loaded
+        prior = (
+            Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
+        )
+        units.append(
+            WorkUnit(
+                route_index=index,
+                route=route,
+                tp=tp,
+                start=start,
+                stop=stop,
+                run_id=run_id,
+                job=job,
+                group=group,
+                state_etag=loaded.etag,
+                prior=prior,
+                until_ms=settings.until_ms,
+                value_schema=(value_schemas or {}).get(index),
+                epoch=epoch,
+                lease_ttl_seconds=settings.lock_ttl_seconds,
+                commits=state.commits if state is not None else (),
+                young_after_ms=(
+                    now_ms - route.flush.interval_seconds * 1000
+                    if route.flush.interval_set or hold_tails
+                    else None
+                ),
+            )
+        )
+    return WorkPlan(tuple(units), tuple(skipped), recovered, tuple(gaps))
 
 
 RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]

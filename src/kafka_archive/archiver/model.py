@@ -98,12 +98,31 @@ class PartitionSkip:
 
 
 @dataclass(frozen=True, slots=True)
+class Gap:
+    """Offsets ``first..last`` of a partition that Kafka deleted (retention, delete-records)
+    before they were archived. ``passed``: the run went on from ``last + 1`` (allow_gaps);
+    otherwise the partition was left where it was."""
+
+    route_index: int
+    tp: TopicPartition
+    first: int
+    last: int
+    passed: bool
+
+    @property
+    def records(self) -> int:
+        """At most this many records were lost (compaction may have removed some anyway)."""
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     job: str
     run_id: str
     units: tuple[UnitResult, ...]
     skipped: tuple[PartitionSkip, ...]
     seconds: float
+    gaps: tuple[Gap, ...] = ()
 
     @property
     def records(self) -> int:

@@ -57,6 +57,12 @@ def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
              "reason": s.reason}
             for s in result.skipped
         ],
+        # Offsets Kafka deleted before they were archived (retention, delete-records).
+        "gaps": [
+            {"topic": g.tp.topic, "partition": g.tp.partition, "first_offset": g.first,
+             "last_offset": g.last, "records": g.records, "passed": g.passed}
+            for g in result.gaps
+        ],
     }
 
 
@@ -158,6 +164,12 @@ def prometheus_text(
                 {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
                 u.skipped_records + u.dead_letters)
         for u in result.units
+    ])  # fmt: skip
+    family("kafka_archive_run_lost_records", "gauge",
+           "Offsets Kafka deleted before the last run could archive them (a gap).", [
+        _sample("kafka_archive_run_lost_records",
+                {**job, "topic": g.tp.topic, "partition": str(g.tp.partition)}, g.records)
+        for g in result.gaps
     ])  # fmt: skip
     family("kafka_archive_run_s3_retries", "gauge",
            "S3 requests of the last run that had to be retried.",

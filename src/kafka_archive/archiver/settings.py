@@ -85,6 +85,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("unsafe_single_writer_without_conditional_writes", bool, False,
            "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
            "two overlapping runs of a job can lose or duplicate records"),
+    Option("allow_gaps", bool, False, "continue past records Kafka deleted before they were "
+           "archived (reported, exit 0) instead of stopping those partitions (exit 16)"),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 # Options kept in S3Settings under another name.
@@ -162,6 +164,7 @@ class Settings:
     topics: str | None = None
     topics_regex: str | None = None
     unsafe_single_writer_without_conditional_writes: bool = False
+    allow_gaps: bool = False
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def given(self, name: str) -> bool:
@@ -361,6 +364,7 @@ def load_settings(
         unsafe_single_writer_without_conditional_writes=bool(
             get("unsafe_single_writer_without_conditional_writes")
         ),
+        allow_gaps=get("allow_gaps"),
         sources=tuple(sorted(origin.items())),
     )
     remember(settings.secret_values())

@@ -2,33 +2,58 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
-from kafka_archive.archiver.kafka.reader import consumer_config
+from kafka_archive.archiver.kafka.reader import consumer_config, is_transient, reads_committed
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.settings import KafkaSettings
 
 _METADATA_TIMEOUT = 10.0
+OffsetSpec: Any = _OffsetSpec  # untyped in confluent-kafka
+# How long offset lookups ride out a broker that restarts or a leader that moves.
+_OFFSETS_DEADLINE = 60.0
+# How long the consumer group mirror of a run's commits is retried (it only serves lag tools).
+_COMMIT_DEADLINE = 30.0
+
+# The demo's embedded broker (tansu, ``make demo``) answers ListOffsets with a stale high
+# watermark. Its callers (samples/demo.py, bench/run.py, the demo smoke test) set this
+# variable, and only then does the driver learn each end offset from a fetch instead (one
+# partition at a time: slow, and never on a real Kafka's path). See _fetched_end.
+DEMO_BROKER_ENV = "KAFKA_ARCHIVE_DEMO_BROKER"
 
 
 @dataclass(frozen=True, slots=True)
 class Watermarks:
+    """A partition's offsets: ``low`` (log start), ``high`` (high watermark) and ``end``,
+    where a read stops: the last stable offset under ``read_committed`` (before the first
+    record of a transaction still open), else the high watermark."""
+
     low: int
     high: int
+    end: int
 
 
 class KafkaAdmin:
-    """One consumer handle for the driver's metadata, offset and commit requests."""
+    """The driver's metadata, offset and commit requests: a consumer handle (metadata,
+    offsets by time, group commits) and an admin client (batched offset lookups)."""
 
     def __init__(self, kafka: KafkaSettings, group: str) -> None:
         self._kafka = kafka
-        self._consumer = Consumer(consumer_config(kafka, group))
+        config = consumer_config(kafka, group)
+        self._read_committed = reads_committed(config)
+        self._consumer = Consumer(config)
+        self._admin: AdminClient | None = None
 
     def __enter__(self) -> KafkaAdmin:
         return self
@@ -71,12 +96,83 @@ class KafkaAdmin:
             found[topic] = tuple(sorted(meta.partitions))
         return found
 
-    def watermarks(self, tp: TopicPartition, start: int) -> Watermarks:
-        """The low and high watermark of a partition, as a fetch from ``start`` reports them.
+    def watermarks(self, tp: TopicPartition, start: int = 0) -> Watermarks:
+        """The offsets of one partition (see :meth:`offsets` for many at once).
 
-        The high watermark comes from a fetch response (librdkafka's cached value after a
-        consume), not from a ListOffsets request: that is what the consumer will see, and
-        some Kafka-protocol brokers answer ListOffsets with a stale value.
+        ``start`` is ignored (kept for callers from when the end came from a fetch there).
+        """
+        return self.offsets([tp])[tp]
+
+    def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        """Low, high and end offsets of every partition in ``tps``, in batched requests.
+
+        Three ListOffsets lookups (earliest; latest; and latest under ``read_committed``,
+        the last stable offset), each one request per partition leader for all partitions
+        at once, issued together. Retriable errors (a leader moving, a broker restarting)
+        are retried with back-off for up to a minute.
+        """
+        wanted = sorted(set(tps))
+        if not wanted:
+            return {}
+        if os.environ.get(DEMO_BROKER_ENV) == "tansu":
+            return {tp: self._fetched_end(tp) for tp in wanted}
+        lookups: dict[str, tuple[Any, IsolationLevel]] = {
+            "low": (OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+            "high": (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED),
+        }
+        if self._read_committed:
+            lookups["end"] = (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        found = self._list_offsets(wanted, lookups)
+        end = found.get("end", found["high"])
+        return {
+            tp: Watermarks(found["low"][tp], found["high"][tp], end[tp]) for tp in wanted
+        }
+
+    def _admin_client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(self._kafka.client_config(defaults={}, fixed={}))
+        return self._admin
+
+    def _list_offsets(
+        self,
+        tps: list[TopicPartition],
+        lookups: Mapping[str, tuple[Any, IsolationLevel]],
+    ) -> dict[str, dict[TopicPartition, int]]:
+        admin = self._admin_client()
+        deadline = time.monotonic() + _OFFSETS_DEADLINE
+        delay = 0.2
+        while True:
+            futures = {
+                name: admin.list_offsets(
+                    {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in tps},
+                    isolation_level=isolation,
+                    request_timeout=_METADATA_TIMEOUT,
+                )
+                for name, (spec, isolation) in lookups.items()
+            }
+            try:
+                return {
+                    name: {
+                        TopicPartition(k.topic, k.partition): int(f.result().offset)
+                        for k, f in answers.items()
+                    }
+                    for name, answers in futures.items()
+                }
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not is_transient(error) or time.monotonic() + delay > deadline:
+                    raise KafkaUnavailableError(
+                        f"cannot read the offsets of {len(tps)} partition(s): {error.str()}",
+                        hint="Check that the brokers are up",
+                    ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _fetched_end(self, tp: TopicPartition) -> Watermarks:
+        """Demo broker only (tansu): the high watermark a fetch reports, not ListOffsets'.
+
+        Assigns the partition, consumes a record and reads librdkafka's cached watermark:
+        0.2-10 s per partition. tansu has no transactions to wait for: end is high.
         """
         ktp = KafkaTopicPartition(tp.topic, tp.partition)
         try:
@@ -87,19 +183,17 @@ class KafkaAdmin:
                 hint="Check that the brokers are up",
             ) from None
         if listed_high <= low:
-            return Watermarks(low, listed_high)
-        position = min(max(start, low), max(listed_high - 1, low))
-        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, position)])
+            return Watermarks(low, listed_high, listed_high)
+        self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, low)])
         try:
             for _ in range(50):
-                messages = self._consumer.consume(1, 0.2)
-                if messages:
+                if self._consumer.consume(1, 0.2):
                     break
             _, fetched_high = self._consumer.get_watermark_offsets(ktp, cached=True)
         finally:
             self._consumer.unassign()
         high = max(listed_high, fetched_high if fetched_high is not None else -1)
-        return Watermarks(low, high)
+        return Watermarks(low, high, high)
 
     def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         """The first offset whose record time is at or after ``timestamp_ms`` (None: none)."""
@@ -136,7 +230,20 @@ class KafkaAdmin:
         """Commit next offsets to the consumer group so lag tools see progress."""
         if not offsets:
             return
-        self._consumer.commit(
-            offsets=[KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()],
-            asynchronous=False,
-        )
+        deadline = time.monotonic() + _COMMIT_DEADLINE
+        delay = 0.5
+        while True:
+            try:
+                self._consumer.commit(
+                    offsets=[KafkaTopicPartition(tp.topic, tp.partition, o)
+                             for tp, o in offsets.items()],
+                    asynchronous=False,
+                )  # fmt: skip
+                return
+            except KafkaException as exc:
+                # A coordinator still loading after a broker restart, a moved coordinator.
+                if not is_transient(exc.args[0]) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -20,12 +21,23 @@ from kafka_archive.archiver.settings import KafkaSettings
 # partition EOF event, so poll in short slices and decide when to stop ourselves.
 _POLL_SECONDS = 0.2
 _BATCH = 10_000
+# Pause between polls while the client reports a transient error (broker restart, …).
+_BACKOFF_FIRST = 0.2
+_BACKOFF_MAX = 5.0
+
+log = logging.getLogger(__name__)
 
 
 def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
-    """The librdkafka config for reading ranges with assign(): no group join, no auto commit."""
+    """The librdkafka config for reading ranges with assign(): no group join, no auto commit.
+
+    Transactional records are read ``read_committed`` unless the user says otherwise
+    (``-X isolation.level=read_uncommitted``): aborted records never reach the archive, and
+    a run ends at the last stable offset.
+    """
     return kafka.client_config(
         defaults={
+            "isolation.level": "read_committed",
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             # librdkafka's read-ahead per task: bounds memory (see README, Performance).
@@ -41,6 +53,39 @@ def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
             "auto.offset.reset": "error",
         },
     )
+
+
+def reads_committed(config: dict[str, Any]) -> bool:
+    """Whether a consumer of ``config`` sees only committed transactional records."""
+    return str(config.get("isolation.level", "read_committed")) == "read_committed"
+
+
+# Client errors that a broker restart, a leader moving or a short network outage cause:
+# worth another try within a bound. librdkafka marks many of them retriable itself.
+TRANSIENT_ERRORS = frozenset({
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.KAFKA_STORAGE_ERROR,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})
+
+
+def is_transient(error: Any) -> bool:
+    """Whether a :class:`confluent_kafka.KafkaError` may go away when tried again."""
+    return bool(error.retriable()) or error.code() in TRANSIENT_ERRORS
 
 
 def to_record(message: Any) -> Record:
@@ -101,8 +146,8 @@ class KafkaReader:
     The range ends when a record at ``stop - 1`` or beyond arrives, or when the partition
     EOF event reports a position at or beyond ``stop`` (offsets may have gaps: compaction,
     transaction markers), or before the first record whose timestamp is at or after
-    ``until_ms``. ``next_offset`` then says where the next read starts. No data for
-    ``idle_timeout`` seconds is an error.
+    ``until_ms``. ``next_offset`` then says where the next read starts. Transient client
+    errors are ridden out with back-off; no data for ``idle_timeout`` seconds is an error.
     """
 
     def __init__(
@@ -123,6 +168,8 @@ class KafkaReader:
         self.next_offset = start
         self._position = start
         self._idle_timeout = idle_timeout
+        # The last transient client error since the last record, if any.
+        self._outage: str | None = None
         self._consumer = Consumer(consumer_config(kafka, group))
 
     def __enter__(self) -> KafkaReader:
@@ -146,36 +193,51 @@ class KafkaReader:
         self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
         self._position = self._start
         last_progress = time.monotonic()
+        self._outage = None
+        backoff = _BACKOFF_FIRST
         while self._position < self._stop:
             try:
                 messages = self._consumer.consume(_BATCH, _POLL_SECONDS)
             except KafkaException as exc:
-                raise KafkaReadError(
-                    f"consume failed: {exc}", tp=tp, offset=self._position
-                ) from None
+                if not is_transient(exc.args[0]):
+                    raise KafkaReadError(
+                        f"consume failed: {exc}", tp=tp, offset=self._position
+                    ) from None
+                self._outage = exc.args[0].str()
+                messages = []
             good = self._bounded(messages)
             self.next_offset = self._position
             if good:
                 last_progress = time.monotonic()
+                if self._outage is not None:
+                    log.info("%s: reading again at offset %d after: %s",
+                             tp, good[0].offset(), self._outage)  # fmt: skip
+                self._outage = None
+                backoff = _BACKOFF_FIRST
                 yield Batch(good)
-            elif (
-                self._position < self._stop
-                and time.monotonic() - last_progress > self._idle_timeout
-            ):
-                raise KafkaReadError(
-                    f"no data for {self._idle_timeout:.0f}s while reading up to offset "
-                    f"{self._stop}",
-                    tp=tp,
-                    offset=self._position,
-                    hint="Check that the brokers are up and reachable; the next run resumes "
-                    "from the last committed offset",
-                )
+            elif self._position < self._stop:
+                if time.monotonic() - last_progress > self._idle_timeout:
+                    cause = f" (last error: {self._outage})" if self._outage else ""
+                    raise KafkaReadError(
+                        f"no data for {self._idle_timeout:.0f}s while reading up to offset "
+                        f"{self._stop}{cause}",
+                        tp=tp,
+                        offset=self._position,
+                        hint="Check that the brokers are up and reachable; the next run "
+                        "resumes from the last committed offset",
+                    )
+                if self._outage is not None:
+                    # The client reconnects and fetches again by itself; give it time.
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
 
     def _bounded(self, messages: list[Any]) -> list[Any]:
         """The records of ``messages`` inside the range; moves the position past them.
 
         Whole-list operations (one comprehension, bisections) rather than a Python step
-        per message: this runs for every record archived.
+        per message: this runs for every record archived. Transient client errors (a broker
+        restarting, a leader moving) are noted and read past: librdkafka fetches again from
+        its position once the partition's leader answers, within the idle timeout.
         """
         good = [m for m in messages if m.error() is None]
         if len(good) != len(messages):
@@ -183,15 +245,22 @@ class KafkaReader:
                 error = message.error()
                 if error is None:
                     continue
-                if error.code() != KafkaError._PARTITION_EOF:
+                code = error.code()
+                if code == KafkaError._PARTITION_EOF:
+                    # EOF at the end (the LSO under read_committed): a gap of compaction,
+                    # aborted records or transaction markers may reach past stop.
+                    self._position = max(
+                        self._position, min(message.offset() or 0, self._stop)
+                    )
+                elif is_transient(error):
+                    self._outage = error.str()
+                else:
                     raise KafkaReadError(
                         f"broker error: {error.str()}",
                         tp=self._tp,
                         offset=self._position,
                         hint=_hint_for(error),
                     )
-                # EOF at the high watermark; a compacted gap may reach past stop.
-                self._position = max(self._position, min(message.offset() or 0, self._stop))
         if not good:
             return good
         stop = self._stop

@@ -1,0 +1,152 @@
+"""Gaps (records Kafka deleted before they were archived) in every output of a run, the
+allow_gaps setting from each source, and which client errors a read rides out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafka_archive.archiver.errors import ConfigError, KafkaReadError
+from kafka_archive.archiver.kafka.reader import (
+    KafkaReader,
+    consumer_config,
+    is_transient,
+    reads_committed,
+)
+from kafka_archive.archiver.model import Gap, RunResult, TopicPartition, UnitResult
+from kafka_archive.archiver.report import prometheus_text, report_json
+from kafka_archive.archiver.settings import KafkaSettings, load_settings
+from kafka_archive.summary import render_summary
+
+TP = TopicPartition("orders", 0)
+
+
+def _result(*gaps: Gap) -> RunResult:
+    unit = UnitResult(0, TopicPartition("orders", 1), 0, 10, 10, 100, (), 1.0)
+    return RunResult("job-1", "run", (unit,), (), 2.0, gaps=gaps)
+
+
+def test_a_gap_is_in_the_summary_the_report_and_the_metrics() -> None:
+    result = _result(Gap(0, TP, 10, 14, passed=False))
+    summary = render_summary(result)
+    assert ("orders-0: GAP offsets 10..14 (5 records) deleted by Kafka before they were "
+            "archived; partition left at offset 10") in summary  # fmt: skip
+    assert report_json(result, "lost")["gaps"] == [{
+        "topic": "orders", "partition": 0, "first_offset": 10, "last_offset": 14,
+        "records": 5, "passed": False,
+    }]  # fmt: skip
+    samples = {
+        (s.name, s.labels.get("partition")): s.value
+        for family in text_string_to_metric_families(prometheus_text(result, None, ok=False))
+        for s in family.samples
+    }
+    assert samples[("kafka_archive_run_lost_records", "0")] == 5
+    passed = render_summary(_result(Gap(0, TP, 10, 14, passed=True)))
+    assert "continued at offset 15 (allow_gaps)" in passed
+
+
+def test_no_gap_no_gap_lines() -> None:
+    result = _result()
+    assert "GAP" not in render_summary(result)
+    assert report_json(result)["gaps"] == []
+    assert "kafka_archive_run_lost_records{" not in prometheus_text(result, None, ok=True)
+
+
+def test_allow_gaps_from_file_environment_and_flag(tmp_path: Path) -> None:
+    assert load_settings(None, {}, {}).settings.allow_gaps is False
+    path = tmp_path / "archive.yaml"
+    path.write_text("allow_gaps: true\n")
+    assert load_settings(path, {}, {}).settings.allow_gaps is True
+    env = {"KAFKA_ARCHIVE_ALLOW_GAPS": "false"}
+    assert load_settings(path, env, {}).settings.allow_gaps is False
+    assert load_settings(None, env, {"allow_gaps": True}).settings.allow_gaps is True
+    with pytest.raises(ConfigError, match=r"allow_gaps from environment .* true or false"):
+        load_settings(None, {"KAFKA_ARCHIVE_ALLOW_GAPS": "maybe"}, {})
+
+
+def test_reads_are_read_committed_unless_the_user_says_otherwise() -> None:
+    default = consumer_config(KafkaSettings("b:9092"), "g")
+    assert default["isolation.level"] == "read_committed" and reads_committed(default)
+    user = KafkaSettings("b:9092", (("isolation.level", "read_uncommitted"),))
+    assert not reads_committed(consumer_config(user, "g"))
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        (KafkaError._TRANSPORT, True),
+        (KafkaError._ALL_BROKERS_DOWN, True),
+        (KafkaError.NOT_LEADER_FOR_PARTITION, True),
+        (KafkaError.LEADER_NOT_AVAILABLE, True),
+        (KafkaError._AUTO_OFFSET_RESET, False),
+        (KafkaError.OFFSET_OUT_OF_RANGE, False),
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, False),
+    ],
+)
+def test_which_client_errors_are_ridden_out(code: int, transient: bool) -> None:
+    assert is_transient(KafkaError(code)) is transient
+
+
+class _Message:
+    """What confluent-kafka's consume() returns, as far as the reader looks at it."""
+
+    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
+        self._offset, self._error = offset, error
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+def test_a_read_notes_transient_errors_and_keeps_the_records_around_them() -> None:
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=0, stop=10, group="g")
+    try:
+        batch = [_Message(0), _Message(-1, KafkaError(KafkaError._TRANSPORT)), _Message(1)]
+        assert [m.offset() for m in reader._bounded(batch)] == [0, 1]
+        assert reader._outage is not None and reader._position == 2
+        with pytest.raises(KafkaReadError, match="broker error"):
+            reader._bounded([_Message(2, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))])
+    finally:
+        reader.close()
+
+
+@given(
+    offsets=st.lists(st.integers(0, 300), unique=True).map(sorted),
+    start=st.integers(0, 150),
+    length=st.integers(1, 200),
+    cuts=st.lists(st.integers(1, 20), min_size=1),
+)
+def test_a_range_holds_exactly_the_records_inside_it_whatever_the_gaps(
+    offsets: list[int], start: int, length: int, cuts: list[int]
+) -> None:
+    """Offsets with gaps (compaction, markers, aborted records), served in batches of any
+    size and ending with the EOF event at the end offset: the reader keeps exactly the
+    records in [start, stop) and ends at stop."""
+    stop = start + length
+    served = [o for o in offsets if o >= start]
+    end = max([*offsets, start - 1]) + 1  # the high watermark (or the LSO) after the last one
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=start, stop=stop, group="g")
+    try:
+        kept: list[int] = []
+        i = 0
+        for cut in cuts * (len(served) + 1):
+            if i >= len(served) or reader._position >= stop:
+                break
+            kept += [m.offset() for m in reader._bounded([_Message(o) for o in served[i:i + cut]])]
+            i += cut
+        if reader._position < stop:
+            reader._bounded([_Message(end, KafkaError(KafkaError._PARTITION_EOF))])
+        assert kept == [o for o in offsets if start <= o < stop]
+        assert reader._position == min(max(end, start), stop)
+    finally:
+        reader.close()
