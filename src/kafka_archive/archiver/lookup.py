@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.errors import ConfigError, DamagedObjectError, NotInArchiveError
 from kafka_archive.archiver.formats.blocks import index_key, parse_index
 from kafka_archive.archiver.formats.compression import SUFFIXES, decompress
@@ -48,23 +49,31 @@ class FoundRecord:
     key: str
 
     def to_json(self) -> dict[str, Any]:
-        value, encoding = _encode(self.stored.value, self.fmt)
         stored = self.stored
+        if stored.has_envelope:  # key, value and header values are Kafka bytes
+            value, encoding = _bytes(stored.raw)
+        else:
+            value, encoding = _encode(stored.value, self.fmt)
+        key, key_encoding = _bytes(stored.key)
         return {
             "topic": self.tp.topic,
             "partition": self.tp.partition,
             "offset": self.offset,
             "offset_exact": self.offset_exact,
             "timestamp": stored.timestamp,
-            "key": None if stored.key is None else _encode(stored.key, Format.BYTES)[0],
+            "key": key,
+            "key_encoding": key_encoding,
             "headers": None
             if stored.headers is None
-            else [[name, None if v is None else _encode(v, Format.BYTES)[0]]
-                  for name, v in stored.headers],
+            else [[name, *_bytes(v)] for name, v in stored.headers],
             "value": value,
             "value_encoding": encoding,
             "object": self.key,
         }
+
+
+def _bytes(data: bytes | None) -> tuple[Any, str | None]:
+    return (None, None) if data is None else env.encode_bytes(data)
 
 
 def _encode(value: Any, fmt: Format) -> tuple[Any, str]:
