@@ -1,10 +1,11 @@
 """`kafka-archive cat` prints every record form of every archive: envelope archives in each
-format (keys, values and header values as bytes)."""
+format (keys, values and header values as bytes), and `--output raw`."""
 
 from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -70,3 +71,30 @@ def test_cat_of_an_envelope_archive_prints_each_record_exactly(
         assert decoded(doc["key"], doc["key_encoding"]) == key
         assert decoded(doc["value"], doc["value_encoding"]) == value
         assert [(n, decoded(v, e)) for n, v, e in doc["headers"]] == headers
+
+
+def test_cat_output_raw_writes_the_value_bytes(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capfdbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    values = [b"\x00\xff\n", uuid.uuid4().bytes, b"", "naïve".encode()]
+    producer = Producer({"bootstrap.servers": broker})
+    for value in values:
+        producer.produce(name, value=value, partition=0)
+    assert producer.flush(30) == 0
+    kcql = f"INSERT INTO {bkt}:raw SELECT * FROM {name} STOREAS BYTES"
+    assert main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
+                 "--endpoint-url", s3_endpoint]) == 0  # fmt: skip
+    capfdbinary.readouterr()
+    for offset, value in enumerate(values):
+        code = main(["cat", "--from", f"{bkt}:raw", "--topic", name, "--partition", "0",
+                     "--offset", str(offset), "--output", "raw",
+                     "--endpoint-url", s3_endpoint])  # fmt: skip
+        out, err = capfdbinary.readouterr()
+        assert code == 0, err
+        assert out == value

@@ -39,17 +39,17 @@ from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.readback import (
+from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
     read_object,
     stored_form,
 )
+from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.stored import StoredObject, list_partition_objects
 from kafka_archive.kcql.plan import Plan, Route
 
 # Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
