@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint install clean bench
+.PHONY: demo test test-full test-unit test-integration lint install clean bench
 
 install: $(STAMP)
 
@@ -24,13 +24,17 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not full"
+
+# The whole product of the read-side matrix (tests/integration/test_read_matrix.py).
+test-full: $(STAMP)
+	$(BIN)/python -m pytest -m full
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
 
 test-integration: $(STAMP)
-	$(BIN)/python -m pytest -m integration
+	$(BIN)/python -m pytest -m "integration and not full"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests samples bench

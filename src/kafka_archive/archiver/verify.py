@@ -39,6 +39,7 @@ from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.partition.parse import parse_key
 from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
@@ -79,6 +80,7 @@ class PartitionCheck:
     low: int | None = None  # None: offline
     high: int | None = None
     value_schema: str | None = None  # the text of the route's 'avro.schema.file'
+    state_object_count: int = 0  # how many objects the state says were written
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +222,13 @@ class _PartitionChecker:
         keys = {o.key for o in check.objects}
         for key in check.state_objects:
             if key not in keys:
-                self.problem(None, f"the state names {key}, which does not exist")
+                first, last = self._missing_offsets(key)
+                self.problem(None, f"the state names {key}, which does not exist", first, last)
+        below = sum(1 for o in check.objects if committed is None or o.start_offset < committed)
+        if below < check.state_object_count:
+            self.problem(None, f"the state counts {check.state_object_count} object(s) written, "
+                         f"but {below} exist: {check.state_object_count - below} object(s) "
+                         "were deleted")  # fmt: skip
         for obj in check.objects:
             if obj.key not in self.counts:
                 self.load(obj)
@@ -241,6 +249,17 @@ class _PartitionChecker:
                     f"offsets {end}..{after.start_offset - 1} are in no object: a hole, "
                     "unless Kafka has no records there (compaction, transaction markers)"
                 )
+
+    def _missing_offsets(self, key: str) -> tuple[int | None, int | None]:
+        """The offsets a missing object held, from its key: from its start offset up to the
+        next object of its group (or the committed offset)."""
+        parsed = parse_key(layout_for(self.check.route), key)
+        if parsed is None or parsed.tp != self.check.tp:
+            return None, None
+        later = [o.start_offset for o in self.check.objects
+                 if o.group == parsed.group and o.start_offset > parsed.start_offset]  # fmt: skip
+        end = min(later) if later else self.check.committed
+        return parsed.start_offset, None if end is None else end - 1
 
     # -- against Kafka ----------------------------------------------------------------
 
@@ -390,6 +409,7 @@ def plan_checks(
                     low=low,
                     high=high,
                     value_schema=value_schemas.get(index),
+                    state_object_count=loaded.state.objects if loaded.state else 0,
                 )
             )
     return tuple(checks)
