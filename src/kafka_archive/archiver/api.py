@@ -297,7 +297,7 @@ def verify(
         progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
         context, owned = spark_context(settings, f"kafka-archive verify {job}")
     try:
-        verdicts = verifying.run_checks(checks, settings, context)
+        verdicts = verifying.run_checks(checks, settings, context, progress)
     finally:
         if owned:
             stop_spark(context)

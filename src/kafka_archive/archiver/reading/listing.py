@@ -85,11 +85,22 @@ def parse_location(text: str) -> Target:
 
 def default_route(store: S3Store, target: Target, topic: str) -> Route:
     """The route of a default-layout archive (``<prefix>/<topic>/<partition>/<offset>.<ext>``),
-    its format told by the objects' extension."""
+    its format told by the objects' extension.
+
+    Raises:
+        NotInArchiveError: no such objects.
+        ConfigError: ``.csv`` objects, which may or may not start with a header row.
+    """
     head = f"{target.prefix}/" if target.prefix else ""
     folder = f"{head}{topic}/"
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
+        if match and match["ext"] == Format.CSV.extension:
+            raise ConfigError(
+                f"the archive of {topic} under s3://{target.bucket}/{folder} holds .csv "
+                "objects, written by STOREAS CSV or CSV_WITHHEADERS (with a header row)",
+                hint="Pass the statement that wrote it with --kcql",
+            )
         if match and match["ext"] in _EXTENSION_FORMATS:
             codec = _SUFFIX_CODECS.get(match["suffix"] or "")
             properties = (("store.compression", codec),) if codec else ()
