@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kafka_archive.archiver.formats.bytes_ import encode_values
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.reading.decoding import read_object
+from kafka_archive.archiver.reading.decoding import read_object, stored_form
 from kafka_archive.archiver.reading.records import FoundRecord
 from kafka_archive.archiver.reading.rendering import (
     document,
@@ -177,3 +177,22 @@ def test_a_csv_row_prints_as_its_cells_and_raw_as_its_text() -> None:
     doc = document(found(record, Format.CSV))
     assert (doc["value"], doc["value_encoding"]) == (["1", "a,b", "line\r\nbreak", ""], "csv")
     assert raw(found(record, Format.CSV)) + b"\r\n" == data
+
+
+class RefusingRegistry:
+    """A registry that knows no schema id (any lookup is an error)."""
+
+    url = "http://registry.invalid"
+
+    def decode(self, value: bytes) -> Any:
+        raise AssertionError("TEXT and BYTES values are never decoded with the registry")
+
+
+def test_bytes_and_text_values_are_compared_as_stored_even_with_a_registry() -> None:
+    # A BYTES value that happens to start like the Confluent framing (byte 0, 4-byte id).
+    framed = b"\x00\x00\x00\x00\x07raw"
+    record = Record("t", 0, 0, None, None, framed)
+    registry: Any = RefusingRegistry()
+    assert stored_form(Format.BYTES, record, registry=registry) == framed
+    text = Record("t", 0, 0, None, None, b"\x00\x00\x00\x00\x07text")
+    assert stored_form(Format.TEXT, text, registry=registry) == "\x00\x00\x00\x00\x07text"

@@ -153,6 +153,12 @@ def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
         table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
         raise UnreadableObject(f"not a complete Parquet file ({type(exc).__name__})") from None
+    return read_parquet_table(table, envelope)
+
+
+def read_parquet_table(table: Any, envelope: Envelope | None) -> list[StoredRecord]:
+    """The records of a pyarrow table read from a Parquet object (or some of its row
+    groups): what :func:`read_object` returns for them."""
     meta = table.schema.metadata or {}
     return _structured(table.to_pylist(), meta.get(b"kafka_archive.envelope") == b"true", envelope)
 
@@ -229,9 +235,11 @@ def stored_form(
         projected = projector.project(record, registry)
         return projected if fmt is Format.JSON else schema.normalized(projected)
     value = record.value
-    framed, datum = decoded(registry, value)
-    if framed and fmt in (Format.JSON, Format.AVRO, Format.PARQUET):
-        return datum if fmt is Format.JSON else schema.normalized(decode_value(record, registry))
+    if fmt in (Format.JSON, Format.AVRO, Format.PARQUET):  # TEXT and BYTES store the bytes
+        framed, datum = decoded(registry, value)
+        if framed:
+            return datum if fmt is Format.JSON else schema.normalized(decode_value(record,
+                                                                                  registry))
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)
     if fmt is Format.TEXT:
