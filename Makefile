@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-integration lint install clean bench
+.PHONY: demo test test-full test-unit test-integration lint install clean bench
 
 install: $(STAMP)
 
@@ -31,7 +31,13 @@ KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 
 test: $(STAMP)
 	@$(KAFKA_TOOLS)
 	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not full"
+
+# The whole product of the read-side matrix (tests/integration/test_read_matrix.py).
+test-full: $(STAMP)
+	@$(KAFKA_TOOLS)
+	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
+	$(BIN)/python -m pytest -m full
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration"
@@ -39,7 +45,7 @@ test-unit: $(STAMP)
 test-integration: $(STAMP)
 	@$(KAFKA_TOOLS)
 	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
-	$(BIN)/python -m pytest -m integration
+	$(BIN)/python -m pytest -m "integration and not full"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests samples bench

@@ -534,7 +534,9 @@ def verify(
 @click.option("--partition", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True)
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--output", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+@click.option("--output", type=click.Choice(["jsonl", "raw"]), default="jsonl",
+              show_default=True, help="jsonl: one JSON document per record; raw: the "
+              "values' bytes as stored, one after another.")
 @_kcql_option
 @_config_option
 @click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint; absent means AWS.")
@@ -551,11 +553,14 @@ def cat_command(
     endpoint_url: str | None,
     region: str | None,
 ) -> None:
-    """Print archived records of one partition from an offset, as JSON lines."""
+    """Print archived records of one partition from an offset, as JSON lines or raw values."""
     loaded = _load(config, {"endpoint_url": endpoint_url, "region": region})
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
-    for line in api.cat(loaded.settings, plan, location, topic, partition, offset, count):
-        click.echo(line)
+    stdout = sys.stdout.buffer
+    for chunk in api.cat(loaded.settings, plan, location, topic, partition, offset, count,
+                         output):  # fmt: skip
+        stdout.write(chunk)
+    stdout.flush()
 
 
 @cli.command()

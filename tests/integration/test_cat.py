@@ -124,7 +124,7 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
     lines = [json.loads(line) for line in out.splitlines()]
     assert [(line["value"], line["value_encoding"]) for line in lines] == [
         (base64.b64encode(b"\x00\xff").decode(), "base64"),
-        ("naïve", "utf8"),
-        (None, "utf8"),
-        ("", "utf8"),
+        ("naïve", "text"),
+        (None, None),
+        ("", "text"),
     ]

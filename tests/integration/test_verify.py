@@ -82,13 +82,21 @@ def test_a_deleted_object_is_named_with_its_offsets(
     assert code == 1, out
     (bad,) = [p for p in json.loads(out)["partitions"] if p["discrepancies"]]
     assert bad["partition"] == 1
-    # Offsets 100..199 now fall to the object starting at 0, which holds only 0..99.
+    # The state names the object, whose key says it held 100..199 (the next one starts at
+    # 200) and counts it; offsets 100..199 now fall to the object starting at 0.
     assert bad["discrepancies"] == [
+        {
+            "first_offset": 100,
+            "last_offset": 199,
+            "key": None,
+            "problem": f"the state names {key(name, 1, 100)}, which does not exist",
+        },
         {
             "first_offset": None,
             "last_offset": None,
             "key": None,
-            "problem": f"the state names {key(name, 1, 100)}, which does not exist",
+            "problem": "the state counts 3 object(s) written, but 2 exist: 1 object(s) were "
+            "deleted",
         },
         {
             "first_offset": 100,

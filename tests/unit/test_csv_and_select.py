@@ -12,7 +12,7 @@ import pytest
 from kafka_archive import kcql
 from kafka_archive.archiver.formats.base import BadRecordError, writer_for
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.readback import read_object, stored_form
+from kafka_archive.archiver.reading.decoding import read_object, stored_form
 from kafka_archive.archiver.records import Record
 
 

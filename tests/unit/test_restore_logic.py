@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.lookup import FoundRecord
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.readback import StoredRecord
+from kafka_archive.archiver.reading.decoding import StoredRecord
+from kafka_archive.archiver.reading.records import FoundRecord
 from kafka_archive.archiver.restore import RestoreFilter, RestoreUnit, batches, start_offset
 from kafka_archive.kcql.plan import Format, Route, Target
 

@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 from kafka_archive import kcql
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import lookup, spool, stored, topics, transforms
 from kafka_archive.archiver import restore as restoring
+from kafka_archive.archiver import spool, topics, transforms
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import (
     ArchiveError,
@@ -27,6 +27,8 @@ from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.progress import UnitProgress, listening
+from kafka_archive.archiver.reading import listing, rendering
+from kafka_archive.archiver.reading.records import find_records, partition_records
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
 from kafka_archive.archiver.state import lease, probe
@@ -393,7 +395,7 @@ def verify(
         progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
         context, owned = spark_context(settings, f"kafka-archive verify {job}")
     try:
-        verdicts = verifying.run_checks(checks, settings, context)
+        verdicts = verifying.run_checks(checks, settings, context, progress)
     finally:
         if owned:
             stop_spark(context)
@@ -404,7 +406,7 @@ def _archived_route(store: S3Store, plan: Plan | None, target: Target, topic: st
     """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
     store.check_bucket(target.bucket)
     if plan is None:
-        return lookup.default_route(store, target, topic)
+        return listing.default_route(store, target, topic)
     for route in plan.routes:
         if route.target == target and (route.topic == topic or route.all_topics):
             return dataclasses.replace(route, topic=topic)
@@ -422,19 +424,25 @@ def cat(
     partition: int,
     offset: int,
     count: int,
-) -> Iterator[str]:
-    """JSON lines of up to ``count`` archived records of a partition from ``offset`` on.
+    output: str = "jsonl",
+) -> Iterator[bytes]:
+    """Up to ``count`` archived records of a partition from ``offset`` on, rendered for
+    ``output`` (see :mod:`archiver.reading.rendering`): ``jsonl``, one JSON line each, or
+    ``raw``, each value's bytes as stored.
 
     Without a plan the archive must use the default layout (its format is told by the
     objects' extension); with one, the route writing ``topic`` to ``location`` is used.
     """
-    target = lookup.parse_location(location)
+    target = listing.parse_location(location)
     tp = TopicPartition(topic, partition)
     store = S3Store(settings.s3)
     route = _archived_route(store, plan, target, topic)
-    committed = lookup.committed_offsets(store, target).get(tp)
-    for record in lookup.find_records(store, route, tp, offset, count, committed=committed):
-        yield lookup.to_jsonl(record)
+    committed = listing.committed_offsets(store, target).get(tp)
+    for record in find_records(store, route, tp, offset, count, committed=committed):
+        if output == "raw":
+            yield rendering.raw(record)
+        else:
+            yield rendering.to_jsonl(record).encode("utf-8") + b"\n"
 
 
 def restore(
@@ -458,20 +466,20 @@ def restore(
     progress = progress or NullProgress()
     only = only or restoring.RestoreFilter()
     started = time.monotonic()
-    target = lookup.parse_location(location)
+    target = listing.parse_location(location)
     store = S3Store(settings.s3)
     route = _archived_route(store, plan, target, topic)
-    committed = lookup.committed_offsets(store, target)
+    committed = listing.committed_offsets(store, target)
     objects = {
         tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
-        for tp, objs in stored.list_partition_objects(store, route).items()
+        for tp, objs in listing.list_partition_objects(store, route).items()
         if tp.topic == topic
     }
     objects = {tp: objs for tp, objs in objects.items() if objs}
     if not objects:
         raise NotInArchiveError(f"nothing of {topic} is archived under {target}")
     first = next(iter(objects.values()))[0]
-    sample = lookup.partition_records(store, route, (first,), None)
+    sample = partition_records(store, route, (first,), None)
     has_envelope = next(sample).stored.has_envelope
     if not has_envelope and not values_only:
         raise ConfigError(

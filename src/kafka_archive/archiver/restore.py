@@ -24,11 +24,11 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_archive.archiver import errors
-from kafka_archive.archiver.lookup import FoundRecord, partition_records
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.reading.listing import StoredObject
+from kafka_archive.archiver.reading.records import FoundRecord, partition_records
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.stored import StoredObject
 from kafka_archive.kcql.plan import Route
 
 BATCH_RECORDS = 5_000

@@ -22,6 +22,7 @@ range from Kafka; memory holds one decoded object per open group.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Iterator
@@ -39,17 +40,19 @@ from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.readback import (
+from kafka_archive.archiver.partition.parse import parse_key
+from kafka_archive.archiver.progress import ProgressSender, UnitProgress, listening
+from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
     read_object,
     stored_form,
 )
+from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.stored import StoredObject, list_partition_objects
 from kafka_archive.kcql.plan import Plan, Route
 
 # Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
@@ -79,6 +82,23 @@ class PartitionCheck:
     low: int | None = None  # None: offline
     high: int | None = None
     value_schema: str | None = None  # the text of the route's 'avro.schema.file'
+    state_object_count: int = 0  # how many objects the state says were written
+    progress_to: str | None = None  # the driver's progress listener
+
+    def span(self) -> tuple[int, int]:
+        """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
+        still has (empty offline or when they do not meet)."""
+        live = [o.start_offset for o in self.objects
+                if self.committed is not None and o.start_offset < self.committed]  # fmt: skip
+        if self.low is None or self.high is None or self.committed is None or not live:
+            return 0, 0
+        first, last = max(self.low, live[0]), min(self.committed, self.high)
+        return (first, last) if first < last else (0, 0)
+
+    def progress(self) -> UnitProgress:
+        first, last = self.span()
+        return UnitProgress(self.route_index, self.tp.topic, self.tp.partition, first, last,
+                            first)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +192,15 @@ class _PartitionChecker:
         self.events = _Events()
         self.unarchivable = 0
         self.unverifiable = 0
+        self.size = 0
+        self.sender = ProgressSender(check.progress_to, check.progress())
+
+    def report(self, offset: int, *, done: bool = False) -> None:
+        """Tell the progress display the next offset to compare, and the records and bytes
+        read and objects loaded so far."""
+        update = self.sender.finish if done else self.sender.update
+        update(offset=offset, records=sum(self.counts.values()), size=self.size,
+               objects=len(self.counts))  # fmt: skip
 
     def problem(self, obj: StoredObject | None, text: str, first: int | None = None,
                 last: int | None = None) -> None:  # fmt: skip
@@ -182,6 +211,7 @@ class _PartitionChecker:
         if data is None:
             self.problem(obj, "object disappeared while verifying", obj.start_offset)
             return None
+        self.size += len(data)
         try:
             data = decompress(obj.key, data)
             records = read_object(self.check.route.format, data, self.check.route.envelope)
@@ -220,7 +250,13 @@ class _PartitionChecker:
         keys = {o.key for o in check.objects}
         for key in check.state_objects:
             if key not in keys:
-                self.problem(None, f"the state names {key}, which does not exist")
+                first, last = self._missing_offsets(key)
+                self.problem(None, f"the state names {key}, which does not exist", first, last)
+        below = sum(1 for o in check.objects if committed is None or o.start_offset < committed)
+        if below < check.state_object_count:
+            self.problem(None, f"the state counts {check.state_object_count} object(s) written, "
+                         f"but {below} exist: {check.state_object_count - below} object(s) "
+                         "were deleted")  # fmt: skip
         for obj in check.objects:
             if obj.key not in self.counts:
                 self.load(obj)
@@ -242,6 +278,17 @@ class _PartitionChecker:
                     "unless Kafka has no records there (compaction, transaction markers)"
                 )
 
+    def _missing_offsets(self, key: str) -> tuple[int | None, int | None]:
+        """The offsets a missing object held, from its key: from its start offset up to the
+        next object of its group (or the committed offset)."""
+        parsed = parse_key(layout_for(self.check.route), key)
+        if parsed is None or parsed.tp != self.check.tp:
+            return None, None
+        later = [o.start_offset for o in self.check.objects
+                 if o.group == parsed.group and o.start_offset > parsed.start_offset]  # fmt: skip
+        end = min(later) if later else self.check.committed
+        return parsed.start_offset, None if end is None else end - 1
+
     # -- against Kafka ----------------------------------------------------------------
 
     def against_kafka(self, settings: Settings) -> tuple[int | None, int | None]:
@@ -249,11 +296,8 @@ class _PartitionChecker:
         assert check.low is not None and check.high is not None
         committed = check.committed
         live = [o for o in check.objects if committed is not None and o.start_offset < committed]
-        if committed is None or not live:
-            return None, None
-        first = max(check.low, live[0].start_offset)
-        last = min(committed, check.high)
         self.unverifiable = sum(1 for o in live if o.start_offset < check.low)
+        first, last = check.span()
         if first >= last:
             return None, None
         by_group: dict[tuple[str | None, ...], list[StoredObject]] = {}
@@ -278,6 +322,8 @@ class _PartitionChecker:
                         self.unarchivable += 1  # refused by the format; never archived
                         continue
                     self._compare(record, expected, by_group, starts, cursors, reached, first)
+                    if self.sender.due():
+                        self.report(record.offset + 1)
         for cursor in cursors.values():
             self._finish(cursor)
         for obj in live:
@@ -335,9 +381,14 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
     """Verify one partition (runs in a Spark task, or in-process)."""
     checker = _PartitionChecker(check, S3Store(settings.s3))
     first = last = None
-    if check.low is not None:
-        first, last = checker.against_kafka(settings)
-    checker.offline()
+    try:
+        if check.low is not None:
+            first, last = checker.against_kafka(settings)
+        checker.offline()
+    except BaseException:
+        checker.sender.finish(failed=True)
+        raise
+    checker.report(check.span()[1], done=True)
     return PartitionVerdict(
         route_index=check.route_index,
         tp=check.tp,
@@ -390,6 +441,7 @@ def plan_checks(
                     low=low,
                     high=high,
                     value_schema=value_schemas.get(index),
+                    state_object_count=loaded.state.objects if loaded.state else 0,
                 )
             )
     return tuple(checks)
@@ -411,17 +463,32 @@ def prepare(
 
 
 def run_checks(
-    checks: tuple[PartitionCheck, ...], settings: Settings, spark_context: Any = None
+    checks: tuple[PartitionCheck, ...],
+    settings: Settings,
+    spark_context: Any = None,
+    progress: Any = None,
 ) -> tuple[PartitionVerdict, ...]:
-    """Run the checks as Spark tasks (in-process without a context), in a stable order."""
-    if spark_context is not None and checks:
-        verdicts: list[PartitionVerdict] = (
-            spark_context.parallelize(list(checks), len(checks))
-            .mapPartitions(functools.partial(_check_all, settings=settings))
-            .collect()
-        )
-    else:
-        verdicts = [check_partition(check, settings) for check in checks]
+    """Run the checks as Spark tasks (in-process without a context), in a stable order,
+    their progress shown live through ``progress`` (the ``Progress`` of ``api``)."""
+    host = (spark_context.getConf().get("spark.driver.host", "127.0.0.1")
+            if spark_context is not None else "127.0.0.1")  # fmt: skip
+    if progress is not None:
+        progress.units_started([c.progress() for c in checks])
+    try:
+        with listening(host, progress.unit_update) if progress is not None else (
+                contextlib.nullcontext()) as address:  # fmt: skip
+            checks = tuple(dataclasses.replace(c, progress_to=address) for c in checks)
+            if spark_context is not None and checks:
+                verdicts: list[PartitionVerdict] = (
+                    spark_context.parallelize(list(checks), len(checks))
+                    .mapPartitions(functools.partial(_check_all, settings=settings))
+                    .collect()
+                )
+            else:
+                verdicts = [check_partition(check, settings) for check in checks]
+    finally:
+        if progress is not None:
+            progress.units_ended()
     return tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
 
 

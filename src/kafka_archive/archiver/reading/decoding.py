@@ -1,4 +1,4 @@
-"""Read archived objects back into records, and say how a Kafka record should read back.
+"""Decode archived objects into records, and say how a Kafka record should read back.
 
 ``read_object`` decodes an object's bytes with the format's own framing (it never guesses);
 ``stored_form`` gives the form a Kafka record takes in that format, so that ``verify`` can
@@ -37,12 +37,16 @@ class StoredRecord:
     """One record as an object holds it.
 
     ``value`` is the comparable form (see :func:`stored_form`); ``raw`` the value's bytes as
-    stored (None for a tombstone), what a values-only restore produces. ``offset``, ``key``,
-    ``headers`` and ``timestamp`` are known only where the format keeps them (the envelope).
+    stored (None for a tombstone), what a values-only restore produces; ``content`` the
+    value as the object holds it, what ``cat`` prints: a JSON value (JSON; AVRO and PARQUET
+    rows in their JSON form), a string (TEXT), bytes (BYTES), the row's cells (CSV), None
+    in an envelope (whose value is ``raw``). ``offset``, ``key``, ``headers`` and
+    ``timestamp`` are known only where the format keeps them (the envelope).
     """
 
     value: Any
     raw: bytes | None = None
+    content: Any = None
     offset: int | None = None
     key: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] | None = None
@@ -89,20 +93,21 @@ def _read_json(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
             except env.EnvelopeError as exc:
                 raise UnreadableObject(f"line {number}: {exc}") from None
         else:
-            out.append(StoredRecord(value, None if value is None else line))
+            out.append(StoredRecord(value, None if value is None else line, value))
     return out
 
 
 def _read_text(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     try:
-        return [StoredRecord(line.decode("utf-8"), line) for line in _lines(data)]
+        texts = [(line.decode("utf-8"), line) for line in _lines(data)]
     except UnicodeDecodeError:
         raise UnreadableObject("not UTF-8 text") from None
+    return [StoredRecord(text, line, text) for text, line in texts]
 
 
 def _read_bytes(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     try:
-        return [StoredRecord(value, value) for value in read_values(data)]
+        return [StoredRecord(value, value, value) for value in read_values(data)]
     except ValueError as exc:
         raise UnreadableObject(str(exc)) from None
 
@@ -118,7 +123,11 @@ def _structured(
     # JSON form is what every other reader of those values sees (registry.jsonable).
     rows = [jsonable(row) for row in rows]
     return [
-        StoredRecord(schema.normalized(row), json.dumps(row, separators=(",", ":")).encode())
+        StoredRecord(
+            schema.normalized(row),
+            json.dumps(row, separators=(",", ":")).encode(),
+            row,
+        )
         for row in rows
     ]
 
@@ -144,8 +153,21 @@ def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
         table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowException, OSError) as exc:
         raise UnreadableObject(f"not a complete Parquet file ({type(exc).__name__})") from None
+    return read_parquet_table(table, envelope)
+
+
+def read_parquet_table(table: Any, envelope: Envelope | None) -> list[StoredRecord]:
+    """The records of a pyarrow table read from a Parquet object (or some of its row
+    groups): what :func:`read_object` returns for them."""
     meta = table.schema.metadata or {}
     return _structured(table.to_pylist(), meta.get(b"kafka_archive.envelope") == b"true", envelope)
+
+
+def _row_text(cells: list[str]) -> str:
+    """A CSV row as the writer writes it, without its line break."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerow(cells)
+    return out.getvalue()[:-2]
 
 
 def _read_csv(headers: bool) -> Reader:
@@ -154,7 +176,8 @@ def _read_csv(headers: bool) -> Reader:
             rows = csv_.read_rows(data, headers)
         except (ValueError, csv.Error) as exc:
             raise UnreadableObject(f"not complete UTF-8 CSV ({exc})") from None
-        return [StoredRecord(csv_.comparable(row), ",".join(row).encode()) for row in rows]
+        return [StoredRecord(csv_.comparable(row), _row_text(row).encode(), row)
+                for row in rows]  # fmt: skip
 
     return read
 
@@ -170,10 +193,6 @@ _READERS: Mapping[Format, Reader] = MappingProxyType(
         Format.PARQUET: _read_parquet,
     }
 )
-
-
-def can_read(fmt: Format) -> bool:
-    return fmt in _READERS
 
 
 def read_object(fmt: Format, data: bytes, envelope: Envelope | None = None) -> list[StoredRecord]:
@@ -216,9 +235,11 @@ def stored_form(
         projected = projector.project(record, registry)
         return projected if fmt is Format.JSON else schema.normalized(projected)
     value = record.value
-    framed, datum = decoded(registry, value)
-    if framed and fmt in (Format.JSON, Format.AVRO, Format.PARQUET):
-        return datum if fmt is Format.JSON else schema.normalized(decode_value(record, registry))
+    if fmt in (Format.JSON, Format.AVRO, Format.PARQUET):  # TEXT and BYTES store the bytes
+        framed, datum = decoded(registry, value)
+        if framed:
+            return datum if fmt is Format.JSON else schema.normalized(decode_value(record,
+                                                                                  registry))
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)
     if fmt is Format.TEXT:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from kafka_archive.archiver.errors import ConfigError
-from kafka_archive.archiver.lookup import FoundRecord, parse_location
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.readback import StoredRecord
+from kafka_archive.archiver.reading.decoding import StoredRecord
+from kafka_archive.archiver.reading.listing import parse_location
+from kafka_archive.archiver.reading.records import FoundRecord
+from kafka_archive.archiver.reading.rendering import document
 from kafka_archive.kcql.plan import Format, Target
 
 
@@ -35,14 +37,17 @@ def test_bad_locations_are_refused(text: str) -> None:
     ("fmt", "value", "shown"),
     [
         (Format.JSON, {"a": [1]}, ({"a": [1]}, "json")),
-        (Format.TEXT, "héllo", ("héllo", "utf8")),
-        (Format.BYTES, b"h\xc3\xa9", ("hé", "utf8")),
+        (Format.TEXT, "héllo", ("héllo", "text")),
+        (Format.BYTES, b"h\xc3\xa9", ("hé", "text")),
         (Format.BYTES, b"\xff\x00", ("/wA=", "base64")),
+        (Format.BYTES, b'{"a":1}', ({"a": 1}, "json")),
+        (Format.CSV, ["1", "a,b"], (["1", "a,b"], "csv")),
     ],
 )
 def test_values_are_printed_as_json_text_or_base64(
     fmt: Format, value: object, shown: tuple[object, str]
 ) -> None:
-    record = FoundRecord(TopicPartition("t", 0), 5, True, StoredRecord(value), fmt, "k")
-    line = record.to_json()
+    raw = value if isinstance(value, bytes) else None
+    stored = StoredRecord(value, raw, value)
+    line = document(FoundRecord(TopicPartition("t", 0), 5, True, stored, fmt, "k"))
     assert (line["value"], line["value_encoding"]) == shown

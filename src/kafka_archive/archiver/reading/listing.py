@@ -1,0 +1,144 @@
+"""The archive as stored: which objects hold which records, from their keys alone.
+
+Listing is by the fixed start of the route's layout (one paginated listing per route, keys
+only); every key is read with :func:`~kafka_archive.archiver.partition.parse.parse_key`,
+so the topic, partition, start offset and group come from the key itself, and objects of
+other topics, formats or layouts under the same prefix are ignored. The runtime's own
+objects under ``<prefix>/.kafka-archive/`` are never data. Also here: where an archive is
+(``--from``), the route of a default-layout archive told by its objects' extension, and the
+committed offsets its state holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kafka_archive.archiver.errors import ConfigError, NotInArchiveError
+from kafka_archive.archiver.formats.compression import SUFFIXES
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.partition.parse import listing_prefix, parse_key
+from kafka_archive.archiver.state.paths import STATE_DIR
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.kcql.plan import Codecs, Compression, Format, Route, Target
+
+_EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
+_LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
+_SUFFIX_CODECS = {suffix: codec for codec, suffix in SUFFIXES.items()}
+_STATE_NAME = re.compile(r"/state/(?P<topic>[^/]+)/(?P<partition>[0-9]+)\.json$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class StoredObject:
+    """One archived object: whose records, from which offset, in which group."""
+
+    start_offset: int
+    key: str
+    tp: TopicPartition
+    group: tuple[str | None, ...]
+    size: int
+
+
+def list_partition_objects(
+    store: S3Store, route: Route, keys: Iterable[tuple[str, int]] | None = None
+) -> dict[TopicPartition, tuple[StoredObject, ...]]:
+    """Every object of ``route`` by topic-partition, each tuple sorted by start offset.
+
+    Args:
+        store: where the archive is.
+        route: the route whose layout, format and topic select the objects.
+        keys: (key, size) pairs to use instead of listing (tests, or a listing made once
+            for several routes).
+    """
+    layout = layout_for(route)
+    head = listing_prefix(layout)
+    own = f"{route.target.prefix}/{STATE_DIR}/" if route.target.prefix else f"{STATE_DIR}/"
+    listing = keys if keys is not None else store.list_objects(route.target.bucket, head)
+    found: dict[TopicPartition, list[StoredObject]] = defaultdict(list)
+    for key, size in listing:
+        if key.startswith(own):
+            continue
+        parsed = parse_key(layout, key)
+        if parsed is None:
+            continue
+        if not route.all_topics and parsed.tp.topic != route.topic:
+            continue
+        found[parsed.tp].append(
+            StoredObject(parsed.start_offset, key, parsed.tp, parsed.group, size)
+        )
+    return {tp: tuple(sorted(objects)) for tp, objects in sorted(found.items())}
+
+
+def parse_location(text: str) -> Target:
+    """``bucket`` or ``bucket:prefix`` (a ``/`` at either end of the prefix is dropped)."""
+    bucket, _, prefix = text.partition(":")
+    prefix = prefix.strip("/")
+    bad_segment = any(s in ("", ".", "..") for s in prefix.split("/")) if prefix else False
+    if not bucket or "/" in bucket or bad_segment:
+        raise ConfigError(f"--from expects bucket or bucket:prefix, not {text!r}",
+                          hint="For example --from my-bucket:archive")  # fmt: skip
+    return Target(bucket, prefix)
+
+
+def default_route(store: S3Store, target: Target, topic: str) -> Route:
+    """The route of a default-layout archive (``<prefix>/<topic>/<partition>/<offset>.<ext>``),
+    its format told by the objects' extension.
+
+    Raises:
+        NotInArchiveError: no such objects.
+        ConfigError: ``.csv`` objects, which may or may not start with a header row.
+    """
+    head = f"{target.prefix}/" if target.prefix else ""
+    folder = f"{head}{topic}/"
+    for key, _ in store.list_objects(target.bucket, folder):
+        match = _LENSES_NAME.match(key[len(folder) :])
+        if match and match["ext"] == Format.CSV.extension:
+            raise ConfigError(
+                f"the archive of {topic} under s3://{target.bucket}/{folder} holds .csv "
+                "objects, written by STOREAS CSV or CSV_WITHHEADERS (with a header row)",
+                hint="Pass the statement that wrote it with --kcql",
+            )
+        if match and match["ext"] in _EXTENSION_FORMATS:
+            codec = _SUFFIX_CODECS.get(match["suffix"] or "")
+            codecs = Codecs(compression=Compression(codec)) if codec else Codecs()
+            return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]],
+                         codecs=codecs)  # fmt: skip
+    raise NotInArchiveError(
+        f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
+        hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
+        "layout, pass the KCQL that wrote it with --kcql",
+    )
+
+
+def committed_offsets(store: S3Store, target: Target) -> dict[TopicPartition, int]:
+    """Committed offsets of the partitions that exactly one job archives under ``target``."""
+    head = f"{target.prefix}/" if target.prefix else ""
+    found: dict[TopicPartition, list[int]] = {}
+    for key, _ in store.list_objects(target.bucket, f"{head}{STATE_DIR}/"):
+        match = _STATE_NAME.search(key)
+        if match is None:
+            continue
+        doc = store.get_document(target.bucket, key)
+        if doc is not None:
+            tp = TopicPartition(match["topic"], int(match["partition"]))
+            found.setdefault(tp, []).append(int(doc.body["next_offset"]))
+    return {tp: offsets[0] for tp, offsets in found.items() if len(offsets) == 1}
+
+
+def partition_objects(
+    store: S3Store, route: Route, tp: TopicPartition, committed: int | None
+) -> tuple[StoredObject, ...]:
+    """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
+    layout = layout_for(route)
+    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    folder = f"{head}{tp.topic}/{layout.partition_text(tp.partition)}/"
+    keys = (
+        store.list_objects(route.target.bucket, folder)
+        if layout.template.startswith("{prefix}/{topic}/{partition}/")
+        else None
+    )
+    objects = list_partition_objects(store, route, keys).get(tp, ())
+    return tuple(o for o in objects if committed is None or o.start_offset < committed)

@@ -1,0 +1,114 @@
+"""How ``cat`` prints a record: one JSON document per record (``--output jsonl``), or the
+value's bytes as stored (``--output raw``).
+
+The document, keys in this order::
+
+    {"topic": "orders", "partition": 0, "offset": 42, "offset_exact": true,
+     "timestamp": 1714999980000, "key": "k1", "key_encoding": "text",
+     "headers": [["country", "DE", "text"], ["trace", null, null]],
+     "value": {"id": 1}, "value_encoding": "json", "object": "archive/orders/0/…json"}
+
+Every value that is Kafka bytes (an envelope's key, value and header values; a BYTES value)
+is printed in the most readable form that gives the same bytes back, the envelope's rule
+(:mod:`kafka_archive.archiver.envelope`), and its ``*_encoding`` says which:
+
+- ``json``: the bytes are UTF-8 JSON that serializes compactly to exactly the same bytes;
+- ``text``: other UTF-8;
+- ``base64``: anything else.
+
+Values of the other formats print as the object holds them: ``json`` for JSON, and for
+AVRO and PARQUET rows in their JSON form (bytes as base64, decimals and UUIDs as strings,
+dates and times ISO-8601); ``text`` for TEXT; ``csv`` for a CSV row, as the list of its
+cells. ``null`` with a ``null`` encoding is no value: a tombstone, or a key or header value
+that is absent. ``key`` and ``headers`` are ``null`` when the format does not keep them
+(without the envelope); ``headers`` is a list of ``[name, value, encoding]``, in order, so
+repeated names and values without bytes stay as they were. ``timestamp`` is milliseconds
+since the epoch (envelope only). The document is deterministic: the same record always
+prints the same line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kafka_archive.archiver import envelope as env
+from kafka_archive.archiver.reading.records import FoundRecord
+from kafka_archive.kcql.plan import Format
+
+JSON, TEXT, BASE64, CSV = env.JSON, env.TEXT, env.BASE64, "csv"
+
+Headers = tuple[tuple[str, bytes | None], ...]
+
+
+def _bytes(data: bytes | None) -> tuple[Any, str | None]:
+    return (None, None) if data is None else env.encode_bytes(data)
+
+
+def _value(record: FoundRecord) -> tuple[Any, str | None]:
+    stored = record.stored
+    if stored.has_envelope or record.fmt is Format.BYTES:
+        return _bytes(stored.raw)
+    content = stored.content
+    if content is None:
+        return None, None
+    if record.fmt is Format.TEXT:
+        return content, TEXT
+    if record.fmt in (Format.CSV, Format.CSV_WITHHEADERS):
+        return list(content), CSV
+    return content, JSON
+
+
+def document(record: FoundRecord) -> dict[str, Any]:
+    """The JSON document of one record (see the module doc)."""
+    stored = record.stored
+    key, key_encoding = _bytes(stored.key)
+    value, value_encoding = _value(record)
+    headers = (
+        None if stored.headers is None else [[name, *_bytes(v)] for name, v in stored.headers]
+    )
+    return {
+        "topic": record.tp.topic,
+        "partition": record.tp.partition,
+        "offset": record.offset,
+        "offset_exact": record.offset_exact,
+        "timestamp": stored.timestamp,
+        "key": key,
+        "key_encoding": key_encoding,
+        "headers": headers,
+        "value": value,
+        "value_encoding": value_encoding,
+        "object": record.key,
+    }
+
+
+def to_jsonl(record: FoundRecord) -> str:
+    """One line of ``cat --output jsonl``."""
+    return json.dumps(document(record), ensure_ascii=False, separators=(",", ":"))
+
+
+def raw(record: FoundRecord) -> bytes:
+    """``cat --output raw``: the value's bytes as stored (nothing for a tombstone).
+
+    The envelope and BYTES store the Kafka value itself; JSON and TEXT a line (without its
+    line break); CSV a row (without its line break); AVRO and PARQUET a row, printed as
+    compact JSON."""
+    return record.stored.raw or b""
+
+
+def parsed_bytes(value: Any, encoding: str | None) -> bytes | None:
+    """The bytes a printed key, value or header value stands for (``None``: no bytes).
+
+    Raises:
+        ValueError: ``encoding`` is not json, text or base64, or ``value`` does not fit it.
+    """
+    if encoding is None:
+        if value is not None:
+            raise ValueError("a value without encoding must be null")
+        return None
+    return env.decode_bytes(value, encoding)
+
+
+def parsed_headers(headers: list[list[Any]]) -> Headers:
+    """The headers a printed ``headers`` list stands for."""
+    return tuple((str(name), parsed_bytes(value, encoding)) for name, value, encoding in headers)
