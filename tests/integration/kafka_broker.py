@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -213,6 +214,11 @@ class KafkaBroker:
         """A clean shutdown (SIGTERM to the process group; SIGKILL after ``timeout``)."""
         if self.service is not None:
             self.service.stop(timeout=timeout)
+
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (or SIGCONT) to the process group: the broker stops answering at once."""
+        if self.service is not None and self.service.process.poll() is None:
+            os.killpg(self.service.process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL: the broker dies as in a crash (its log on disk survives)."""

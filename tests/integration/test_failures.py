@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -26,6 +24,7 @@ import pytest
 from archive_helpers import archived_ids
 from confluent_kafka import Producer
 from faultproxy import FaultProxy
+from kafka_broker import KafkaBroker
 
 from kafka_archive.archiver import errors
 from kafka_archive.archiver import job as jobs
@@ -203,7 +202,7 @@ def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
 
 
 def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exactly_once(
-    stack: Any, broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
+    kafka: KafkaBroker, broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
     topic: Callable[..., str], bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:  # fmt: skip
@@ -212,7 +211,6 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     monkeypatch.setenv("KAFKA_ARCHIVE_READ_TIMEOUT_SECONDS", "5")
-    broker_group = os.getpgid(stack.broker.process.pid)
     stopped = threading.Event()
 
     def stop_broker_once_objects_appear() -> None:
@@ -220,12 +218,12 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
         while time.monotonic() < deadline:
             listed = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
             if listed.get("KeyCount", 0) >= 2:
-                os.killpg(broker_group, signal.SIGSTOP)
+                kafka.freeze()
                 stopped.set()
                 time.sleep(15)  # well beyond the read timeout
                 break
             time.sleep(0.05)
-        os.killpg(broker_group, signal.SIGCONT)
+        kafka.freeze(False)
 
     saboteur = threading.Thread(target=stop_broker_once_objects_appear, daemon=True)
     saboteur.start()
@@ -240,7 +238,7 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
                            "-X", "fetch.queue.backoff.ms=100")  # fmt: skip
     finally:
         saboteur.join(timeout=60)
-        os.killpg(broker_group, signal.SIGCONT)
+        kafka.freeze(False)
     assert stopped.is_set(), "the broker was stopped mid-run"
     line = error_line(err)
     assert code == errors.KafkaReadError.exit_code == 11, line
@@ -318,11 +316,16 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
     deleted, done = threading.Event(), threading.Event()
 
     def delete_bucket_once_objects_appear() -> None:
-        while not deleted.is_set() and not done.is_set():
+        started = False  # once emptying began, go on until the bucket is gone
+        deadline = time.monotonic() + 120
+        while not deleted.is_set() and (started or not done.is_set()):
+            if time.monotonic() > deadline:
+                return
             listed = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
-            if listed.get("KeyCount", 0) < 2:
+            if not started and listed.get("KeyCount", 0) < 2:
                 time.sleep(0.05)
                 continue
+            started = True
             try:  # the run keeps writing while we empty it
                 for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bkt):
                     keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]

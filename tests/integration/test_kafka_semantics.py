@@ -381,15 +381,19 @@ def test_a_broker_restart_mid_run_is_ridden_out_exactly_once(
         while len(archived(s3_client, bkt)) < 200:  # the run is reading and writing
             assert runner.is_alive() and time.monotonic() < deadline, outcome
             time.sleep(0.2)
+        # Frozen first, so that the broker stops serving at once (a clean shutdown takes
+        # seconds, in which a fast run could read the whole topic).
+        kafka.freeze()
+        assert runner.is_alive(), "the run finished before the broker stopped"
+        time.sleep(3)
+        # The read-ahead holds ~1 KB per partition: records archived after this point are
+        # fetched from the restarted broker.
+        assert len(archived(s3_client, bkt)) < total - 500
         if how == "stop":
+            kafka.freeze(False)
             kafka.stop()  # a clean shutdown
         else:
             kafka.kill()  # a crash: SIGKILL
-        assert runner.is_alive(), "the run finished before the broker stopped"
-        time.sleep(3)
-        # The read-ahead holds ~1 KB per partition: records archived after this point were
-        # fetched from the restarted broker.
-        assert len(archived(s3_client, bkt)) < total - 500
         kafka.start()
     finally:
         kafka.start()  # whatever happened, the session keeps its broker
