@@ -221,9 +221,11 @@ class KafkaBroker:
             os.killpg(self.service.process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
 
     def kill(self) -> None:
-        """SIGKILL: the broker dies as in a crash (its log on disk survives)."""
+        """SIGKILL: the broker dies as in a crash (its log on disk survives); returns once
+        it is gone, so that :meth:`start` starts it again."""
         if self.service is not None:
             self.service.kill()
+            self.service.process.wait(timeout=30)
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
