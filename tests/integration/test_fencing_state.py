@@ -35,7 +35,7 @@ def store(s3_endpoint: str) -> S3Store:
 
 
 def _lock(s3: Any, target: Target) -> dict[str, Any]:
-    body = s3.get_object(Bucket=target.bucket, Key=lock_key(target, "job"))["Body"].read()
+    body = s3.get_object(Bucket=target.bucket, Key=lock_key(target))["Body"].read()
     return dict(json.loads(body))
 
 

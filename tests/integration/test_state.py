@@ -50,11 +50,11 @@ def test_expired_lock_is_taken_over(
     target = Target(bucket(), "archive")
     stale = {"run_id": "dead", "host": "h", "pid": 1, "expires_at": "2000-01-01T00:00:00Z"}
     s3_client.put_object(
-        Bucket=target.bucket, Key=lock_key(target, "job"), Body=json.dumps(stale).encode()
+        Bucket=target.bucket, Key=lock_key(target), Body=json.dumps(stale).encode()
     )
     with JobLock(store, target, "job", "run-b", ttl_seconds=600):
         body = json.loads(
-            s3_client.get_object(Bucket=target.bucket, Key=lock_key(target, "job"))["Body"].read()
+            s3_client.get_object(Bucket=target.bucket, Key=lock_key(target))["Body"].read()
         )
         assert body["run_id"] == "run-b"
 

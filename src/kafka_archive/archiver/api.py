@@ -31,9 +31,13 @@ from kafka_archive.archiver.reading import listing, rendering
 from kafka_archive.archiver.reading.records import find_records, partition_records
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
-from kafka_archive.archiver.state import lease, probe
+from kafka_archive.archiver.state import lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
-from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.state.paths import (
+    state_root,
+    topic_pending_prefix,
+    topic_state_prefix,
+)
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -258,6 +262,7 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
         )  # fmt: skip
         with _locks(store, plan, job, run_id, settings.lock_ttl_seconds) as locks:
             archiver.locks = locks
+            _adopt_legacy_state(store, archiver.plan, job, run_id, locks)
             archiver.check_leases()  # an aborted upload must not be a newer run's
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
@@ -266,6 +271,20 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
                 yield archiver
             finally:
                 archiver.close()
+
+
+def _adopt_legacy_state(
+    store: S3Store, plan: Plan, job: str, run_id: str, locks: dict[Target, JobLock]
+) -> None:
+    """Under the targets' leases: take over the state an earlier version kept per job."""
+    for target, lock in locks.items():
+        found = legacy.scan(store, target)
+        legacy.retire_locks(store, target, found, run_id, lock.epoch)
+        topics = {r.topic for r in plan.routes if r.target == target}
+        lock.check()
+        if legacy.adopt(store, target, topics, job, found):
+            log.info("adopted partition states of an earlier version under s3://%s/%s",
+                     target.bucket, target.prefix)  # fmt: skip
 
 
 def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> RunResult:
@@ -534,8 +553,10 @@ def restore(
 
 
 def reset_state(settings: Settings, plan: Plan) -> int:
-    """Forget what the job archived: delete its partition states and intent markers under
-    every target, holding the job's lock (so never under a live run). Archived objects stay;
+    """Forget what the plan's routes archived: delete their partition states and intent
+    markers (also those of the layout before routes owned their state; other topics under
+    the same targets keep theirs), holding each target's lock (so never under a live run).
+    Archived objects stay;
     the next run starts where ``--start`` says and may archive records again. Returns the
     number of state objects deleted."""
     job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
@@ -545,12 +566,14 @@ def reset_state(settings: Settings, plan: Plan) -> int:
     deleted = 0
     with _locks(store, plan, job, jobs.new_run_id(), settings.lock_ttl_seconds):
         for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
-            root = state_root(target, job)
-            keys = [
-                key
-                for folder in ("state/", "pending/")
-                for key in store.list_keys(target.bucket, f"{root}/{folder}")
-            ]
+            topics = {r.topic for r in plan.routes if r.target == target}
+            every = any(r.all_topics for r in plan.routes if r.target == target)
+            folders = ([f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
+                       if every else
+                       [f(target, t) for t in topics
+                        for f in (topic_state_prefix, topic_pending_prefix)])  # fmt: skip
+            keys = [key for folder in folders for key in store.list_keys(target.bucket, folder)]
+            keys += legacy.forget(store, target, topics, every=every)
             if keys:
                 store.delete(target.bucket, keys)
             deleted += len(keys)

@@ -28,11 +28,9 @@ _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def job_name_for(plan: Plan) -> str:
-    """A stable default job name from what the plan writes where.
-
-    It depends only on each route's topic and target (not on formats or flush settings), so
-    editing a flush count keeps the job, and with it the archive's state.
-    """
+    """A stable default job name from what the plan writes where (not from formats or flush
+    settings). The job names the consumer group, the Spark application and the metrics;
+    the archive's state belongs to each route (:mod:`.state.paths`), whatever the job."""
     identity = sorted(f"{r.target.bucket}:{r.target.prefix}<-{r.topic}" for r in plan.routes)
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:8]
     topics = "+".join(sorted({"all-topics" if r.all_topics else r.topic for r in plan.routes}))

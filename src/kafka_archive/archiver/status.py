@@ -56,7 +56,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         for route in plan.routes:
             for partition in partitions[route.topic]:
                 tp = TopicPartition(route.topic, partition)
-                state = checkpoint.load(store, route.target, job, tp).state
+                state = checkpoint.read(store, route.target, job, tp)
                 archived = state.next_offset if state is not None else None
                 marks = admin.watermarks(tp, archived if archived is not None else 0)
                 lag = marks.high - max(archived if archived is not None else 0, marks.low)

@@ -424,8 +424,8 @@ def plan_checks(
         if admin is not None:
             tps |= {TopicPartition(route.topic, p) for p in kafka_partitions[route.topic]}
         for tp in sorted(tps):
-            loaded = checkpoint.load(store, route.target, job, tp)
-            committed = loaded.state.next_offset if loaded.state else None
+            state = checkpoint.read(store, route.target, job, tp)
+            committed = state.next_offset if state else None
             low = high = None
             if admin is not None:
                 marks = admin.watermarks(tp, committed or 0)
@@ -436,12 +436,12 @@ def plan_checks(
                     route=route,
                     tp=tp,
                     committed=committed,
-                    state_objects=loaded.state.last_objects if loaded.state else (),
+                    state_objects=state.last_objects if state else (),
                     objects=objects.get(tp, ()),
                     low=low,
                     high=high,
                     value_schema=value_schemas.get(index),
-                    state_object_count=loaded.state.objects if loaded.state else 0,
+                    state_object_count=state.objects if state else 0,
                 )
             )
     return tuple(checks)

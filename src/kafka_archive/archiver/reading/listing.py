@@ -28,7 +28,11 @@ from kafka_archive.kcql.plan import Codecs, Compression, Format, Route, Target
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
 _LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
 _SUFFIX_CODECS = {suffix: codec for codec, suffix in SUFFIXES.items()}
-_STATE_NAME = re.compile(r"/state/(?P<topic>[^/]+)/(?P<partition>[0-9]+)\.json$")
+# A route's state (``state/``), or a job's (``<job>/state/``: the layout before routes owned
+# their state), under ``.kafka-archive/``.
+_STATE_NAME = re.compile(
+    r"/\.kafka-archive/(?P<job>[^/]+/)?state/(?P<topic>[^/]+)/(?P<partition>[0-9]+)\.json$"
+)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -114,18 +118,24 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
 
 
 def committed_offsets(store: S3Store, target: Target) -> dict[TopicPartition, int]:
-    """Committed offsets of the partitions that exactly one job archives under ``target``."""
+    """Committed offsets of the partitions archived under ``target``: the route's state, or
+    (an archive not run since routes own their state) the one job's that archived it."""
     head = f"{target.prefix}/" if target.prefix else ""
     found: dict[TopicPartition, list[int]] = {}
+    routes: dict[TopicPartition, int] = {}
     for key, _ in store.list_objects(target.bucket, f"{head}{STATE_DIR}/"):
-        match = _STATE_NAME.search(key)
+        match = _STATE_NAME.search(f"/{key}")
         if match is None:
             continue
         doc = store.get_document(target.bucket, key)
         if doc is not None:
             tp = TopicPartition(match["topic"], int(match["partition"]))
-            found.setdefault(tp, []).append(int(doc.body["next_offset"]))
-    return {tp: offsets[0] for tp, offsets in found.items() if len(offsets) == 1}
+            if not match["job"]:
+                routes[tp] = int(doc.body["next_offset"])
+            else:
+                found.setdefault(tp, []).append(int(doc.body["next_offset"]))
+    legacy = {tp: offsets[0] for tp, offsets in found.items() if len(offsets) == 1}
+    return {**legacy, **routes}
 
 
 def partition_objects(

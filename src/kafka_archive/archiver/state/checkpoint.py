@@ -10,7 +10,7 @@ from typing import Any
 from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.state import lease
-from kafka_archive.archiver.state.paths import state_key
+from kafka_archive.archiver.state.paths import legacy_root, state_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
 
@@ -103,10 +103,21 @@ class LoadedState:
 
 
 def load(store: S3Store, target: Target, job: str, tp: TopicPartition) -> LoadedState:
-    doc = store.get_document(target.bucket, state_key(target, job, tp))
+    doc = store.get_document(target.bucket, state_key(target, tp))
     if doc is None:
         return LoadedState(None, None)
     return LoadedState(PartitionState.from_json(doc.body), doc.etag)
+
+
+def read(store: S3Store, target: Target, job: str, tp: TopicPartition) -> PartitionState | None:
+    """The partition's state for reading only (``status``, ``verify``): the route's, else
+    one of job ``job`` in the layout before routes owned their state (a run adopts it)."""
+    loaded = load(store, target, job, tp)
+    if loaded.state is not None:
+        return loaded.state
+    doc = store.get_document(target.bucket, f"{legacy_root(target, job)}/state/{tp.topic}/"
+                             f"{tp.partition}.json")  # fmt: skip
+    return PartitionState.from_json(doc.body) if doc is not None else None
 
 
 def commit(
@@ -123,7 +134,7 @@ def commit(
     A lost race is fine when the winner is another attempt of the same run that committed
     the same offset (Spark task retry or speculative copy): both wrote identical objects.
     """
-    key = state_key(target, job, tp)
+    key = state_key(target, tp)
     try:
         store.put_document(target.bucket, key, new.to_json(tp, job), if_match=expected_etag)
     except PreconditionFailed:
@@ -174,7 +185,7 @@ def fence(
         )
         try:
             etag = store.put_document(
-                target.bucket, state_key(target, job, tp), new.to_json(tp, job),
+                target.bucket, state_key(target, tp), new.to_json(tp, job),
                 if_match=loaded.etag,
             )  # fmt: skip
         except PreconditionFailed:

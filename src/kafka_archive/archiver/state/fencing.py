@@ -37,7 +37,7 @@ class UnitFencing:
         if self.enabled:
             store.object_metadata = writer_metadata(unit.run_id, unit.epoch,
                                                     self._mine[UNIT_META])  # fmt: skip
-        key = lock_key(unit.route.target, unit.job)
+        key = lock_key(unit.route.target)
 
         def read() -> dict[str, object] | None:
             doc = store.get_document(self._bucket, key)

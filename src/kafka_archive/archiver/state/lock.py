@@ -1,5 +1,6 @@
-"""A lease per job and target prefix, with a fencing epoch, so two runs of one job never
-interleave their writes.
+"""A lease per target prefix, with a fencing epoch, so two runs writing the same routes never
+interleave their writes — two runs of one job, or of two jobs whose statements share a
+target (state belongs to the route, :mod:`.paths`).
 
 The lock is a JSON object created with If-None-Match; a lock that was released, whose lease
 expired, or whose holder is provably dead is taken over with If-Match on its ETag, so
@@ -52,7 +53,7 @@ class JobLock:
 
     @property
     def key(self) -> str:
-        return lock_key(self.target, self.job)
+        return lock_key(self.target)
 
     @property
     def lost(self) -> bool:
@@ -89,11 +90,13 @@ class JobLock:
             if held is not None and not lease.may_take_over(held.body, lease.now_ms(),
                                                             self._here):  # fmt: skip
                 raise JobLockedError(
-                    f"job {self.job!r} is already running on s3://{bucket}/"
-                    f"{self.target.prefix} (run {held.body.get('run_id')} on host "
-                    f"{held.body.get('host')}, pid {held.body.get('pid')}, lease until "
+                    f"job {held.body.get('job', self.job)!r} is already running on "
+                    f"s3://{bucket}/{self.target.prefix} (run {held.body.get('run_id')} on "
+                    f"host {held.body.get('host')}, pid {held.body.get('pid')}, lease until "
                     f"{held.body.get('expires_at')})",
-                    hint="Wait for it to finish; if it died, its lease expires at that time",
+                    hint="One run at a time writes a target prefix, whatever its job name: "
+                    "wait for it to finish (if it died, its lease expires at that time), or "
+                    "write to another prefix",
                 )
             sent = time.monotonic()
             try:

@@ -1,6 +1,15 @@
-"""Where the runtime keeps its own objects, under ``<prefix>/.kafka-archive/<job>/``.
+"""Where the runtime keeps its own objects, under ``<prefix>/.kafka-archive/``.
 
-The leading dot keeps Hive-style readers (Athena, Spark, Presto) from treating these as data.
+State belongs to the route (target bucket and prefix, and topic), not to the job: adding or
+removing a statement leaves every other route's progress where it is. The lease is one per
+target prefix (``lock.json``), so two runs writing the same route — of one job or of two —
+are fenced against each other.
+
+The layout before routes owned their state put each job in a folder
+(``<prefix>/.kafka-archive/<job>/lock.json``, ``<job>/state/<topic>/<partition>.json``,
+``<job>/pending/<topic>/<partition>/<marker>``, :func:`legacy_root`): its keys are always one
+folder deeper than these, so the two never read as each other. The leading dot keeps
+Hive-style readers (Athena, Spark, Presto) from treating these as data.
 """
 
 from __future__ import annotations
@@ -11,18 +20,35 @@ from kafka_archive.kcql.plan import Target
 STATE_DIR = ".kafka-archive"
 
 
-def state_root(target: Target, job: str) -> str:
+def state_root(target: Target) -> str:
     head = f"{target.prefix}/" if target.prefix else ""
-    return f"{head}{STATE_DIR}/{job}"
+    return f"{head}{STATE_DIR}"
 
 
-def state_key(target: Target, job: str, tp: TopicPartition) -> str:
-    return f"{state_root(target, job)}/state/{tp.topic}/{tp.partition}.json"
+def topic_state_prefix(target: Target, topic: str) -> str:
+    return f"{state_root(target)}/state/{topic}/"
 
 
-def pending_prefix(target: Target, job: str, tp: TopicPartition) -> str:
-    return f"{state_root(target, job)}/pending/{tp.topic}/{tp.partition}/"
+def state_key(target: Target, tp: TopicPartition) -> str:
+    return f"{topic_state_prefix(target, tp.topic)}{tp.partition}.json"
 
 
-def lock_key(target: Target, job: str) -> str:
-    return f"{state_root(target, job)}/lock.json"
+def topic_pending_prefix(target: Target, topic: str) -> str:
+    return f"{state_root(target)}/pending/{topic}/"
+
+
+def pending_prefix(target: Target, tp: TopicPartition) -> str:
+    return f"{topic_pending_prefix(target, tp.topic)}{tp.partition}/"
+
+
+def lock_key(target: Target) -> str:
+    return f"{state_root(target)}/lock.json"
+
+
+def probe_key(target: Target, run_id: str) -> str:
+    return f"{state_root(target)}/probe-{run_id}.json"
+
+
+def legacy_root(target: Target, job: str) -> str:
+    """The folder of job ``job`` in the layout before routes owned their state."""
+    return f"{state_root(target)}/{job}"

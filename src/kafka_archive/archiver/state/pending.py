@@ -44,9 +44,9 @@ class Marker:
     start_offset: int
 
 
-def marker_key(target: Target, job: str, tp: TopicPartition, start: int, key: str) -> str:
+def marker_key(target: Target, tp: TopicPartition, start: int, key: str) -> str:
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return f"{pending_prefix(target, job, tp)}{start:0{_OFFSET_WIDTH}d}-{digest}.json"
+    return f"{pending_prefix(target, tp)}{start:0{_OFFSET_WIDTH}d}-{digest}.json"
 
 
 def mark(
@@ -54,14 +54,15 @@ def mark(
     epoch: int = 0,
 ) -> str:  # fmt: skip
     """Record the intent to upload ``key``; returns the marker's own key."""
-    mkey = marker_key(target, job, tp, start, key)
-    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch}).encode()
+    mkey = marker_key(target, tp, start, key)
+    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch,
+                       "job": job}).encode()  # fmt: skip
     store.put_bytes(target.bucket, mkey, body)
     return mkey
 
 
 def markers(store: S3Store, target: Target, job: str, tp: TopicPartition) -> list[Marker]:
-    prefix = pending_prefix(target, job, tp)
+    prefix = pending_prefix(target, tp)
     found = []
     for key in store.list_keys(target.bucket, prefix):
         name = key[len(prefix) :]

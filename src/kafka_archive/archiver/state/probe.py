@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from kafka_archive.archiver.errors import ConditionalWritesError
-from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.state.paths import probe_key
 from kafka_archive.archiver.store.s3 import ConditionalWritesIgnored, S3Store
 from kafka_archive.kcql.plan import Plan
 
@@ -27,7 +27,7 @@ def check_conditional_writes(
         if bucket in probed:
             continue
         probed.add(bucket)
-        key = f"{state_root(route.target, job)}/probe-{run_id}.json"
+        key = probe_key(route.target, run_id)
         try:
             store.probe_conditional_writes(bucket, key)
         except ConditionalWritesIgnored as exc:
