@@ -140,8 +140,8 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     state = json.loads(s3_client.get_object(
         Bucket=bkt, Key=f"arch/.kafka-archive/state/{name}/0.json")["Body"].read())  # fmt: skip
     assert state["next_offset"] == 140
-    retired = json.loads(s3_client.get_object(
-        Bucket=bkt, Key="arch/.kafka-archive/orders-0a1b2c3d/lock.json")["Body"].read())  # fmt: skip
+    lock = "arch/.kafka-archive/orders-0a1b2c3d/lock.json"
+    retired = json.loads(s3_client.get_object(Bucket=bkt, Key=lock)["Body"].read())
     assert retired["retired"] is True and retired["epoch"] > old["epoch"]
 
 

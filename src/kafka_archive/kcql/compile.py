@@ -56,6 +56,7 @@ from kafka_archive.kcql.properties import (
 from kafka_archive.kcql.syntax import (
     LegacySetting,
     Path,
+    Property,
     SelectItem,
     Statement,
     TargetText,
@@ -102,6 +103,7 @@ def compile_statement(statement: Statement) -> Route:
     target = _target(statement.target)
     topic = _topic(statement.topic)
     fmt = _format(statement.format)
+    _refuse_format_parameters(statement.format_parameters, fmt)
     fields = _select(statement.fields, fmt) if statement.fields is not None else None
     partition_by = _partition_by(statement.partition_by or (), fmt)
     settings = _settings(statement)
@@ -269,6 +271,31 @@ def _topic(word: Word) -> str:
 
 # ------------------------------------------------------------------------------------------
 # STOREAS.
+
+
+def _refuse_format_parameters(parameters: Sequence[Property], fmt: Format) -> None:
+    """``STOREAS `X` (k=v, …)``: Lenses' KCQL parses the parameters, but its S3 sink reads
+    only the format's name (stream-reactor ``FormatSelection.fromKcql``) and drops them
+    without a word. Refused, so that nobody believes they took effect."""
+    if not parameters:
+        return
+    first = parameters[0]
+    shown = ", ".join(f"{p.key}={p.value.text}" for p in parameters)
+    last = parameters[-1].span
+    known = [p for p in parameters if p.key.casefold() in PROPERTY_SPECS]
+    as_properties = ", ".join(f"'{p.key.casefold()}'={p.value.text}" for p in known)
+    hint = (
+        f"Write PROPERTIES({as_properties}) instead"
+        if len(known) == len(parameters)
+        else "Remove them; settings go in PROPERTIES('key'=value, …)"
+    )
+    raise KcqlSemanticError(
+        f"STOREAS {fmt.value} ({shown}): the Lenses S3 sink ignores parameters after the "
+        "format, so they would not mean what they say",
+        span=Span(first.span.line, first.span.column, last.end_line, last.end_column),
+        hint=hint,
+        label="storeas-parameters",
+    )
 
 
 def _format(word: Word | None) -> Format:

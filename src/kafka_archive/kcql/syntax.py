@@ -110,3 +110,5 @@ class Statement:
     legacy: tuple[LegacySetting, ...]
     properties: tuple[Property, ...] | None
     span: Span
+    # STOREAS `X` (k=v, …), as Lenses' KCQL parses them (and its S3 sink ignores them).
+    format_parameters: tuple[Property, ...] = ()

@@ -76,7 +76,8 @@ class ToSyntax(Transformer[Token, tuple[Statement, ...]]):
             topic=topic,
             partition_by=partition_by,
             no_partition=no_partition,
-            format=storeas,
+            format=storeas[0] if storeas is not None else None,
+            format_parameters=storeas[1] if storeas is not None else (),
             legacy=legacy,
             properties=properties,
             span=_meta_span(meta),
@@ -133,9 +134,12 @@ class ToSyntax(Transformer[Token, tuple[Statement, ...]]):
         (token,) = children
         return None, token_span(token)
 
-    def storeas(self, meta: Meta, children: list[Token]) -> Word:
-        (token,) = children
-        return _word(token)
+    def storeas(self, meta: Meta, children: list[Any]) -> tuple[Word, tuple[Property, ...]]:
+        token, *groups = children
+        return _word(token), tuple(p for group in groups for p in group)
+
+    def storeas_parameters(self, meta: Meta, children: list[Property]) -> tuple[Property, ...]:
+        return tuple(children)
 
     def partitioner(self, meta: Meta, children: list[Token]) -> LegacySetting:
         keyword, value = children
