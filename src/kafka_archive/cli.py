@@ -672,13 +672,15 @@ def submit(
     )  # fmt: skip
     zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
     transform_files = shipping.transform_files(plan, submitting.cache_dir(os.environ))
+    schemas = shipping.schema_files(plan, submitting.cache_dir(os.environ))
     if print_command:
-        argv = submitting.command(spark, run_args, zip_path, os.environ, transform_files)
+        argv = submitting.command(spark, run_args, zip_path, os.environ, transform_files,
+                                  files=schemas)  # fmt: skip
         click.echo(submitting.render(argv))
         return
     click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
     with submitting.private_files(
-        spark, run_args, zip_path, os.environ, transform_files
+        spark, run_args, zip_path, os.environ, transform_files, files=schemas
     ) as argv:
         code = submitting.submit(argv)
     if code != 0:

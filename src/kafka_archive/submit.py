@@ -208,20 +208,21 @@ def private_files(
     py_files: Path,
     environ: Mapping[str, str],
     extra_py_files: Sequence[Path] = (),
+    files: Sequence[Path] = (),
 ) -> Iterator[list[str]]:
     """The spark-submit command whose secrets are in owner-only files, removed on exit."""
     public, secret_args = split_secrets(run_args)
     public_conf = tuple((k, v) for k, v in spark.conf if not is_secret(k))
     secrets = Secrets(secret_args, tuple((k, v) for k, v in spark.conf if is_secret(k)))
     if not secrets:
-        yield command(spark, run_args, py_files, environ, extra_py_files)
+        yield command(spark, run_args, py_files, environ, extra_py_files, files=files)
         return
     with tempfile.TemporaryDirectory(prefix="kafka-archive-submit-") as directory:
         os.chmod(directory, 0o700)
         args_file, props_file = write_secrets(Path(directory), secrets)
         yield command(
             dataclasses.replace(spark, conf=public_conf), public, py_files, environ,
-            extra_py_files, secrets_file=args_file, properties_file=props_file,
+            extra_py_files, secrets_file=args_file, properties_file=props_file, files=files,
         )
 
 
@@ -234,8 +235,11 @@ def command(
     *,
     secrets_file: Path | None = None,
     properties_file: Path | None = None,
+    files: Sequence[Path] = (),
 ) -> list[str]:
-    """The spark-submit command line that runs ``kafka-archive run <run_args>`` on Spark."""
+    """The spark-submit command line that runs ``kafka-archive run <run_args>`` on Spark;
+    in cluster mode ``files`` (and the secrets file) go with it (``--files``), into the
+    driver's working directory."""
     from kafka_archive import spark_entry
 
     argv = [spark_submit_path(spark.spark_submit, environ), "--master", spark.master,
@@ -255,8 +259,9 @@ def command(
             argv += [flag, str(size)]
     if spark.archives:
         argv += ["--archives", ",".join(spark.archives)]
-    if secrets_file is not None and spark.deploy_mode == "cluster":
-        argv += ["--files", str(secrets_file)]  # the driver runs elsewhere
+    shipped_files = [*files, *([secrets_file] if secrets_file is not None else [])]
+    if shipped_files and spark.deploy_mode == "cluster":  # the driver runs elsewhere
+        argv += ["--files", ",".join(str(p) for p in shipped_files)]
     shipped = ",".join(str(p) for p in (py_files, *extra_py_files))  # + user transforms
     argv += ["--py-files", shipped, str(Path(spark_entry.__file__).resolve())]
     if secrets_file is not None:

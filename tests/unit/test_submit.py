@@ -76,3 +76,54 @@ def test_mistakes_are_refused_before_submitting(
     code = main(["submit", "--master", "yarn", "--print-command", *args])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+SCHEMA = '{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}'
+
+
+def test_cluster_mode_ships_the_avro_schema_file_and_the_driver_reads_the_copy(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema file exists only where `submit` runs: it goes with `--files`, under the
+    name the driver looks for in its working directory, with the local file's bytes."""
+    from kafka_archive import kcql
+    from kafka_archive.archiver.errors import ConfigError
+    from kafka_archive.archiver.formats import avsc
+
+    local = tmp_path / "here" / "orders.avsc"
+    local.parent.mkdir()
+    local.write_text(SCHEMA, encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    statement = (f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
+                 f"PROPERTIES('avro.schema.file'='{local}')")  # fmt: skip
+    code = main(["submit", "--master", "yarn", "--deploy-mode", "cluster", "--print-command",
+                 "--kcql", statement])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    words = out.split()
+    (shipped,) = [Path(p) for p in words[words.index("--files") + 1].split(",")]
+    assert shipped.name == avsc.shipped_name(str(local))
+    assert shipped.read_text(encoding="utf-8") == SCHEMA
+
+    # The cluster's driver: the file is not at its path there, the shipped copy is in cwd.
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / shipped.name).write_bytes(shipped.read_bytes())
+    local.unlink()
+    monkeypatch.chdir(driver)
+    assert avsc.load(kcql.parse(statement)) == {0: SCHEMA}
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="cannot read the Avro schema"):
+        avsc.load(kcql.parse(statement))
+
+
+def test_client_mode_ships_no_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = tmp_path / "orders.avsc"
+    local.write_text(SCHEMA, encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    statement = (f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
+                 f"PROPERTIES('avro.schema.file'='{local}')")  # fmt: skip
+    assert main(["submit", "--master", "yarn", "--print-command", "--kcql", statement]) == 0
+    assert "--files" not in capsys.readouterr().out.split()

@@ -9,6 +9,7 @@ the values' JSON form, as for Schema Registry values).
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -28,8 +29,21 @@ from kafka_archive.kcql.plan import Format, Plan
 PROPERTY = "avro.schema.file"
 
 
+def shipped_name(path: str) -> str:
+    """The name under which ``kafka-archive submit`` ships the schema file ``path`` (as
+    written in the KCQL) with ``--files``: a cluster-mode driver finds it in its working
+    directory, wherever the file was on the submitting machine."""
+    return f"kafka-archive-avsc-{hashlib.sha256(path.encode()).hexdigest()[:16]}.avsc"
+
+
+def _source(path: str) -> Path:
+    shipped = Path(shipped_name(path))
+    return shipped if shipped.is_file() else Path(path).expanduser()
+
+
 def load(plan: Plan) -> dict[int, str]:
-    """Route index -> schema text, for every route that names a schema file.
+    """Route index -> schema text, for every route that names a schema file (the copy
+    ``submit`` shipped, when there is one in the working directory).
 
     Raises:
         ConfigError: a file cannot be read or is not an Avro schema.
@@ -40,12 +54,13 @@ def load(plan: Plan) -> dict[int, str]:
         if path is None:
             continue
         try:
-            text = Path(path).expanduser().read_text(encoding="utf-8")
+            text = _source(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(
                 f"cannot read the Avro schema {path} of the route for {route.topic}: "
                 f"{exc.strerror or exc}",
-                hint="'avro.schema.file' is read on the machine that runs kafka-archive",
+                hint="'avro.schema.file' is read on the machine that runs kafka-archive "
+                "(kafka-archive submit ships it to the cluster)",
             ) from None
         parsed(text, path)  # refuse a bad schema before anything runs
         if route.format is Format.PARQUET and columns(text) is None:
