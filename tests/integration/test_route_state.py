@@ -57,22 +57,25 @@ def test_adding_and_removing_statements_keeps_every_routes_progress(
     assert "total: 240 records" in out
     assert _ids(s3_client, bkt, a) == _ids(s3_client, bkt, b) == list(range(120))
 
-    # Add C (another default job name): A and B resume, C starts where --start says.
+    # Add C (another default job name): A and B resume from their state, C starts where
+    # --start says (latest: at its end).
     produce_ids(broker, a, 120, 30, partitions=1)
-    out = _run(capsys, [sa, sb, sc], *flags)
-    assert "total: 150 records" in out, out
+    out = _run(capsys, [sa, sb, sc], *flags, "--start", "latest")
+    assert "total: 30 records" in out, out
     assert _ids(s3_client, bkt, a) == list(range(150))
     assert _ids(s3_client, bkt, b) == list(range(120))
-    assert _ids(s3_client, bkt, c) == list(range(120))
+    assert _ids(s3_client, bkt, c) == []
 
-    # Remove B: A keeps its progress; B, added back later, keeps its own.
+    # Remove B: A and C keep their progress; B, added back later, keeps its own.
     produce_ids(broker, a, 150, 10, partitions=1)
     produce_ids(broker, b, 120, 10, partitions=1)
+    produce_ids(broker, c, 120, 5, partitions=1)
     out = _run(capsys, [sa, sc], *flags)
-    assert "total: 10 records" in out, out
+    assert "total: 15 records" in out, out
     assert _ids(s3_client, bkt, a) == list(range(160))
     assert _ids(s3_client, bkt, b) == list(range(120))
-    out = _run(capsys, [sb, sa], *flags, "--start", "latest")
+    assert _ids(s3_client, bkt, c) == list(range(120, 125))
+    out = _run(capsys, [sb, sa], *flags)
     assert "total: 10 records" in out, out
     assert _ids(s3_client, bkt, b) == list(range(130))
 
