@@ -170,9 +170,9 @@ def plan_work(
                     f"partition ends at offset {marks.high}: the topic was deleted and "
                     "re-created (or its log truncated)",
                     tp=tp,
-                    hint="Archive the new topic as a new job into a new prefix (another "
-                    "INSERT INTO target, or --job-name); resetting this job's state "
-                    "would write the new topic's records over the old topic's objects",
+                    hint="Archive the new topic into a new prefix (another INSERT INTO "
+                    "target: state belongs to the target, not to --job-name); resetting "
+                    "this state would write the new topic's records over the old objects",
                 )
             start = committed
             if start < marks.low:
