@@ -17,6 +17,7 @@ from archive_helpers import archived_ids, produce_ids
 
 from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.reading import listing
 from kafka_archive.archiver.settings import S3Settings
 from kafka_archive.archiver.state import checkpoint, legacy
 from kafka_archive.archiver.store.s3 import S3Store
@@ -161,6 +162,7 @@ def test_two_old_jobs_with_state_for_one_partition_need_a_choice(
         body = checkpoint.PartitionState(offset, job, "t").to_json(tp, job)
         s3_client.put_object(Bucket=target.bucket, Key=f"arch/.kafka-archive/{job}/state/"
                              "orders/0.json", Body=json.dumps(body).encode())  # fmt: skip
+    assert listing.committed_offsets(store, target) == {}  # two old jobs: no one answer
     found = legacy.scan(store, target)
     assert legacy.adopt(store, target, {"payments"}, "any", found) == 0
     with pytest.raises(StateConflictError, match="first, second"):
@@ -168,5 +170,6 @@ def test_two_old_jobs_with_state_for_one_partition_need_a_choice(
     assert legacy.adopt(store, target, {"orders"}, "second", found) == 1
     adopted = checkpoint.load(store, target, "any", tp).state
     assert adopted is not None and adopted.next_offset == 20
+    assert listing.committed_offsets(store, target) == {tp: 20}  # the route's state wins
     # Once the route has state, the other old job's is left alone.
     assert legacy.adopt(store, target, {"orders"}, "any", legacy.scan(store, target)) == 0
