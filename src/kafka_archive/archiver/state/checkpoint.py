@@ -151,7 +151,7 @@ def commit(
             f"the state of s3://{target.bucket}/{key} was changed by another run "
             f"({current.run_id if current else 'deleted'}) while this run was writing",
             tp=tp,
-            hint="Two runs of the same job must not overlap; this run's objects beyond the "
+            hint="Two runs writing the same prefix must not overlap; this run's objects beyond the "
             "committed offset will be cleaned up by the next run",
         ) from None
 
