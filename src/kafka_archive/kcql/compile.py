@@ -32,7 +32,9 @@ from kafka_archive.kcql.plan import (
     ErrorPolicy,
     FieldRef,
     FlushPolicy,
+    DEFAULT_ICEBERG_CATALOG,
     Format,
+    IcebergTable,
     KeyNaming,
     Padding,
     Plan,
@@ -41,6 +43,7 @@ from kafka_archive.kcql.plan import (
     SelectField,
     Source,
     Span,
+    TableFormat,
     Target,
 )
 from kafka_archive.kcql.properties import (
@@ -107,6 +110,7 @@ def compile_statement(statement: Statement) -> Route:
     settings = _settings(statement)
     envelope = _envelope(settings, fmt)
     _check_format_properties(settings, fmt)
+    iceberg = _iceberg(settings, fmt, statement, partition_by)
     blocks = settings.optional("store.gzip.block.bytes")
     return Route(
         target=target,
@@ -143,6 +147,7 @@ def compile_statement(statement: Statement) -> Route:
         ),
         transform=settings.optional("transform"),
         layout=compile_layout(settings, partition_by, statement.span),
+        iceberg=iceberg,
         properties=tuple(sorted((key, setting.value) for key, setting in settings.items())),
         spans=tuple(sorted((key, setting.span) for key, setting in settings.items())),
         span=statement.span,
@@ -581,6 +586,60 @@ def _check_format_properties(settings: Settings, fmt: Format) -> None:
                 hint=f"It applies to {names}; remove it, or change STOREAS",
                 label="property-format",
             )
+
+
+_ICEBERG_KEYS = ("iceberg.table", "iceberg.catalog")
+# Where files go is the table's business: settings that place objects do not apply.
+_OBJECT_PLACEMENT_KEYS = ("layout", "layout.template", "key.suffix")
+
+
+def _iceberg(
+    settings: Settings, fmt: Format, statement: Statement, partition_by: tuple[FieldRef, ...]
+) -> IcebergTable | None:
+    """``'table.format'``, ``'iceberg.table'``, ``'iceberg.catalog'``."""
+    chosen = settings.get("table.format")
+    if chosen is None or chosen.value == TableFormat.OBJECTS.value:
+        stray = next((settings[k] for k in _ICEBERG_KEYS if k in settings), None)
+        if stray is not None:
+            raise KcqlSemanticError(
+                f"{stray.stated_as.split('=')[0]} needs 'table.format'='iceberg'",
+                span=stray.span,
+                hint="Add 'table.format'='iceberg', or remove the setting",
+                label="iceberg-without-table-format",
+            )
+        return None
+    if fmt is not Format.PARQUET:
+        raise KcqlSemanticError(
+            f"an Iceberg table stores Parquet files, not STOREAS {fmt.value}",
+            span=statement.format.span if statement.format is not None else chosen.span,
+            hint="Write STOREAS PARQUET, or remove 'table.format'",
+            label="iceberg-format",
+        )
+    table = settings.get("iceberg.table")
+    if table is None:
+        raise KcqlSemanticError(
+            "'table.format'='iceberg' needs 'iceberg.table'",
+            span=chosen.span,
+            hint="Name the table: 'iceberg.table'='namespace.table', e.g. 'db.orders'",
+            label="iceberg-without-table",
+        )
+    for key in _OBJECT_PLACEMENT_KEYS:
+        if key in settings:
+            raise KcqlSemanticError(
+                f"{key!r} does not apply to an Iceberg table (the table places its files)",
+                span=settings[key].span,
+                hint="Remove it, or 'table.format'",
+                label="iceberg-layout",
+            )
+    if partition_by:
+        first = partition_by[0]
+        raise KcqlSemanticError(
+            "PARTITIONBY is not supported for Iceberg tables yet",
+            span=first.span or chosen.span,
+            hint="Remove PARTITIONBY (query engines filter the table by any column)",
+            label="iceberg-partition",
+        )
+    return IcebergTable(table.value, settings.text("iceberg.catalog", DEFAULT_ICEBERG_CATALOG))
 
 
 def _envelope(settings: Settings, fmt: Format) -> Envelope:
