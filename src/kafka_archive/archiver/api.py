@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from kafka_archive import kcql
+from kafka_archive.archiver import iceberg, spool, topics, transforms
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import restore as restoring
-from kafka_archive.archiver import spool, topics, transforms
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import (
     ArchiveError,
@@ -117,6 +117,7 @@ class _Archiver:
         self._spark: Any = None
         self._owned = False
         self.locks: dict[Target, JobLock] = {}
+        self.tables: list[iceberg.TableRoute] = []
 
     def check_leases(self) -> None:
         for lock in self.locks.values():
@@ -133,6 +134,7 @@ class _Archiver:
             value_schemas=self.value_schemas,
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
+            tables=iceberg.offsets_by_route(self.tables),
         )
         results: list[Any] = []
         if work.units:
@@ -143,6 +145,8 @@ class _Archiver:
                 self._spark, self._owned = spark_context(self.settings, f"kafka-archive {self.job}")
             results = self._run_units(work.units)
         done, failures = jobs.split_results(results)
+        iceberg.commit_all(self.tables, done, run_id=self.run_id, job=self.job,
+                           check_lease=self.check_leases)  # fmt: skip
         _commit_group(self.admin, done)
         outcome = RunResult(
             job=self.job,
@@ -187,6 +191,7 @@ class _Archiver:
                 if address is not None:
                     units = tuple(dataclasses.replace(u, progress_to=address) for u in units)
                 units = transforms.with_roots(units, self.transform_roots)
+                units = iceberg.with_data_layout(units)
                 return jobs.run_units_on_spark(self._spark, units, self.settings)
         finally:
             self.progress.units_ended()
@@ -262,6 +267,7 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+            archiver.tables = iceberg.prepare(archiver.plan, store, settings.s3, run_id)
             try:
                 yield archiver
             finally:

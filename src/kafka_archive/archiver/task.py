@@ -78,7 +78,7 @@ def _commit(
     written = tuple(chunks.written)
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
-    if next_offset > unit.start:
+    if next_offset > unit.start and unit.route.iceberg is None:  # Iceberg: the driver's
         state = checkpoint.PartitionState(
             next_offset=next_offset,
             run_id=unit.run_id,

@@ -1,0 +1,192 @@
+"""Iceberg routes end to end: a real broker, moto's S3, Spark and a SQL catalog on SQLite.
+
+The table is read with pyiceberg's own scan (a reader we did not write) and its files are
+listed with boto3; every record must be in the table exactly once, after appends and after
+runs SIGKILLed between writing files and committing them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from pyiceberg.exceptions import NoSuchTableError
+
+from kafka_archive.cli import main
+from kafka_archive.devstack import MOTO_CREDENTIALS
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+TABLE = "db.orders"
+
+
+@pytest.fixture
+def catalog_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh SQL catalog (SQLite) configured the pyiceberg way, for the runs of the test."""
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEFAULT__URI", uri)
+    return uri
+
+
+def reader_table(uri: str, s3_endpoint: str) -> Any:
+    """The table as an independent pyiceberg client sees it (its own catalog object)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        "default", uri=uri, **{
+            "s3.endpoint": s3_endpoint,
+            "s3.access-key-id": MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
+        },
+    )  # fmt: skip
+    return catalog.load_table(TABLE)
+
+
+def table_ids(table: Any) -> list[int]:
+    rows = table.scan(selected_fields=("id",)).to_arrow()
+    return sorted(rows.column("id").to_pylist())
+
+
+def data_keys(s3: Any, bucket: str) -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tables/"):
+        keys.update(item["Key"] for item in page.get("Contents", [])
+                    if "/data/" in item["Key"])  # fmt: skip
+    return keys
+
+
+def referenced(table: Any, bucket: str) -> set[str]:
+    files = table.inspect.all_files().column("file_path").to_pylist()
+    return {path.removeprefix(f"s3://{bucket}/") for path in files}
+
+
+def kcql_for(name: str, bkt: str, flush: int) -> str:
+    return (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+            f"'flush.count'={flush})")  # fmt: skip
+
+
+def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 500, partitions=PARTITIONS)
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table.location() == f"s3://{bkt}/tables/orders"
+    assert table_ids(table) == list(range(500))
+    summary = table.current_snapshot().summary
+    assert summary[f"kafka-archive.offsets.{name}.0"] == "250"
+    assert summary[f"kafka-archive.offsets.{name}.1"] == "250"
+    assert summary["kafka-archive.records"] == "500"
+    assert len(table.snapshots()) == 1  # one commit for all of the run's tasks and files
+    assert data_keys(s3_client, bkt) == referenced(table, bkt)
+    assert len(referenced(table, bkt)) == 6  # 250 per partition, 100 per file
+
+    produce_ids(broker, name, 500, 300, partitions=PARTITIONS)
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table_ids(table) == list(range(800))
+    assert len(table.snapshots()) == 2
+    assert table.current_snapshot().summary[f"kafka-archive.offsets.{name}.1"] == "400"
+
+    assert main(args) == 0, capsys.readouterr().err  # nothing new: no commit
+    assert len(reader_table(catalog_uri, s3_endpoint).snapshots()) == 2
+    # No state objects: the table is the state.
+    page = s3_client.list_objects_v2(Bucket=bkt, Prefix="tables/orders/.kafka-archive/")
+    assert not [i["Key"] for i in page.get("Contents", []) if "/state/" in i["Key"]]
+
+
+def test_a_run_killed_before_its_commit_leaves_no_record_twice(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    args = ["--kcql", kcql_for(name, bkt, 50), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    produced = orphaned = 0
+    for _ in range(2):
+        produce_ids(broker, name, produced, 3000, partitions=PARTITIONS)
+        produced += 3000
+        before = data_keys(s3_client, bkt)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not data_keys(s3_client, bkt) - before and process.poll() is None:
+            assert time.monotonic() < deadline, "the run never wrote a file"
+            time.sleep(0.02)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        try:
+            committed = referenced(reader_table(catalog_uri, s3_endpoint), bkt)
+        except NoSuchTableError:  # killed before the first commit created the table
+            committed = set()
+        if data_keys(s3_client, bkt) - committed:
+            orphaned += 1
+
+        assert main(["run", *args]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        table = reader_table(catalog_uri, s3_endpoint)
+        ids = table_ids(table)
+        assert len(ids) == len(set(ids)), "a record is in the table twice"
+        assert ids == list(range(produced))
+        assert data_keys(s3_client, bkt) == referenced(table, bkt), "orphans left"
+    assert orphaned >= 1, "no kill landed between writing files and committing them"
+
+
+def test_state_conflict_when_another_writer_moved_the_partitions(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Two jobs on one table and topic (another job name): the second one's commit finds the
+    partitions moved by the first since it planned, and stops (exit 9) without adding rows."""
+    from kafka_archive.archiver import iceberg
+
+    name, bkt = topic(partitions=1), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 100, partitions=1)
+    assert main(args) == 0, capsys.readouterr().err
+    produce_ids(broker, name, 100, 100, partitions=1)
+    real_commit = iceberg.commit
+
+    def racing(table: Any, *a: Any, **k: Any) -> None:
+        # Another writer commits the same partition first (a whole run of another job).
+        iceberg.commit = real_commit
+        try:
+            assert main([*args, "--job-name", "other-writer"]) == 0
+        finally:
+            iceberg.commit = racing
+        real_commit(table, *a, **k)
+
+    iceberg.commit = racing
+    try:
+        code = main(args)
+    finally:
+        iceberg.commit = real_commit
+    err = capsys.readouterr().err
+    assert code == 9, err
+    assert "another writer committed" in err
+    assert table_ids(reader_table(catalog_uri, s3_endpoint)) == list(range(200))
