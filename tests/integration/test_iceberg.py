@@ -112,20 +112,25 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     assert not [i["Key"] for i in page.get("Contents", []) if "/state/" in i["Key"]]
 
 
+@pytest.mark.parametrize(
+    "trials", [1, pytest.param(6, marks=pytest.mark.full, id="many")], ids=["once", "many"]
+)
 def test_a_run_killed_before_its_commit_leaves_no_record_twice(
     broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
     topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], trials: int,
 ) -> None:  # fmt: skip
+    """Each trial: produce, start a run, SIGKILL its process group as soon as a file of it
+    is in S3 (mid-upload, or between the uploads and the commit), then run to the end."""
     name, bkt = topic(partitions=PARTITIONS), bucket()
     args = ["--kcql", kcql_for(name, bkt, 50), "--bootstrap-servers", broker,
             "--endpoint-url", s3_endpoint]  # fmt: skip
     command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = orphaned = 0
-    for _ in range(2):
-        produce_ids(broker, name, produced, 3000, partitions=PARTITIONS)
-        produced += 3000
+    for _ in range(trials):
+        produce_ids(broker, name, produced, 2000, partitions=PARTITIONS)
+        produced += 2000
         before = data_keys(s3_client, bkt)
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
@@ -152,7 +157,7 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
         assert len(ids) == len(set(ids)), "a record is in the table twice"
         assert ids == list(range(produced))
         assert data_keys(s3_client, bkt) == referenced(table, bkt), "orphans left"
-    assert orphaned >= 1, "no kill landed between writing files and committing them"
+    assert orphaned >= (trials + 1) // 2, f"only {orphaned} of {trials} kills left orphans"
 
 
 def test_state_conflict_when_another_writer_moved_the_partitions(

@@ -267,7 +267,7 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
-            archiver.tables = iceberg.prepare(archiver.plan, store, settings.s3, run_id)
+            archiver.tables = iceberg.prepare(archiver.plan, store, settings.s3, run_id, job)
             try:
                 yield archiver
             finally:

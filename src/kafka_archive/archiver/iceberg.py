@@ -6,7 +6,7 @@ Apache Iceberg table, exactly once, through pyiceberg on the driver.
   partition the table holds (``kafka-archive.offsets.<topic>.<partition>``). A run resumes
   from the latest snapshot's summary; there is no state object.
 - Files are written by the Spark tasks like PARQUET objects, under ``<location>/data/``,
-  named ``<topic>/<partition>/<first offset>_<run id>.parquet``. A run that dies before its
+  named ``<topic>/<partition>/<first offset>_<run id>_<job>.parquet``. A run that dies before its
   commit leaves files no snapshot references: the next run of the job removes them
   (:func:`remove_orphans`) before it writes anything, so no record is ever in the table twice.
 - Concurrent writers are fenced by the catalog's optimistic commit: a commit that lost the
@@ -57,7 +57,11 @@ RUN_ID = "kafka-archive.run-id"
 JOB = "kafka-archive.job"
 DATA_DIR = "data"
 COMMIT_ATTEMPTS = 5
-_DATA_NAME = re.compile(r"^\d+_(?P<run>[0-9a-f]{16})\.parquet$")
+# pyiceberg retries a commit that lost a race by replaying it onto the new snapshot, with
+# the summary it computed before: offsets it did not re-decide. The tables we write have its
+# retries off; we re-read and re-decide instead (:func:`commit`).
+NO_REPLAY = {"commit.retry.num-retries": "0"}
+_DATA_NAME = re.compile(r"^\d+_(?P<run>[0-9a-f]{16})_(?P<job>.+)\.parquet$")
 
 
 def offset_property(tp: TopicPartition) -> str:
@@ -83,16 +87,16 @@ def location(route: Route) -> str:
 def with_data_layout(units: Sequence[WorkUnit]) -> tuple[WorkUnit, ...]:
     """The units, each Iceberg route's given the layout of :func:`data_route`."""
     return tuple(
-        dataclasses.replace(u, route=data_route(u.route, u.run_id))
+        dataclasses.replace(u, route=data_route(u.route, u.run_id, u.job))
         if u.route.iceberg is not None
         else u
         for u in units
     )
 
 
-def data_route(route: Route, run_id: str) -> Route:
+def data_route(route: Route, run_id: str, job: str) -> Route:
     """The route as its tasks write it: files under ``<prefix>/data/``, named by topic,
-    partition, first offset and this run's id (what makes an orphan provably this job's)."""
+    partition, first offset, run id and job (what makes an orphan provably this job's)."""
     template = (
         TemplateText(f"{DATA_DIR}/"),
         TemplateSlot(Placeholder.TOPIC),
@@ -100,7 +104,7 @@ def data_route(route: Route, run_id: str) -> Route:
         TemplateSlot(Placeholder.PARTITION),
         TemplateText("/"),
         TemplateSlot(Placeholder.OFFSET),
-        TemplateText(f"_{run_id}."),
+        TemplateText(f"_{run_id}_{job}."),
         TemplateSlot(Placeholder.EXT),
     )
     return dataclasses.replace(route, layout=LayoutSpec(kind=LayoutKind.TEMPLATE,
@@ -163,7 +167,7 @@ def load_catalog(name: str, s3: S3Settings) -> Any:
         )
     # The catalog's own settings win; the archiver's S3 settings fill in the rest. (Passed
     # as properties: pyiceberg reads its environment once, when it is first imported.)
-    properties = {**s3_properties(s3), **configured}
+    properties: dict[str, Any] = {**s3_properties(s3), **configured}
     with _catalog_errors(f"be opened ({name!r})"):
         return pyiceberg_load(name, **properties)
 
@@ -192,6 +196,12 @@ class TableRoute:
                 self.table = self.catalog.load_table(self.identifier)
             except NoSuchTableError:
                 self.table = None
+            if self.table is not None and any(
+                self.table.properties.get(k) != v for k, v in NO_REPLAY.items()
+            ):
+                with self.table.transaction() as tx:
+                    tx.set_properties(NO_REPLAY)
+                self.table = self.catalog.load_table(self.identifier)
         self.offsets = _table_offsets(self.table)
 
 
@@ -243,7 +253,8 @@ def _create(table: TableRoute, first_file: str) -> Any:
         try:
             where = location(next(iter(table.routes.values())))
             created = catalog.create_table(
-                table.identifier, schema=schema.remove_metadata(), location=where
+                table.identifier, schema=schema.remove_metadata(), location=where,
+                properties=NO_REPLAY,
             )
             log.info("created Iceberg table %s at %s", table.identifier, where)
             return created
@@ -306,7 +317,9 @@ def commit(
                     continue
         except CatalogError:
             table.refresh()
-            if all(table.offsets.get(tp) == offset for tp, offset in moved.items()):
+            if _committed_by(table.table, run_id) and all(
+                table.offsets.get(tp) == offset for tp, offset in moved.items()
+            ):
                 return  # the commit went through; its answer was lost
             raise
         table.refresh()
@@ -315,6 +328,13 @@ def commit(
         f"Iceberg table {table.identifier} kept changing under this run's commit",
         hint="Run again; archive a table from one job at a time",
     )
+
+
+def _committed_by(table: Any, run_id: str) -> bool:
+    snapshot = None if table is None else table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return False
+    return bool(snapshot.summary.additional_properties.get(RUN_ID) == run_id)
 
 
 def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
@@ -345,17 +365,18 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             update.union_by_name(schema)
 
 
-def remove_orphans(table: TableRoute, store: S3Store, run_id: str) -> int:
-    """Delete the files under the table's ``data/`` that this job's runs wrote (named
-    ``<topic>/<partition>/<offset>_<run id>.parquet`` for the routes' topics) and no
-    snapshot references: a run died between writing and committing them. Call it holding
-    the job's lease, before this run writes."""
+def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> int:
+    """Delete the files under the table's ``data/`` that this job's earlier runs wrote
+    (named ``<topic>/<partition>/<offset>_<run id>_<job>.parquet`` for the routes' topics)
+    and no snapshot references: a run died between writing and committing them. Call it
+    holding the job's lease (no other run of the job is writing), before this run writes;
+    another job's files are never touched."""
     candidates: list[tuple[str, str]] = []
     for route in table.routes.values():
         head = f"{route.target.prefix}/" if route.target.prefix else ""
         for key in store.list_keys(route.target.bucket, f"{head}{DATA_DIR}/{route.topic}/"):
             match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
-            if match and match.group("run") != run_id:
+            if match and match.group("run") != run_id and match.group("job") == job:
                 candidates.append((route.target.bucket, key))
     if not candidates:
         return 0
@@ -387,12 +408,14 @@ def _referenced(table: TableRoute) -> set[str]:
     return paths
 
 
-def prepare(plan: Plan, store: S3Store, s3: S3Settings, run_id: str) -> list[TableRoute]:
+def prepare(
+    plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str
+) -> list[TableRoute]:
     """Open the plan's tables and remove what crashed runs left in them (holding the
     job's lease, before anything is written)."""
     tables = open_tables(plan, s3)
     for table in tables:
-        remove_orphans(table, store, run_id)
+        remove_orphans(table, store, run_id, job)
     return tables
 
 
