@@ -8,6 +8,7 @@ runs SIGKILLed between writing files and committing them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -107,6 +108,17 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
 
     assert main(args) == 0, capsys.readouterr().err  # nothing new: no commit
     assert len(reader_table(catalog_uri, s3_endpoint).snapshots()) == 2
+    capsys.readouterr()
+
+    # status reads the table's offsets; verify says it works on objects archives.
+    assert main(["status", *args[1:], "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["partitions"]
+    assert {(r["partition"], r["archived_offset"], r["lag"]) for r in rows} == {
+        (0, 400, 0), (1, 400, 0)
+    }
+    assert main(["verify", *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert "Iceberg table db.orders" in err and len(err.strip().splitlines()) == 1
     # No state objects: the table is the state.
     page = s3_client.list_objects_v2(Bucket=bkt, Prefix="tables/orders/.kafka-archive/")
     assert not [i["Key"] for i in page.get("Contents", []) if "/state/" in i["Key"]]

@@ -394,6 +394,7 @@ def verify(
     """
     progress = progress or NullProgress()
     started = time.monotonic()
+    iceberg.refuse_tables(plan, "verify")
     job, checks = verifying.prepare(settings, plan, offline=offline)
     context: Any = None
     owned = False
@@ -410,6 +411,7 @@ def verify(
 
 def _archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
     """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
+    iceberg.refuse_tables(plan, "cat and restore")
     store.check_bucket(target.bucket)
     if plan is None:
         return listing.default_route(store, target, topic)
@@ -544,6 +546,7 @@ def reset_state(settings: Settings, plan: Plan) -> int:
     every target, holding the job's lock (so never under a live run). Archived objects stay;
     the next run starts where ``--start`` says and may archive records again. Returns the
     number of state objects deleted."""
+    iceberg.refuse_tables(plan, "reset")
     job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
     store = S3Store(settings.s3)
     for bucket in sorted({r.target.bucket for r in plan.routes}):

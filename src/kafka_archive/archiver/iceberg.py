@@ -408,6 +408,19 @@ def _referenced(table: TableRoute) -> set[str]:
     return paths
 
 
+def refuse_tables(plan: Plan | None, command: str) -> None:
+    """``verify``, ``cat``, ``restore`` and ``reset`` read or write objects archives: an
+    Iceberg route is refused with what to do instead."""
+    for route in plan.routes if plan is not None else ():
+        if route.iceberg is not None:
+            raise ConfigError(
+                f"{command} works on objects archives; the route for {route.topic} writes "
+                f"Iceberg table {route.iceberg.table}",
+                hint="Query the table with an Iceberg reader (pyiceberg, Spark, Trino, "
+                "DuckDB); `status` shows its offsets. See README: Iceberg tables",
+            )
+
+
 def prepare(
     plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str
 ) -> list[TableRoute]:

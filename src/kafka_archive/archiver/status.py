@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kafka_archive.archiver import topics
+from kafka_archive.archiver import iceberg, topics
 from kafka_archive.archiver.job import group_for, job_name_for
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import TopicPartition
@@ -53,11 +53,15 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     with KafkaAdmin(settings.kafka, group_for(job)) as admin:
         plan = topics.resolve(plan, settings, admin.topic_names)
         partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
-        for route in plan.routes:
+        # Iceberg routes: the offsets of the table's latest snapshot.
+        tables = iceberg.offsets_by_route(iceberg.open_tables(plan, settings.s3))
+        for index, route in enumerate(plan.routes):
             for partition in partitions[route.topic]:
                 tp = TopicPartition(route.topic, partition)
-                state = checkpoint.load(store, route.target, job, tp).state
+                table = tables.get(index)
+                state = None if table else checkpoint.load(store, route.target, job, tp).state
                 archived = state.next_offset if state is not None else None
+                archived = table.get(tp) if table is not None else archived
                 marks = admin.watermarks(tp, archived if archived is not None else 0)
                 lag = marks.high - max(archived if archived is not None else 0, marks.low)
                 rows.append(
