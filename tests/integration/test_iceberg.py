@@ -207,3 +207,36 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
     assert code == 9, err
     assert "another writer committed" in err
     assert table_ids(reader_table(catalog_uri, s3_endpoint)) == list(range(200))
+
+
+def test_partitionby_value_fields_become_identity_partitions(
+    broker: str, s3_endpoint: str, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from confluent_kafka import Producer
+    from pyiceberg.transforms import IdentityTransform
+
+    name, bkt = topic(partitions=1), bucket()
+    countries = ("DE", "FR", "US")
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(300):
+        value = {"id": i, "country": countries[i % 3]}
+        producer.produce(name, value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} PARTITIONBY country "
+            f"STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}')")
+    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    (field,) = table.spec().fields
+    assert isinstance(field.transform, IdentityTransform)
+    assert table.schema().find_field(field.source_id).name == "country"
+    files = table.inspect.files().to_pylist()
+    assert sorted(f["partition"]["country"] for f in files) == sorted(countries)
+    for country in countries:
+        rows = table.scan(row_filter=f"country == '{country}'").to_arrow().to_pylist()
+        assert sorted(r["id"] for r in rows) == [
+            i for i in range(300) if countries[i % 3] == country
+        ]
+    assert table_ids(table) == list(range(300))

@@ -37,6 +37,14 @@ def test_catalog_defaults_to_default_and_objects_means_no_table() -> None:
     assert kcql.parse(objects).routes[0].iceberg is None
 
 
+def test_value_fields_partition_a_table() -> None:
+    text = (f"{HEAD} PARTITIONBY country, _value.a.b STOREAS PARQUET "
+            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')")  # fmt: skip
+    route = kcql.parse(text).routes[0]
+    assert [ref.path for ref in route.partition_by] == [("country",), ("a", "b")]
+    assert route.iceberg is not None
+
+
 @pytest.mark.parametrize(
     ("tail", "at", "label"),
     [
@@ -55,6 +63,12 @@ def test_catalog_defaults_to_default_and_objects_means_no_table() -> None:
          "'iceberg.catalog'='a b')", "'a b'", "bad-property-value"),
         ("STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o', "
          "'layout'='hive')", "'layout'", "iceberg-layout"),
+        ("PARTITIONBY country, _header.h STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+         "'iceberg.table'='d.o')", "_header.h", "iceberg-partition"),
+        ("PARTITIONBY _date.uuuu STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+         "'iceberg.table'='d.o')", "_date.uuuu", "iceberg-partition"),
+        ("PARTITIONBY country STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+         "'iceberg.table'='d.o', 'store.envelope'=true)", "country", "iceberg-partition"),
     ],
 )
 def test_refusals_point_at_the_setting_at_fault(tail: str, at: str, label: str) -> None:

@@ -250,16 +250,30 @@ def _create(table: TableRoute, first_file: str) -> Any:
         namespace = table.identifier.rsplit(".", 1)[0]
         with contextlib.suppress(NamespaceAlreadyExistsError):
             catalog.create_namespace(namespace)
+        route = next(iter(table.routes.values()))
         try:
-            where = location(next(iter(table.routes.values())))
-            created = catalog.create_table(
-                table.identifier, schema=schema.remove_metadata(), location=where,
+            with catalog.create_table_transaction(
+                table.identifier, schema=schema.remove_metadata(), location=location(route),
                 properties=NO_REPLAY,
-            )
-            log.info("created Iceberg table %s at %s", table.identifier, where)
-            return created
+            ) as tx:
+                _partition(tx, route)
+            log.info("created Iceberg table %s at %s", table.identifier, location(route))
         except TableAlreadyExistsError:
-            return catalog.load_table(table.identifier)
+            pass
+        return catalog.load_table(table.identifier)
+
+
+def _partition(tx: Any, route: Route) -> None:
+    """PARTITIONBY value fields as Iceberg identity partitions (each file holds one value of
+    each: the tasks group records by them, as for objects)."""
+    from pyiceberg.transforms import IdentityTransform
+
+    if not route.partition_by:
+        return
+    with tx.update_spec() as update:
+        for ref in route.partition_by:
+            column = ".".join(ref.path)
+            update.add_field(column, IdentityTransform(), column.replace(".", "_"))
 
 
 def commit(

@@ -631,14 +631,27 @@ def _iceberg(
                 hint="Remove it, or 'table.format'",
                 label="iceberg-layout",
             )
-    if partition_by:
-        first = partition_by[0]
-        raise KcqlSemanticError(
-            "PARTITIONBY is not supported for Iceberg tables yet",
-            span=first.span or chosen.span,
-            hint="Remove PARTITIONBY (query engines filter the table by any column)",
-            label="iceberg-partition",
-        )
+    envelope = settings.get("store.envelope")
+    for ref in partition_by:
+        # A table is partitioned by its columns (identity): value fields, which are columns
+        # unless the envelope keeps the value as bytes.
+        if ref.source is not Source.VALUE or not ref.path:
+            raise KcqlSemanticError(
+                "an Iceberg table is partitioned by value fields (Iceberg identity "
+                "partitions); this PARTITIONBY entry is not one",
+                span=ref.span or chosen.span,
+                hint="Partition by a field of the value, e.g. PARTITIONBY country, or remove "
+                "the entry (query engines filter the table by any column)",
+                label="iceberg-partition",
+            )
+        if envelope is not None and envelope.value == "true":
+            raise KcqlSemanticError(
+                "with 'store.envelope'=true the value is one bytes column: an Iceberg table "
+                "cannot be partitioned by its fields",
+                span=ref.span or chosen.span,
+                hint="Remove PARTITIONBY, or 'store.envelope'",
+                label="iceberg-partition",
+            )
     return IcebergTable(table.value, settings.text("iceberg.catalog", DEFAULT_ICEBERG_CATALOG))
 
 
