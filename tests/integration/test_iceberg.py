@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from confluent_kafka import Producer
 from pyiceberg.exceptions import NoSuchTableError
 
 from kafka_archive.cli import main
@@ -99,10 +100,19 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     assert data_keys(s3_client, bkt) == referenced(table, bkt)
     assert len(referenced(table, bkt)) == 6  # 250 per partition, 100 per file
 
-    produce_ids(broker, name, 500, 300, partitions=PARTITIONS)
+    # The new records have a new field: the table gains the column (schema evolution).
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(500, 800):
+        value = json.dumps({"id": i, "note": f"n{i}"}).encode()
+        producer.produce(name, value=value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
     assert table_ids(table) == list(range(800))
+    notes = table.scan(selected_fields=("id", "note")).to_arrow().to_pylist()
+    assert {r["id"]: r["note"] for r in notes} == {
+        i: (f"n{i}" if i >= 500 else None) for i in range(800)
+    }
     assert len(table.snapshots()) == 2
     assert table.current_snapshot().summary[f"kafka-archive.offsets.{name}.1"] == "400"
 
@@ -214,7 +224,6 @@ def test_partitionby_value_fields_become_identity_partitions(
     topic: Callable[..., str], bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    from confluent_kafka import Producer
     from pyiceberg.transforms import IdentityTransform
 
     name, bkt = topic(partitions=1), bucket()

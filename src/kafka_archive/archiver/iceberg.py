@@ -32,6 +32,7 @@ import boto3
 
 from kafka_archive.archiver.errors import (
     ArchiveError,
+    BadRecordError,
     CatalogError,
     ConfigError,
     StateConflictError,
@@ -196,13 +197,18 @@ class TableRoute:
                 self.table = self.catalog.load_table(self.identifier)
             except NoSuchTableError:
                 self.table = None
-            if self.table is not None and any(
-                self.table.properties.get(k) != v for k, v in NO_REPLAY.items()
-            ):
-                with self.table.transaction() as tx:
-                    tx.set_properties(NO_REPLAY)
-                self.table = self.catalog.load_table(self.identifier)
         self.offsets = _table_offsets(self.table)
+
+    def turn_off_replay(self) -> None:
+        """Set :data:`NO_REPLAY` on a table that does not have it (one metadata commit)."""
+        if self.table is None or all(
+            self.table.properties.get(k) == v for k, v in NO_REPLAY.items()
+        ):
+            return
+        what = f"set the properties of table {self.identifier}"
+        with _catalog_errors(what), self.table.transaction() as tx:
+            tx.set_properties(NO_REPLAY)
+        self.refresh()
 
 
 def _table_offsets(table: Any) -> dict[TopicPartition, int]:
@@ -366,6 +372,7 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
     """Add the columns the files have and the table does not, widen types (Iceberg schema
     evolution; an incompatible change fails the commit)."""
     import pyarrow.parquet as pq
+    from pyiceberg.exceptions import ValidationError
 
     seen: set[str] = set()
     for path in files:
@@ -375,8 +382,16 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
         if signature in seen:
             continue
         seen.add(signature)
-        with tx.update_schema() as update:
-            update.union_by_name(schema)
+        try:
+            with tx.update_schema() as update:
+                update.union_by_name(schema)
+        except (ValidationError, ValueError) as exc:
+            raise BadRecordError(
+                f"the records' schema does not fit Iceberg table {table.name()}: {exc}",
+                hint="Iceberg takes new columns and wider types (int to long, float to "
+                "double); archive incompatible records into a new table, or reshape them "
+                "with a 'transform'",
+            ) from None
 
 
 def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> int:
@@ -442,6 +457,7 @@ def prepare(
     job's lease, before anything is written)."""
     tables = open_tables(plan, s3)
     for table in tables:
+        table.turn_off_replay()
         remove_orphans(table, store, run_id, job)
     return tables
 
