@@ -249,3 +249,52 @@ def test_partitionby_value_fields_become_identity_partitions(
             i for i in range(300) if countries[i % 3] == country
         ]
     assert table_ids(table) == list(range(300))
+
+
+@pytest.mark.full
+def test_follow_commits_once_per_micro_batch(
+    broker: str, s3_endpoint: str, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+) -> None:  # fmt: skip
+    """`run --follow`: each micro-batch with something old enough is one snapshot holding
+    every task's files; waves produced while it runs are each in the table exactly once."""
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+            "'flush.count'=1000, 'flush.interval'=1)")  # fmt: skip
+    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
+               "--endpoint-url", s3_endpoint, "--follow", "--poll-interval", "0.5",
+               "--master", "local[1]"]  # fmt: skip
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    produce_ids(broker, name, 0, 100, partitions=PARTITIONS)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def ids() -> list[int]:
+        try:
+            return table_ids(reader_table(catalog_uri, s3_endpoint))
+        except NoSuchTableError:
+            return []
+
+    try:
+        for wave in range(3):
+            expected = list(range(100 + 50 * wave))
+            deadline = time.monotonic() + 90
+            while ids() != expected:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, f"wave {wave} not archived: {ids()[-5:]}"
+                time.sleep(0.2)
+            produce_ids(broker, name, 100 + 50 * wave, 50, partitions=PARTITIONS)
+        deadline = time.monotonic() + 60
+        while ids() != list(range(250)):
+            assert time.monotonic() < deadline, "the last wave was not archived"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    snapshots = reader_table(catalog_uri, s3_endpoint).snapshots()
+    assert 3 <= len(snapshots) <= 6  # a wave is one batch (two if it straddles a poll)
+    assert sum(int(s.summary["kafka-archive.records"]) for s in snapshots) == 250
