@@ -400,13 +400,21 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
     and no snapshot references: a run died between writing and committing them. Call it
     holding the job's lease (no other run of the job is writing), before this run writes;
     another job's files are never touched."""
+    def earlier_run_of_job(key: str) -> bool:
+        match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
+        return match is not None and match["run"] != run_id and match["job"] == job
+
     candidates: list[tuple[str, str]] = []
     for route in table.routes.values():
         head = f"{route.target.prefix}/" if route.target.prefix else ""
-        for key in store.list_keys(route.target.bucket, f"{head}{DATA_DIR}/{route.topic}/"):
-            match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
-            if match and match.group("run") != run_id and match.group("job") == job:
-                candidates.append((route.target.bucket, key))
+        folder = f"{head}{DATA_DIR}/{route.topic}/"
+        bucket = route.target.bucket
+        candidates += [(bucket, k) for k in store.list_keys(bucket, folder)
+                       if earlier_run_of_job(k)]  # fmt: skip
+        # Multipart uploads of such files that a killed run left open.
+        for key, upload in store.incomplete_uploads(bucket, folder):
+            if earlier_run_of_job(key):
+                store.abort_upload(bucket, key, upload)
     if not candidates:
         return 0
     referenced = _referenced(table)

@@ -69,10 +69,11 @@ def _commit(
         first = letters.first_offset
         dead_key = deadletter.dead_letter_key(unit.route, unit.tp, first)
         fencing.check()
-        chunks.marker_keys.append(
-            pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
-                         unit.run_id, unit.epoch)
-        )
+        if unit.route.iceberg is None:  # Iceberg routes keep no markers (see iceberg.py)
+            chunks.marker_keys.append(
+                pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
+                             unit.run_id, unit.epoch)
+            )
         key, body = dead_key, letters.body()
         fencing.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
     written = tuple(chunks.written)
