@@ -298,3 +298,26 @@ def test_follow_commits_once_per_micro_batch(
     snapshots = reader_table(catalog_uri, s3_endpoint).snapshots()
     assert 3 <= len(snapshots) <= 6  # a wave is one batch (two if it straddles a poll)
     assert sum(int(s.summary["kafka-archive.records"]) for s in snapshots) == 250
+
+
+@pytest.mark.full
+def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=1), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 10, partitions=1)
+    assert main(args) == 0, capsys.readouterr().err
+    producer = Producer({"bootstrap.servers": broker})
+    producer.produce(name, value=json.dumps({"id": "eleven"}).encode(), partition=0)
+    assert producer.flush(30) == 0
+    assert main(args) == 10
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "does not fit Iceberg table" in err.strip().splitlines()[-1]
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table_ids(table) == list(range(10)) and len(table.snapshots()) == 1
+    assert table.current_snapshot().summary[f"kafka-archive.offsets.{name}.0"] == "10"
