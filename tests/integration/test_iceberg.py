@@ -126,6 +126,7 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     assert {(r["partition"], r["archived_offset"], r["lag"]) for r in rows} == {
         (0, 400, 0), (1, 400, 0)
     }
+    assert all(r["last_commit"] and r["last_commit"].endswith("Z") for r in rows)
     assert main(["verify", *args[1:]]) == 2
     err = capsys.readouterr().err
     assert "Iceberg table db.orders" in err and len(err.strip().splitlines()) == 1

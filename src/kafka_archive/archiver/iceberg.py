@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -199,6 +200,15 @@ class TableRoute:
                 self.table = None
         self.offsets = _table_offsets(self.table)
 
+    @property
+    def committed_at(self) -> str | None:
+        """When the latest snapshot was committed (ISO-8601 UTC), or None."""
+        snapshot = None if self.table is None else self.table.current_snapshot()
+        if snapshot is None:
+            return None
+        moment = dt.datetime.fromtimestamp(snapshot.timestamp_ms / 1000, dt.UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def turn_off_replay(self) -> None:
         """Set :data:`NO_REPLAY` on a table that does not have it (one metadata commit)."""
         if self.table is None or all(
@@ -240,7 +250,11 @@ def open_tables(plan: Plan, s3: S3Settings) -> list[TableRoute]:
 
 def offsets_by_route(tables: Sequence[TableRoute]) -> dict[int, Mapping[TopicPartition, int]]:
     """What planning needs: each Iceberg route's committed offsets, by route index."""
-    return {index: table.offsets for table in tables for index in table.routes}
+    return {index: table.offsets for index, table in by_route(tables).items()}
+
+
+def by_route(tables: Sequence[TableRoute]) -> dict[int, TableRoute]:
+    return {index: table for table in tables for index in table.routes}
 
 
 def _create(table: TableRoute, first_file: str) -> Any:

@@ -54,14 +54,14 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         plan = topics.resolve(plan, settings, admin.topic_names)
         partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         # Iceberg routes: the offsets of the table's latest snapshot.
-        tables = iceberg.offsets_by_route(iceberg.open_tables(plan, settings.s3))
+        tables = iceberg.by_route(iceberg.open_tables(plan, settings.s3))
         for index, route in enumerate(plan.routes):
             for partition in partitions[route.topic]:
                 tp = TopicPartition(route.topic, partition)
                 table = tables.get(index)
                 state = None if table else checkpoint.load(store, route.target, job, tp).state
                 archived = state.next_offset if state is not None else None
-                archived = table.get(tp) if table is not None else archived
+                archived = table.offsets.get(tp) if table is not None else archived
                 marks = admin.watermarks(tp, archived if archived is not None else 0)
                 lag = marks.high - max(archived if archived is not None else 0, marks.low)
                 rows.append(
@@ -71,7 +71,10 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                         archived_offset=archived,
                         end_offset=marks.high,
                         lag=max(lag, 0),
-                        last_commit=state.committed_at if state is not None else None,
+                        last_commit=(
+                            table.committed_at if table is not None
+                            else state.committed_at if state is not None else None
+                        ),
                         objects=state.objects if state is not None else 0,
                         bytes=state.bytes if state is not None else 0,
                     )
