@@ -261,10 +261,11 @@ def _create(table: TableRoute, first_file: str) -> Any:
     """Create the table from the schema of its first file (location: the route's target)."""
     import pyarrow.parquet as pq
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+    from pyiceberg.io import load_file_io
 
     catalog = table.catalog
     with _catalog_errors(f"create table {table.identifier}"):
-        io = catalog._load_file_io(location=first_file)
+        io = load_file_io(catalog.properties, first_file)
         with io.new_input(first_file).open() as stream:
             schema = pq.read_schema(stream)
         namespace = table.identifier.rsplit(".", 1)[0]
@@ -336,6 +337,9 @@ def commit(
             if not files:
                 return  # nothing to add yet: the partitions are read again next run
             table.table = _create(table, files[0])
+            # Another writer may have created it first, and committed: check against it.
+            table.offsets = _table_offsets(table.table)
+            continue
         state = {**table.offsets, **moved}
         props = {offset_property(tp): str(offset) for tp, offset in sorted(state.items())}
         props |= {RECORDS: str(records), RUN_ID: run_id, JOB: job}
