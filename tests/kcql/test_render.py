@@ -95,6 +95,7 @@ def test_plan_to_dict_contract() -> None:
             "timezone": "UTC",
             "time_field": None,
         },
+        "iceberg": None,
         "properties": {"flush.count": "5000"},
         "kcql": "INSERT INTO my-bucket:archive SELECT _value.id, _header.country AS c FROM orders "
         "PARTITIONBY _header.country STOREAS `AVRO` PROPERTIES('flush.count'=5000)",

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from kafka_archive import kcql
+from kafka_archive.archiver import iceberg, spool, topics, transforms
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver import restore as restoring
-from kafka_archive.archiver import spool, topics, transforms
 from kafka_archive.archiver import verify as verifying
 from kafka_archive.archiver.errors import (
     ArchiveError,
@@ -121,6 +121,7 @@ class _Archiver:
         self._spark: Any = None
         self._owned = False
         self.locks: dict[Target, JobLock] = {}
+        self.tables: list[iceberg.TableRoute] = []
 
     def check_leases(self) -> None:
         for lock in self.locks.values():
@@ -137,6 +138,7 @@ class _Archiver:
             value_schemas=self.value_schemas,
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
+            tables=iceberg.offsets_by_route(self.tables),
         )
         results: list[Any] = []
         if work.units:
@@ -147,6 +149,8 @@ class _Archiver:
                 self._spark, self._owned = spark_context(self.settings, f"kafka-archive {self.job}")
             results = self._run_units(work.units)
         done, failures = jobs.split_results(results)
+        iceberg.commit_all(self.tables, done, run_id=self.run_id, job=self.job,
+                           check_lease=self.check_leases)  # fmt: skip
         _commit_group(self.admin, done)
         outcome = RunResult(
             job=self.job,
@@ -191,6 +195,7 @@ class _Archiver:
                 if address is not None:
                     units = tuple(dataclasses.replace(u, progress_to=address) for u in units)
                 units = transforms.with_roots(units, self.transform_roots)
+                units = iceberg.with_data_layout(units)
                 return jobs.run_units_on_spark(self._spark, units, self.settings)
         finally:
             self.progress.units_ended()
@@ -267,6 +272,7 @@ def _archiver(settings: Settings, plan: Plan, progress: Progress) -> Iterator[_A
             aborted = jobs.abort_stale_uploads(store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+            archiver.tables = iceberg.prepare(archiver.plan, store, settings.s3, run_id, job)
             try:
                 yield archiver
             finally:
@@ -407,6 +413,7 @@ def verify(
     """
     progress = progress or NullProgress()
     started = time.monotonic()
+    iceberg.refuse_tables(plan, "verify")
     job, checks = verifying.prepare(settings, plan, offline=offline)
     context: Any = None
     owned = False
@@ -423,6 +430,7 @@ def verify(
 
 def _archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
     """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
+    iceberg.refuse_tables(plan, "cat and restore")
     store.check_bucket(target.bucket)
     if plan is None:
         return listing.default_route(store, target, topic)
@@ -559,6 +567,7 @@ def reset_state(settings: Settings, plan: Plan) -> int:
     Archived objects stay;
     the next run starts where ``--start`` says and may archive records again. Returns the
     number of state objects deleted."""
+    iceberg.refuse_tables(plan, "reset")
     job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
     store = S3Store(settings.s3)
     for bucket in sorted({r.target.bucket for r in plan.routes}):

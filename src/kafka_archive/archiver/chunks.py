@@ -273,7 +273,8 @@ class ChunkSet:
             if isinstance(chunk.compressor, BlockGzipSink):
                 keys.append(index_key(chunk.key))
             self.fencing.check()
-            for key in keys:
+            # Iceberg routes need no markers: what no snapshot references is an orphan.
+            for key in keys if unit.route.iceberg is None else ():
                 self.marker_keys.append(
                     pending.mark(
                         self._store, target, unit.job, unit.tp, chunk.first_offset, key,

@@ -229,3 +229,10 @@ class TopicRecreatedError(ArchiveError):
     re-created (or its log truncated). Archiving would overwrite the old topic's objects."""
 
     exit_code = 17
+
+
+class CatalogError(ArchiveError):
+    """An Iceberg route's catalog cannot be reached, or refused a request."""
+
+    exit_code = 23
+    retriable = True

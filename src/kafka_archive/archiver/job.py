@@ -128,6 +128,7 @@ def plan_work(
     value_schemas: Mapping[int, str] | None = None,
     epochs: Mapping[Target, int] | None = None,
     check_lease: Callable[[Target], None] = lambda target: None,
+    tables: Mapping[int, Mapping[TopicPartition, int]] | None = None,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
@@ -141,6 +142,10 @@ def plan_work(
     With ``epochs`` (the fencing epoch of this run's lease on each target), a partition is
     fenced (:func:`checkpoint.fence`) before anything of it is deleted or written, and
     ``check_lease`` proves the lease first.
+
+    ``tables`` holds, by route index, the committed offsets of Iceberg routes (their
+    table's latest snapshot, :mod:`.iceberg`): those routes have no state objects, nothing
+    to recover or fence here, and their commit is the driver's.
     """
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
@@ -156,7 +161,11 @@ def plan_work(
     # One batched lookup for every partition of the job (not a request per partition).
     offsets = admin.offsets(tp for _, _, tp in targets)
     for index, route, tp in targets:
-        loaded = checkpoint.load(store, route.target, job, tp)
+        table = (tables or {}).get(index)
+        loaded = (
+            checkpoint.load(store, route.target, job, tp) if table is None
+            else _table_state(table.get(tp))
+        )  # fmt: skip
         state = loaded.state
         committed = state.next_offset if state is not None else 0
         marks = offsets[tp]
@@ -198,11 +207,14 @@ def plan_work(
             )
             if note:
                 log.warning("%s: %s", tp, note)
-        epoch = (epochs or {}).get(route.target, 0)
+        epoch = (epochs or {}).get(route.target, 0) if table is None else 0
 
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
                                 check_lease)  # fmt: skip
-        recovery = pending.recover(store, route.target, job, tp, state, fence)
+        recovery = (
+            pending.recover(store, route.target, job, tp, state, fence) if table is None
+            else pending.Recovery((), 0)
+        )  # fmt: skip
         if recovery.deleted_objects:
             log.info(
                 "%s: removed %d object(s) a crashed or fenced run left uncommitted",
@@ -214,8 +226,8 @@ def plan_work(
                      "the last stable offset %d", tp, marks.end, marks.end)  # fmt: skip
         stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
         if start >= stop:
-            current = fence.loaded.state
-            if current is None and start > 0:
+            current = fence.loaded.state if table is None else None
+            if current is None and start > 0 and table is None:
                 # Pin where a new job starts (latest, a time, a group), so that the next
                 # run continues from here instead of choosing again.
                 pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
@@ -259,6 +271,13 @@ def plan_work(
             )
         )
     return WorkPlan(tuple(units), tuple(skipped), recovered, tuple(gaps))
+
+
+def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
+    """An Iceberg route's committed offset of a partition, as planning reads states."""
+    if next_offset is None:
+        return checkpoint.LoadedState(None, None)
+    return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
 
 
 RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]

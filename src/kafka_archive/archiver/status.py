@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kafka_archive.archiver import topics
+from kafka_archive.archiver import iceberg, topics
 from kafka_archive.archiver.job import group_for, job_name_for
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import TopicPartition
@@ -53,11 +53,15 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     with KafkaAdmin(settings.kafka, group_for(job)) as admin:
         plan = topics.resolve(plan, settings, admin.topic_names)
         partitions = admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
-        for route in plan.routes:
+        # Iceberg routes: the offsets of the table's latest snapshot.
+        tables = iceberg.by_route(iceberg.open_tables(plan, settings.s3))
+        for index, route in enumerate(plan.routes):
             for partition in partitions[route.topic]:
                 tp = TopicPartition(route.topic, partition)
-                state = checkpoint.read(store, route.target, job, tp)
+                table = tables.get(index)
+                state = None if table else checkpoint.read(store, route.target, job, tp)
                 archived = state.next_offset if state is not None else None
+                archived = table.offsets.get(tp) if table is not None else archived
                 marks = admin.watermarks(tp, archived if archived is not None else 0)
                 lag = marks.high - max(archived if archived is not None else 0, marks.low)
                 rows.append(
@@ -67,7 +71,10 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                         archived_offset=archived,
                         end_offset=marks.high,
                         lag=max(lag, 0),
-                        last_commit=state.committed_at if state is not None else None,
+                        last_commit=(
+                            table.committed_at if table is not None
+                            else state.committed_at if state is not None else None
+                        ),
                         objects=state.objects if state is not None else 0,
                         bytes=state.bytes if state is not None else 0,
                     )

@@ -69,16 +69,17 @@ def _commit(
         first = letters.first_offset
         dead_key = deadletter.dead_letter_key(unit.route, unit.tp, first)
         fencing.check()
-        chunks.marker_keys.append(
-            pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
-                         unit.run_id, unit.epoch)
-        )
+        if unit.route.iceberg is None:  # Iceberg routes keep no markers (see iceberg.py)
+            chunks.marker_keys.append(
+                pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
+                             unit.run_id, unit.epoch)
+            )
         key, body = dead_key, letters.body()
         fencing.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
     written = tuple(chunks.written)
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
-    if next_offset > unit.start:
+    if next_offset > unit.start and unit.route.iceberg is None:  # Iceberg: the driver's
         state = checkpoint.PartitionState(
             next_offset=next_offset,
             run_id=unit.run_id,

@@ -149,6 +149,9 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
             "timezone": layout.timezone,
             "time_field": None if layout.time_field is None else render_field(layout.time_field),
         },
+        "iceberg": None if route.iceberg is None else {
+            "table": route.iceberg.table, "catalog": route.iceberg.catalog,
+        },
         "properties": dict(route.properties),
         "kcql": render(route),
     }

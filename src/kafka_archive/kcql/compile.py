@@ -24,6 +24,7 @@ from kafka_archive.kcql.plan import (
     DEFAULT_FLUSH_COUNT,
     DEFAULT_FLUSH_INTERVAL_SECONDS,
     DEFAULT_FLUSH_SIZE,
+    DEFAULT_ICEBERG_CATALOG,
     DEFAULT_PARQUET_CODEC,
     DEFAULT_PARQUET_ROW_GROUP_RECORDS,
     Codecs,
@@ -33,6 +34,7 @@ from kafka_archive.kcql.plan import (
     FieldRef,
     FlushPolicy,
     Format,
+    IcebergTable,
     KeyNaming,
     Padding,
     Plan,
@@ -41,6 +43,7 @@ from kafka_archive.kcql.plan import (
     SelectField,
     Source,
     Span,
+    TableFormat,
     Target,
 )
 from kafka_archive.kcql.properties import (
@@ -109,6 +112,7 @@ def compile_statement(statement: Statement) -> Route:
     settings = _settings(statement)
     envelope = _envelope(settings, fmt)
     _check_format_properties(settings, fmt)
+    iceberg = _iceberg(settings, fmt, statement, partition_by)
     blocks = settings.optional("store.gzip.block.bytes")
     return Route(
         target=target,
@@ -145,6 +149,7 @@ def compile_statement(statement: Statement) -> Route:
         ),
         transform=settings.optional("transform"),
         layout=compile_layout(settings, partition_by, statement.span),
+        iceberg=iceberg,
         properties=tuple(sorted((key, setting.value) for key, setting in settings.items())),
         spans=tuple(sorted((key, setting.span) for key, setting in settings.items())),
         span=statement.span,
@@ -608,6 +613,73 @@ def _check_format_properties(settings: Settings, fmt: Format) -> None:
                 hint=f"It applies to {names}; remove it, or change STOREAS",
                 label="property-format",
             )
+
+
+_ICEBERG_KEYS = ("iceberg.table", "iceberg.catalog")
+# Where files go is the table's business: settings that place objects do not apply.
+_OBJECT_PLACEMENT_KEYS = ("layout", "layout.template", "key.suffix")
+
+
+def _iceberg(
+    settings: Settings, fmt: Format, statement: Statement, partition_by: tuple[FieldRef, ...]
+) -> IcebergTable | None:
+    """``'table.format'``, ``'iceberg.table'``, ``'iceberg.catalog'``."""
+    chosen = settings.get("table.format")
+    if chosen is None or chosen.value == TableFormat.OBJECTS.value:
+        stray = next((settings[k] for k in _ICEBERG_KEYS if k in settings), None)
+        if stray is not None:
+            raise KcqlSemanticError(
+                f"{stray.stated_as.split('=')[0]} needs 'table.format'='iceberg'",
+                span=stray.span,
+                hint="Add 'table.format'='iceberg', or remove the setting",
+                label="iceberg-without-table-format",
+            )
+        return None
+    if fmt is not Format.PARQUET:
+        raise KcqlSemanticError(
+            f"an Iceberg table stores Parquet files, not STOREAS {fmt.value}",
+            span=statement.format.span if statement.format is not None else chosen.span,
+            hint="Write STOREAS PARQUET, or remove 'table.format'",
+            label="iceberg-format",
+        )
+    table = settings.get("iceberg.table")
+    if table is None:
+        raise KcqlSemanticError(
+            "'table.format'='iceberg' needs 'iceberg.table'",
+            span=chosen.span,
+            hint="Name the table: 'iceberg.table'='namespace.table', e.g. 'db.orders'",
+            label="iceberg-without-table",
+        )
+    for key in _OBJECT_PLACEMENT_KEYS:
+        if key in settings:
+            raise KcqlSemanticError(
+                f"{key!r} does not apply to an Iceberg table (the table places its files)",
+                span=settings[key].span,
+                hint="Remove it, or 'table.format'",
+                label="iceberg-layout",
+            )
+    envelope = settings.get("store.envelope")
+    for ref in partition_by:
+        # A table is partitioned by its columns (identity): value fields, which are columns
+        # unless the envelope keeps the value as bytes.
+        if ref.source is not Source.VALUE or not ref.path:
+            raise KcqlSemanticError(
+                "an Iceberg table is partitioned by value fields (Iceberg identity "
+                "partitions); this PARTITIONBY entry is not one",
+                span=ref.span or chosen.span,
+                hint="Partition by a field of the value, e.g. PARTITIONBY country, or remove "
+                "the entry (query engines filter the table by any column)",
+                label="iceberg-partition",
+            )
+        if envelope is not None and envelope.value == "true":
+            raise KcqlSemanticError(
+                "with 'store.envelope'=true the value is one bytes column: an Iceberg table "
+                "cannot be partitioned by its fields",
+                span=ref.span or chosen.span,
+                hint="Remove PARTITIONBY, or 'store.envelope'",
+                label="iceberg-partition",
+            )
+    return IcebergTable(table.value, settings.text("iceberg.catalog", DEFAULT_ICEBERG_CATALOG))
 
 
 def _envelope(settings: Settings, fmt: Format) -> Envelope:

@@ -287,6 +287,26 @@ class LayoutSpec:
     span: Span | None = dataclass_field(default=None, compare=False, repr=False)
 
 
+class TableFormat(enum.Enum):
+    """``'table.format'``: loose objects (the default) or an Apache Iceberg table."""
+
+    OBJECTS = "objects"
+    ICEBERG = "iceberg"
+
+
+DEFAULT_ICEBERG_CATALOG = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergTable:
+    """``'table.format'='iceberg'``: the route appends its Parquet files to ``table``
+    (``namespace.table``) of the pyiceberg catalog named ``catalog``; the table's location,
+    when the run creates it, is the route's ``bucket:prefix``."""
+
+    table: str
+    catalog: str = DEFAULT_ICEBERG_CATALOG
+
+
 ALL_TOPICS = "*"
 """The topic of ``FROM `*```: every topic the job is given (a topics list or regex option)."""
 
@@ -318,6 +338,7 @@ class Route:
     schema_compatibility: SchemaCompatibility = SchemaCompatibility.NONE
     transform: str | None = None
     layout: LayoutSpec = LayoutSpec()
+    iceberg: IcebergTable | None = None
     properties: tuple[tuple[str, str], ...] = ()
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     span: Span | None = field(default=None, compare=False, repr=False)

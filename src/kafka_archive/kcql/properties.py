@@ -30,6 +30,7 @@ from kafka_archive.kcql.plan import (
     SchemaCompatibility,
     Source,
     Span,
+    TableFormat,
 )
 from kafka_archive.kcql.syntax import Value, ValueKind
 
@@ -56,6 +57,8 @@ class Kind(enum.Enum):
     FIELD = "a record field, such as _value.created_at, _key.ts or _header.time"
     PATH = "a file path"
     CALLABLE = "a Python function, as package.module:function"
+    TABLE = "a table name, as namespace.table"
+    NAME = "a name of letters, digits, '_' and '-'"
 
     @property
     def bare(self) -> bool:
@@ -160,6 +163,18 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             Kind.CALLABLE, "a Python function run on each batch of records before they are "
             "stored: package.module:function"
         ),
+        # Tables instead of loose objects (kafka-archive's own; see README "Iceberg tables").
+        "table.format": PropertySpec(
+            Kind.CHOICE, "objects (default) or iceberg: append to an Apache Iceberg table",
+            tuple(t.value for t in TableFormat),
+        ),
+        "iceberg.table": PropertySpec(
+            Kind.TABLE, "the Iceberg table to append to, as namespace.table (created if missing)"
+        ),
+        "iceberg.catalog": PropertySpec(
+            Kind.NAME, "the pyiceberg catalog holding the table (.pyiceberg.yaml or "
+            "PYICEBERG_CATALOG__<NAME>__* variables; default 'default')"
+        ),
     }
 )
 
@@ -235,6 +250,17 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
                 "e.g. 'transforms.pii:drop_pii'",
             )
         return text
+    if spec.kind is Kind.TABLE:
+        if not _TABLE.fullmatch(text):
+            raise fail(
+                "a table name as namespace.table",
+                "Use names of letters, digits and '_', e.g. 'db.orders'",
+            )
+        return text
+    if spec.kind is Kind.NAME:
+        if not _NAME.fullmatch(text):
+            raise fail("a name of letters, digits, '_' and '-'", "e.g. 'default' or 'prod'")
+        return text
     assert spec.kind is Kind.TIME_ZONE
     try:
         zoneinfo.ZoneInfo(text)
@@ -246,6 +272,8 @@ def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
 
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+_TABLE = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)+")
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _CALLABLE = re.compile(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*:{_IDENTIFIER}(\.{_IDENTIFIER})*")
 _TIME_FIELD_SOURCES = frozenset({Source.VALUE, Source.KEY, Source.HEADER})
 

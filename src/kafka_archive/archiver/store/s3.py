@@ -76,6 +76,13 @@ def _session(settings: S3Settings) -> boto3.Session:
     return boto3.Session(botocore_session=session)
 
 
+def frozen_credentials(settings: S3Settings) -> Any:
+    """The credentials S3 requests are signed with now (access key, secret key, token), or
+    None when there are none; for clients that take them as values (pyiceberg's FileIO)."""
+    credentials = _session(settings).get_credentials()
+    return None if credentials is None else credentials.get_frozen_credentials()
+
+
 def _assume_role(settings: S3Settings) -> Any:
     assert settings.role_arn is not None
     base = botocore.session.Session()

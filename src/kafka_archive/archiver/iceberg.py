@@ -1,0 +1,501 @@
+"""Iceberg routes (``'table.format'='iceberg'``): the route's Parquet files appended to an
+Apache Iceberg table, exactly once, through pyiceberg on the driver.
+
+- The table is the state. Each batch makes ONE commit per table: it adds every file the
+  batch's tasks wrote and records, in the new snapshot's summary, the next offset of every
+  partition the table holds (``kafka-archive.offsets.<topic>.<partition>``). A run resumes
+  from the latest snapshot's summary; there is no state object.
+- Files are written by the Spark tasks like PARQUET objects, under ``<location>/data/``,
+  named ``<topic>/<partition>/<first offset>_<run id>_<job>.parquet``. A run that dies before its
+  commit leaves files no snapshot references: the next run of the job removes them
+  (:func:`remove_orphans`) before it writes anything, so no record is ever in the table twice.
+- Concurrent writers are fenced by the catalog's optimistic commit: a commit that lost the
+  race re-reads the table and retries only when the partitions it moves are still where it
+  planned them; otherwise the run stops with a state conflict (exit 9).
+- The catalog is configured as pyiceberg users configure it (``.pyiceberg.yaml``,
+  ``PYICEBERG_CATALOG__<NAME>__*``); the archiver's S3 settings (endpoint, region,
+  credentials) fill in the FileIO properties the catalog's configuration does not state.
+  They are passed in-process, never on a command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    BadRecordError,
+    CatalogError,
+    ConfigError,
+    StateConflictError,
+)
+from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.store.s3 import S3Store, frozen_credentials
+from kafka_archive.kcql.plan import (
+    LayoutKind,
+    LayoutSpec,
+    Placeholder,
+    Plan,
+    Route,
+    TemplateSlot,
+    TemplateText,
+)
+
+log = logging.getLogger(__name__)
+
+OFFSETS_PREFIX = "kafka-archive.offsets."
+RECORDS = "kafka-archive.records"
+RUN_ID = "kafka-archive.run-id"
+JOB = "kafka-archive.job"
+DATA_DIR = "data"
+COMMIT_ATTEMPTS = 5
+# pyiceberg retries a commit that lost a race by replaying it onto the new snapshot, with
+# the summary it computed before: offsets it did not re-decide. The tables we write have its
+# retries off; we re-read and re-decide instead (:func:`commit`).
+NO_REPLAY = {"commit.retry.num-retries": "0"}
+_DATA_NAME = re.compile(r"^\d+_(?P<run>[0-9a-f]{16})_(?P<job>.+)\.parquet$")
+
+
+def offset_property(tp: TopicPartition) -> str:
+    return f"{OFFSETS_PREFIX}{tp.topic}.{tp.partition}"
+
+
+def offsets_of(summary: Mapping[str, str]) -> dict[TopicPartition, int]:
+    """The next offset of each partition, from a snapshot summary's properties."""
+    out: dict[TopicPartition, int] = {}
+    for key, value in summary.items():
+        if key.startswith(OFFSETS_PREFIX):
+            topic, _, partition = key[len(OFFSETS_PREFIX):].rpartition(".")
+            if topic and partition.isdigit():
+                out[TopicPartition(topic, int(partition))] = int(value)
+    return out
+
+
+def location(route: Route) -> str:
+    target = route.target
+    return f"s3://{target.bucket}/{target.prefix}" if target.prefix else f"s3://{target.bucket}"
+
+
+def with_data_layout(units: Sequence[WorkUnit]) -> tuple[WorkUnit, ...]:
+    """The units, each Iceberg route's given the layout of :func:`data_route`."""
+    return tuple(
+        dataclasses.replace(u, route=data_route(u.route, u.run_id, u.job))
+        if u.route.iceberg is not None
+        else u
+        for u in units
+    )
+
+
+def data_route(route: Route, run_id: str, job: str) -> Route:
+    """The route as its tasks write it: files under ``<prefix>/data/``, named by topic,
+    partition, first offset, run id and job (what makes an orphan provably this job's)."""
+    template = (
+        TemplateText(f"{DATA_DIR}/"),
+        TemplateSlot(Placeholder.TOPIC),
+        TemplateText("/"),
+        TemplateSlot(Placeholder.PARTITION),
+        TemplateText("/"),
+        TemplateSlot(Placeholder.OFFSET),
+        TemplateText(f"_{run_id}_{job}."),
+        TemplateSlot(Placeholder.EXT),
+    )
+    return dataclasses.replace(route, layout=LayoutSpec(kind=LayoutKind.TEMPLATE,
+                                                        template=template))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------
+# The catalog.
+
+
+def s3_properties(s3: S3Settings) -> dict[str, str]:
+    """pyiceberg FileIO properties from the archiver's S3 settings."""
+    props: dict[str, str] = {}
+    if s3.endpoint_url:
+        props["s3.endpoint"] = s3.endpoint_url
+    region = s3.region or boto3.session.Session().region_name
+    if region:
+        props["s3.region"] = region
+    if s3.addressing_style == "virtual":
+        props["s3.force-virtual-addressing"] = "true"
+    if s3.sse in ("AES256", "aws:kms"):
+        props["s3.server-side-encryption"] = s3.sse
+        if s3.sse_kms_key_id:
+            props["s3.sse-kms-key-id"] = s3.sse_kms_key_id
+    credentials = frozen_credentials(s3)
+    if credentials is not None:
+        props["s3.access-key-id"] = credentials.access_key
+        props["s3.secret-access-key"] = credentials.secret_key
+        if credentials.token:
+            props["s3.session-token"] = credentials.token
+    return props
+
+
+@contextlib.contextmanager
+def _catalog_errors(what: str) -> Iterator[None]:
+    """pyiceberg's and its drivers' errors as one line that says what failed."""
+    try:
+        yield
+    except ArchiveError:
+        raise
+    except Exception as exc:
+        raise CatalogError(
+            f"the Iceberg catalog could not {what}: {type(exc).__name__}: {exc}",
+            hint="Check the catalog's configuration (.pyiceberg.yaml or "
+            "PYICEBERG_CATALOG__<NAME>__* variables) and that it is reachable",
+        ) from exc
+
+
+def load_catalog(name: str, s3: S3Settings) -> Any:
+    from pyiceberg.catalog import load_catalog as pyiceberg_load
+    from pyiceberg.utils.config import Config
+
+    configured = Config().get_catalog_config(name) or {}
+    if not configured.get("uri") and not configured.get("type"):
+        raise ConfigError(
+            f"no Iceberg catalog named {name!r} is configured",
+            hint=f"Configure it in .pyiceberg.yaml (catalog: {name}: uri: …) or with "
+            f"PYICEBERG_CATALOG__{name.upper()}__URI (e.g. sqlite:///catalog.db for a "
+            "SQL catalog), or name another with 'iceberg.catalog'",
+        )
+    # The catalog's own settings win; the archiver's S3 settings fill in the rest. (Passed
+    # as properties: pyiceberg reads its environment once, when it is first imported.)
+    properties: dict[str, Any] = {**s3_properties(s3), **configured}
+    with _catalog_errors(f"be opened ({name!r})"):
+        return pyiceberg_load(name, **properties)
+
+
+# ------------------------------------------------------------------------------------------
+# One route's table, on the driver.
+
+
+@dataclass
+class TableRoute:
+    """One table as the run knows it, and the routes (by index) that write it: ``table`` is
+    None until it exists; ``offsets`` is its latest snapshot's state, which this run's
+    commit must still find for the partitions it moves."""
+
+    identifier: str
+    catalog: Any
+    routes: dict[int, Route]
+    table: Any = None
+    offsets: dict[TopicPartition, int] = dataclasses.field(default_factory=dict)
+
+    def refresh(self) -> None:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        with _catalog_errors(f"load table {self.identifier}"):
+            try:
+                self.table = self.catalog.load_table(self.identifier)
+            except NoSuchTableError:
+                self.table = None
+        self.offsets = _table_offsets(self.table)
+
+    @property
+    def committed_at(self) -> str | None:
+        """When the latest snapshot was committed (ISO-8601 UTC), or None."""
+        snapshot = None if self.table is None else self.table.current_snapshot()
+        if snapshot is None:
+            return None
+        moment = dt.datetime.fromtimestamp(snapshot.timestamp_ms / 1000, dt.UTC)
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def turn_off_replay(self) -> None:
+        """Set :data:`NO_REPLAY` on a table that does not have it (one metadata commit)."""
+        if self.table is None or all(
+            self.table.properties.get(k) == v for k, v in NO_REPLAY.items()
+        ):
+            return
+        what = f"set the properties of table {self.identifier}"
+        with _catalog_errors(what), self.table.transaction() as tx:
+            tx.set_properties(NO_REPLAY)
+        self.refresh()
+
+
+def _table_offsets(table: Any) -> dict[TopicPartition, int]:
+    if table is None:
+        return {}
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return {}
+    return offsets_of(snapshot.summary.additional_properties)
+
+
+def open_tables(plan: Plan, s3: S3Settings) -> list[TableRoute]:
+    """The tables the plan's Iceberg routes write (catalogs opened once per name)."""
+    catalogs: dict[str, Any] = {}
+    tables: dict[tuple[str, str], TableRoute] = {}
+    for index, route in enumerate(plan.routes):
+        if route.iceberg is None:
+            continue
+        name = route.iceberg.catalog
+        if name not in catalogs:
+            catalogs[name] = load_catalog(name, s3)
+        key = (name, route.iceberg.table)
+        if key not in tables:
+            tables[key] = TableRoute(route.iceberg.table, catalogs[name], {})
+            tables[key].refresh()
+        tables[key].routes[index] = route
+    return list(tables.values())
+
+
+def offsets_by_route(tables: Sequence[TableRoute]) -> dict[int, Mapping[TopicPartition, int]]:
+    """What planning needs: each Iceberg route's committed offsets, by route index."""
+    return {index: table.offsets for index, table in by_route(tables).items()}
+
+
+def by_route(tables: Sequence[TableRoute]) -> dict[int, TableRoute]:
+    return {index: table for table in tables for index in table.routes}
+
+
+def _create(table: TableRoute, first_file: str) -> Any:
+    """Create the table from the schema of its first file (location: the route's target)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+    from pyiceberg.io import load_file_io
+
+    catalog = table.catalog
+    with _catalog_errors(f"create table {table.identifier}"):
+        io = load_file_io(catalog.properties, first_file)
+        with io.new_input(first_file).open() as stream:
+            schema = pq.read_schema(stream)
+        namespace = table.identifier.rsplit(".", 1)[0]
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            catalog.create_namespace(namespace)
+        route = next(iter(table.routes.values()))
+        try:
+            with catalog.create_table_transaction(
+                table.identifier, schema=schema.remove_metadata(), location=location(route),
+                properties=NO_REPLAY,
+            ) as tx:
+                _partition(tx, route)
+            log.info("created Iceberg table %s at %s", table.identifier, location(route))
+        except TableAlreadyExistsError:
+            pass
+        return catalog.load_table(table.identifier)
+
+
+def _partition(tx: Any, route: Route) -> None:
+    """PARTITIONBY value fields as Iceberg identity partitions (each file holds one value of
+    each: the tasks group records by them, as for objects)."""
+    from pyiceberg.transforms import IdentityTransform
+
+    if not route.partition_by:
+        return
+    with tx.update_spec() as update:
+        for ref in route.partition_by:
+            column = ".".join(ref.path)
+            update.add_field(column, IdentityTransform(), column.replace(".", "_"))
+
+
+def commit(
+    table: TableRoute,
+    results: Sequence[UnitResult],
+    *,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None],
+) -> None:
+    """Append the files of ``results`` and move their partitions, in one snapshot.
+
+    Raises:
+        StateConflictError: another writer moved one of the partitions meanwhile.
+        CatalogError: the catalog failed the commit.
+    """
+    from pyiceberg.exceptions import CommitFailedException
+
+    results = [u for u in results if u.route_index in table.routes]
+    moved = {u.tp: u.next_offset for u in results if u.next_offset > u.start}
+    if not moved:
+        return
+    files = [
+        f"s3://{table.routes[u.route_index].target.bucket}/{o.key}"
+        for u in results
+        for o in u.objects
+    ]
+    planned = {tp: table.offsets.get(tp) for tp in moved}
+    records = sum(u.records for u in results)
+    for _ in range(COMMIT_ATTEMPTS):
+        changed = [tp for tp in moved if table.offsets.get(tp) != planned[tp]]
+        if changed:
+            raise StateConflictError(
+                f"another writer committed {', '.join(map(str, changed))} to Iceberg table "
+                f"{table.identifier} while this run archived it",
+                tp=changed[0],
+                hint="Run again: it resumes from that commit (this run's files are removed)",
+            )
+        if table.table is None:
+            if not files:
+                return  # nothing to add yet: the partitions are read again next run
+            table.table = _create(table, files[0])
+            # Another writer may have created it first, and committed: check against it.
+            table.offsets = _table_offsets(table.table)
+            continue
+        state = {**table.offsets, **moved}
+        props = {offset_property(tp): str(offset) for tp, offset in sorted(state.items())}
+        props |= {RECORDS: str(records), RUN_ID: run_id, JOB: job}
+        check_lease()
+        try:
+            with _catalog_errors(f"commit to table {table.identifier}"):
+                try:
+                    _append(table.table, files, props)
+                except CommitFailedException:
+                    log.info("%s: a concurrent commit won; re-reading the table",
+                             table.identifier)  # fmt: skip
+                    table.refresh()
+                    continue
+        except CatalogError:
+            table.refresh()
+            if _committed_by(table.table, run_id) and all(
+                table.offsets.get(tp) == offset for tp, offset in moved.items()
+            ):
+                return  # the commit went through; its answer was lost
+            raise
+        table.refresh()
+        return
+    raise StateConflictError(
+        f"Iceberg table {table.identifier} kept changing under this run's commit",
+        hint="Run again; archive a table from one job at a time",
+    )
+
+
+def _committed_by(table: Any, run_id: str) -> bool:
+    snapshot = None if table is None else table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return False
+    return bool(snapshot.summary.additional_properties.get(RUN_ID) == run_id)
+
+
+def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
+    with table.transaction() as tx:
+        if files:
+            _evolve(tx, table, files)
+            tx.add_files(files, snapshot_properties=props, check_duplicate_files=False)
+        else:
+            # Offsets moved without files (records skipped by the error policy).
+            with tx.update_snapshot(snapshot_properties=props).fast_append():
+                pass
+
+
+def _evolve(tx: Any, table: Any, files: list[str]) -> None:
+    """Add the columns the files have and the table does not, widen types (Iceberg schema
+    evolution; an incompatible change fails the commit)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.exceptions import ValidationError
+
+    seen: set[str] = set()
+    for path in files:
+        with table.io.new_input(path).open() as stream:
+            schema = pq.read_schema(stream).remove_metadata()
+        signature = str(schema)
+        if signature in seen:
+            continue
+        seen.add(signature)
+        try:
+            with tx.update_schema() as update:
+                update.union_by_name(schema)
+        except (ValidationError, ValueError) as exc:
+            raise BadRecordError(
+                f"the records' schema does not fit Iceberg table {table.name()}: {exc}",
+                hint="Iceberg takes new columns and wider types (int to long, float to "
+                "double); archive incompatible records into a new table, or reshape them "
+                "with a 'transform'",
+            ) from None
+
+
+def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> int:
+    """Delete the files under the table's ``data/`` that this job's earlier runs wrote
+    (named ``<topic>/<partition>/<offset>_<run id>_<job>.parquet`` for the routes' topics)
+    and no snapshot references: a run died between writing and committing them. Call it
+    holding the job's lease (no other run of the job is writing), before this run writes;
+    another job's files are never touched."""
+    def earlier_run_of_job(key: str) -> bool:
+        match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
+        return match is not None and match["run"] != run_id and match["job"] == job
+
+    candidates: list[tuple[str, str]] = []
+    for route in table.routes.values():
+        head = f"{route.target.prefix}/" if route.target.prefix else ""
+        folder = f"{head}{DATA_DIR}/{route.topic}/"
+        bucket = route.target.bucket
+        candidates += [(bucket, k) for k in store.list_keys(bucket, folder)
+                       if earlier_run_of_job(k)]  # fmt: skip
+        # Multipart uploads of such files that a killed run left open.
+        for key, upload in store.incomplete_uploads(bucket, folder):
+            if earlier_run_of_job(key):
+                store.abort_upload(bucket, key, upload)
+    if not candidates:
+        return 0
+    referenced = _referenced(table)
+    orphans = [(b, k) for b, k in candidates if f"s3://{b}/{k}" not in referenced]
+    for bucket in sorted({b for b, _ in orphans}):
+        store.delete(bucket, [k for b, k in orphans if b == bucket])
+    if orphans:
+        log.info("%s: removed %d file(s) a crashed run wrote and never committed",
+                 table.identifier, len(orphans))  # fmt: skip
+    return len(orphans)
+
+
+def _referenced(table: TableRoute) -> set[str]:
+    """Every data file any snapshot of the table references."""
+    if table.table is None:
+        return set()
+    paths: set[str] = set()
+    with _catalog_errors(f"read the manifests of table {table.identifier}"):
+        io = table.table.io
+        seen: set[str] = set()
+        for snapshot in table.table.snapshots():
+            for manifest in snapshot.manifests(io):
+                if manifest.manifest_path in seen:
+                    continue
+                seen.add(manifest.manifest_path)
+                for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    paths.add(entry.data_file.file_path)
+    return paths
+
+
+def refuse_tables(plan: Plan | None, command: str) -> None:
+    """``verify``, ``cat``, ``restore`` and ``reset`` read or write objects archives: an
+    Iceberg route is refused with what to do instead."""
+    for route in plan.routes if plan is not None else ():
+        if route.iceberg is not None:
+            raise ConfigError(
+                f"{command} works on objects archives; the route for {route.topic} writes "
+                f"Iceberg table {route.iceberg.table}",
+                hint="Query the table with an Iceberg reader (pyiceberg, Spark, Trino, "
+                "DuckDB); `status` shows its offsets. See README: Iceberg tables",
+            )
+
+
+def prepare(
+    plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str
+) -> list[TableRoute]:
+    """Open the plan's tables and remove what crashed runs left in them (holding the
+    job's lease, before anything is written)."""
+    tables = open_tables(plan, s3)
+    for table in tables:
+        table.turn_off_replay()
+        remove_orphans(table, store, run_id, job)
+    return tables
+
+
+def commit_all(
+    tables: Sequence[TableRoute],
+    results: Sequence[UnitResult],
+    *,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None],
+) -> None:
+    """One commit per table for a batch's results (see :func:`commit`)."""
+    for table in tables:
+        commit(table, results, run_id=run_id, job=job, check_lease=check_lease)

@@ -1,0 +1,324 @@
+"""Iceberg routes end to end: a real broker, moto's S3, Spark and a SQL catalog on SQLite.
+
+The table is read with pyiceberg's own scan (a reader we did not write) and its files are
+listed with boto3; every record must be in the table exactly once, after appends and after
+runs SIGKILLed between writing files and committing them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from confluent_kafka import Producer
+from pyiceberg.exceptions import NoSuchTableError
+
+from kafka_archive.cli import main
+from kafka_archive.devstack import MOTO_CREDENTIALS
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+TABLE = "db.orders"
+
+
+@pytest.fixture
+def catalog_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh SQL catalog (SQLite) configured the pyiceberg way, for the runs of the test."""
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEFAULT__URI", uri)
+    return uri
+
+
+def reader_table(uri: str, s3_endpoint: str) -> Any:
+    """The table as an independent pyiceberg client sees it (its own catalog object)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog(
+        "default", uri=uri, **{
+            "s3.endpoint": s3_endpoint,
+            "s3.access-key-id": MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
+        },
+    )  # fmt: skip
+    return catalog.load_table(TABLE)
+
+
+def table_ids(table: Any) -> list[int]:
+    rows = table.scan(selected_fields=("id",)).to_arrow()
+    return sorted(rows.column("id").to_pylist())
+
+
+def data_keys(s3: Any, bucket: str) -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tables/"):
+        keys.update(item["Key"] for item in page.get("Contents", [])
+                    if "/data/" in item["Key"])  # fmt: skip
+    return keys
+
+
+def referenced(table: Any, bucket: str) -> set[str]:
+    files = table.inspect.all_files().column("file_path").to_pylist()
+    return {path.removeprefix(f"s3://{bucket}/") for path in files}
+
+
+def kcql_for(name: str, bkt: str, flush: int) -> str:
+    return (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+            f"'flush.count'={flush})")  # fmt: skip
+
+
+def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 500, partitions=PARTITIONS)
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table.location() == f"s3://{bkt}/tables/orders"
+    assert table_ids(table) == list(range(500))
+    summary = table.current_snapshot().summary
+    assert summary[f"kafka-archive.offsets.{name}.0"] == "250"
+    assert summary[f"kafka-archive.offsets.{name}.1"] == "250"
+    assert summary["kafka-archive.records"] == "500"
+    assert len(table.snapshots()) == 1  # one commit for all of the run's tasks and files
+    assert data_keys(s3_client, bkt) == referenced(table, bkt)
+    assert len(referenced(table, bkt)) == 6  # 250 per partition, 100 per file
+
+    # The new records have a new field: the table gains the column (schema evolution).
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(500, 800):
+        value = json.dumps({"id": i, "note": f"n{i}"}).encode()
+        producer.produce(name, value=value, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table_ids(table) == list(range(800))
+    notes = table.scan(selected_fields=("id", "note")).to_arrow().to_pylist()
+    assert {r["id"]: r["note"] for r in notes} == {
+        i: (f"n{i}" if i >= 500 else None) for i in range(800)
+    }
+    assert len(table.snapshots()) == 2
+    assert table.current_snapshot().summary[f"kafka-archive.offsets.{name}.1"] == "400"
+
+    assert main(args) == 0, capsys.readouterr().err  # nothing new: no commit
+    assert len(reader_table(catalog_uri, s3_endpoint).snapshots()) == 2
+    capsys.readouterr()
+
+    # status reads the table's offsets; verify says it works on objects archives.
+    assert main(["status", *args[1:], "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["partitions"]
+    assert {(r["partition"], r["archived_offset"], r["lag"]) for r in rows} == {
+        (0, 400, 0), (1, 400, 0)
+    }
+    assert all(r["last_commit"] and r["last_commit"].endswith("Z") for r in rows)
+    assert main(["verify", *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert "Iceberg table db.orders" in err and len(err.strip().splitlines()) == 1
+    # No state objects: the table is the state.
+    page = s3_client.list_objects_v2(Bucket=bkt, Prefix="tables/orders/.kafka-archive/")
+    assert not [i["Key"] for i in page.get("Contents", []) if "/state/" in i["Key"]]
+
+
+@pytest.mark.parametrize(
+    "trials", [1, pytest.param(6, marks=pytest.mark.full, id="many")], ids=["once", "many"]
+)
+def test_a_run_killed_before_its_commit_leaves_no_record_twice(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str], trials: int,
+) -> None:  # fmt: skip
+    """Each trial: produce, start a run, SIGKILL its process group as soon as a file of it
+    is in S3 (mid-upload, or between the uploads and the commit), then run to the end."""
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    args = ["--kcql", kcql_for(name, bkt, 50), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    produced = orphaned = 0
+    for _ in range(trials):
+        produce_ids(broker, name, produced, 2000, partitions=PARTITIONS)
+        produced += 2000
+        before = data_keys(s3_client, bkt)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while not data_keys(s3_client, bkt) - before and process.poll() is None:
+            assert time.monotonic() < deadline, "the run never wrote a file"
+            time.sleep(0.02)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        try:
+            committed = referenced(reader_table(catalog_uri, s3_endpoint), bkt)
+        except NoSuchTableError:  # killed before the first commit created the table
+            committed = set()
+        if data_keys(s3_client, bkt) - committed:
+            orphaned += 1
+
+        assert main(["run", *args]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        table = reader_table(catalog_uri, s3_endpoint)
+        ids = table_ids(table)
+        assert len(ids) == len(set(ids)), "a record is in the table twice"
+        assert ids == list(range(produced))
+        assert data_keys(s3_client, bkt) == referenced(table, bkt), "orphans left"
+    assert orphaned >= (trials + 1) // 2, f"only {orphaned} of {trials} kills left orphans"
+
+
+def test_state_conflict_when_another_writer_moved_the_partitions(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Two jobs on one table and topic (another job name): the second one's commit finds the
+    partitions moved by the first since it planned, and stops (exit 9) without adding rows."""
+    from kafka_archive.archiver import iceberg
+
+    name, bkt = topic(partitions=1), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 100, partitions=1)
+    assert main(args) == 0, capsys.readouterr().err
+    produce_ids(broker, name, 100, 100, partitions=1)
+    real_commit = iceberg.commit
+
+    def racing(table: Any, *a: Any, **k: Any) -> None:
+        # Another writer commits the same partition first (a whole run of another job).
+        iceberg.commit = real_commit
+        try:
+            assert main([*args, "--job-name", "other-writer"]) == 0
+        finally:
+            iceberg.commit = racing
+        real_commit(table, *a, **k)
+
+    iceberg.commit = racing
+    try:
+        code = main(args)
+    finally:
+        iceberg.commit = real_commit
+    err = capsys.readouterr().err
+    assert code == 9, err
+    assert "another writer committed" in err
+    assert table_ids(reader_table(catalog_uri, s3_endpoint)) == list(range(200))
+
+
+def test_partitionby_value_fields_become_identity_partitions(
+    broker: str, s3_endpoint: str, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from pyiceberg.transforms import IdentityTransform
+
+    name, bkt = topic(partitions=1), bucket()
+    countries = ("DE", "FR", "US")
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(300):
+        value = {"id": i, "country": countries[i % 3]}
+        producer.produce(name, value=json.dumps(value).encode(), partition=0)
+    assert producer.flush(30) == 0
+    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} PARTITIONBY country "
+            f"STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}')")
+    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    (field,) = table.spec().fields
+    assert isinstance(field.transform, IdentityTransform)
+    assert table.schema().find_field(field.source_id).name == "country"
+    files = table.inspect.files().to_pylist()
+    assert sorted(f["partition"]["country"] for f in files) == sorted(countries)
+    for country in countries:
+        rows = table.scan(row_filter=f"country == '{country}'").to_arrow().to_pylist()
+        assert sorted(r["id"] for r in rows) == [
+            i for i in range(300) if countries[i % 3] == country
+        ]
+    assert table_ids(table) == list(range(300))
+
+
+@pytest.mark.full
+def test_follow_commits_once_per_micro_batch(
+    broker: str, s3_endpoint: str, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+) -> None:  # fmt: skip
+    """`run --follow`: each micro-batch with something old enough is one snapshot holding
+    every task's files; waves produced while it runs are each in the table exactly once."""
+    name, bkt = topic(partitions=PARTITIONS), bucket()
+    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+            "'flush.count'=1000, 'flush.interval'=1)")  # fmt: skip
+    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
+               "--endpoint-url", s3_endpoint, "--follow", "--poll-interval", "0.5",
+               "--master", "local[1]"]  # fmt: skip
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    produce_ids(broker, name, 0, 100, partitions=PARTITIONS)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def ids() -> list[int]:
+        try:
+            return table_ids(reader_table(catalog_uri, s3_endpoint))
+        except NoSuchTableError:
+            return []
+
+    try:
+        for wave in range(3):
+            expected = list(range(100 + 50 * wave))
+            deadline = time.monotonic() + 90
+            while ids() != expected:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, f"wave {wave} not archived: {ids()[-5:]}"
+                time.sleep(0.2)
+            produce_ids(broker, name, 100 + 50 * wave, 50, partitions=PARTITIONS)
+        deadline = time.monotonic() + 60
+        while ids() != list(range(250)):
+            assert time.monotonic() < deadline, "the last wave was not archived"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    snapshots = reader_table(catalog_uri, s3_endpoint).snapshots()
+    assert 3 <= len(snapshots) <= 6  # a wave is one batch (two if it straddles a poll)
+    assert sum(int(s.summary["kafka-archive.records"]) for s in snapshots) == 250
+
+
+@pytest.mark.full
+def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
+    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
+    topic: Callable[..., str], bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    name, bkt = topic(partitions=1), bucket()
+    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
+            "--endpoint-url", s3_endpoint]  # fmt: skip
+    produce_ids(broker, name, 0, 10, partitions=1)
+    assert main(args) == 0, capsys.readouterr().err
+    producer = Producer({"bootstrap.servers": broker})
+    producer.produce(name, value=json.dumps({"id": "eleven"}).encode(), partition=0)
+    assert producer.flush(30) == 0
+    assert main(args) == 10
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "does not fit Iceberg table" in err.strip().splitlines()[-1]
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table_ids(table) == list(range(10)) and len(table.snapshots()) == 1
+    assert table.current_snapshot().summary[f"kafka-archive.offsets.{name}.0"] == "10"
