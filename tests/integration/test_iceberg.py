@@ -73,8 +73,8 @@ def referenced(table: Any, bucket: str) -> set[str]:
     return {path.removeprefix(f"s3://{bucket}/") for path in files}
 
 
-def kcql_for(name: str, bkt: str, flush: int) -> str:
-    return (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> str:
+    return (f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS PARQUET "
             f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
             f"'flush.count'={flush})")  # fmt: skip
 
@@ -188,8 +188,10 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
     topic: Callable[..., str], bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """Two jobs on one table and topic (another job name): the second one's commit finds the
-    partitions moved by the first since it planned, and stops (exit 9) without adding rows."""
+    """Two jobs on one table and topic, writing their files under different prefixes (so
+    their leases do not exclude each other; one prefix has one lease): the second one's
+    commit finds the partitions moved by the first since it planned, and stops (exit 9)
+    without adding rows."""
     from kafka_archive.archiver import iceberg
 
     name, bkt = topic(partitions=1), bucket()
@@ -204,7 +206,8 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
         # Another writer commits the same partition first (a whole run of another job).
         iceberg.commit = real_commit
         try:
-            assert main([*args, "--job-name", "other-writer"]) == 0
+            other = kcql_for(name, bkt, 100, prefix="tables/orders-other")
+            assert main(["run", "--kcql", other, *args[3:], "--job-name", "other-writer"]) == 0
         finally:
             iceberg.commit = racing
         real_commit(table, *a, **k)
