@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -144,9 +145,17 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     """Run ``command`` to its end; its wall time, CPU-seconds and peak RSS (whole tree)."""
     before = _children()
     started = time.monotonic()
-    process = subprocess.Popen(command, env=env, **kw)  # type: ignore[call-overload]
+    process = subprocess.Popen(  # type: ignore[call-overload]
+        command, env=env, start_new_session=True, **kw)
     sampler = TreeSampler(process.pid, before | {process.pid})
-    _, status, usage = os.wait4(process.pid, 0)
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    except BaseException:  # interrupted: the measured tree goes with the benchmark
+        sampler.stop()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        raise
     seconds = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     sampler.stop()

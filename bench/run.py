@@ -36,15 +36,18 @@ Ratios, not absolute times, are what compare across machines.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +56,17 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procstat import Usage, become_subreaper, measure  # bench/, the script's directory
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
+from kafka_archive.devstack import (
+    LOOPBACK,
+    MOTO_CREDENTIALS,
+    TANSU_ENV,
+    LocalStack,
+    StackError,
+    start_s3,
+)
 
 HERE = Path(__file__).resolve().parent
+BROKERS = ("tansu", "kafka")
 PARTITIONS = 4
 # The keyed shape: partition p gets KEYED_WEIGHTS[p] of every sum(KEYED_WEIGHTS) records.
 KEYED_WEIGHTS = (17, 14, 12, 10)
@@ -267,11 +278,30 @@ def outcome(usage: Usage) -> str:
     return "" if usage.code == 0 else f"FAILED: exit {usage.code}"
 
 
-def bench_topic(args: argparse.Namespace, formats: list[str], stack: LocalStack,
+@contextlib.contextmanager
+def services(kind: str, work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """Broker and S3 endpoint: bootstrap servers, endpoint URL, and the environment a
+    kafka-archive process needs for that broker."""
+    if kind == "tansu":
+        with LocalStack(work / "services") as stack:
+            yield stack.bootstrap_servers, stack.endpoint_url, dict(TANSU_ENV)
+        return
+    # Apache Kafka, as the integration tests run it (its jars fetched once by Maven).
+    sys.path.insert(0, str(HERE.parent / "tests" / "integration"))
+    from kafka_broker import KafkaBroker
+
+    s3 = start_s3(work / "services")
+    try:
+        with KafkaBroker(work / "kafka") as kafka:
+            yield kafka.bootstrap_servers, f"http://{LOOPBACK}:{s3.port}", {}
+    finally:
+        s3.stop()
+
+
+def bench_topic(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
                 env: dict[str, str], work: Path) -> tuple[list[Result], str]:
     """The keyed or even shape: ceilings, the peer, kafka-archive per STOREAS, no-op run."""
     bindir = Path(sys.executable).parent
-    broker, endpoint = stack.bootstrap_servers, stack.endpoint_url
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
     topic = "bench"
@@ -353,11 +383,10 @@ def bench_topic(args: argparse.Namespace, formats: list[str], stack: LocalStack,
     return results, title
 
 
-def bench_wide(args: argparse.Namespace, formats: list[str], stack: LocalStack,
+def bench_wide(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
                env: dict[str, str], work: Path) -> tuple[list[Result], str]:
     """The wide shape: 1,000 partitions of few records; plan, run and no-op run times."""
     bindir = Path(sys.executable).parent
-    broker, endpoint = stack.bootstrap_servers, stack.endpoint_url
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
     partitions = WIDE_TOPICS * WIDE_PARTITIONS
@@ -393,6 +422,9 @@ def bench_wide(args: argparse.Namespace, formats: list[str], stack: LocalStack,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=SHAPES, default=os.environ.get("BENCH_SHAPE", "keyed"))
+    parser.add_argument("--broker", choices=BROKERS, default=os.environ.get("BENCH_BROKER"),
+                        help="tansu (default; wide: kafka): tansu answers offsets of many "
+                        "partitions slowly (a fetch per partition)")
     parser.add_argument("--mb", type=int, default=int(os.environ.get("BENCH_MB", "256")))
     parser.add_argument("--value-bytes", type=int,
                         default=int(os.environ.get("BENCH_VALUE_BYTES", "1000")))
@@ -409,19 +441,28 @@ def main() -> int:
     args = parser.parse_args()
     if args.shape not in SHAPES:
         parser.error(f"BENCH_SHAPE must be one of {', '.join(SHAPES)}, not {args.shape!r}")
+    args.broker = args.broker or ("kafka" if args.shape == "wide" else "tansu")
+    if args.broker not in BROKERS:
+        parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
     default_formats = "JSON" if args.shape == "wide" else ",".join(FORMATS)
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",")
                if f.strip()]
 
     become_subreaper()
+    # A SIGTERM (a timeout, a CI limit) unwinds like ^C: the services and the measured
+    # process tree are stopped, not left running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ.update(MOTO_CREDENTIALS)
-    env = {**os.environ, **TANSU_ENV, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     work = Path(tempfile.mkdtemp(prefix="kafka-archive-bench-"))
     try:
-        with LocalStack(work / "services") as stack:
+        with services(args.broker, work) as (broker, endpoint, broker_env):
+            env.update(broker_env)
             shape = bench_wide if args.shape == "wide" else bench_topic
-            results, title = shape(args, formats, stack, env, work)
+            results, title = shape(args, formats, broker, endpoint, env, work)
+    except StackError as exc:  # a service did not start, or java/mvn are missing
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -429,12 +470,13 @@ def main() -> int:
     print()
     print(table)
     if not args.no_record:
+        size = (("BENCH_WIDE_RECORDS", args.wide_records) if args.shape == "wide"
+                else ("BENCH_MB", args.mb))
         settings = " ".join(f"{k}={v}" for k, v in (
-            ("BENCH_SHAPE", args.shape), ("BENCH_MB", args.mb),
-            ("BENCH_VALUE_BYTES", args.value_bytes), ("BENCH_FORMATS", ",".join(formats)),
-            ("BENCH_WIDE_RECORDS", args.wide_records)))
+            ("BENCH_SHAPE", args.shape), ("BENCH_BROKER", args.broker), size,
+            ("BENCH_VALUE_BYTES", args.value_bytes), ("BENCH_FORMATS", ",".join(formats))))
         header = (f"\n## {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit "
-                  f"{commit()} · {machine()} · {title}\n\n`make bench {settings}`"
+                  f"{commit()} · {machine()} · {args.broker} · {title}\n\n`make bench {settings}`"
                   + (f" — {args.note}" if args.note else "") + "\n\n")
         with open(HERE / "RESULTS.md", "a") as f:
             f.write(header + table + "\n")
