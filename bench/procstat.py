@@ -1,14 +1,21 @@
 """What one measured process tree costs: wall time, CPU-seconds and peak RSS, from /proc.
 
-CPU-seconds are user + system time of the whole tree, children included once they are gone:
-``os.wait4`` on the top process gives its own times plus those of every descendant that its
-parent reaped (the kernel adds a reaped child's times to its parent's cumulative child times,
-so the JVM's Python workers count through the JVM, the JVM through the CLI). A descendant
-orphaned before it was reaped would escape that sum, so the benchmark makes itself a child
-subreaper: such orphans are re-parented to it, belong to the tree from then on, and
-:func:`measure` reaps them at the end and adds their times (so nothing else may start
-children of the benchmark while it measures). Servers the benchmark started before (broker,
-S3 endpoint) are not in the tree and never count.
+CPU-seconds are user + system time of the whole tree, counted two ways, each a lower bound,
+and the larger one is reported:
+
+- reaped: ``os.wait4`` on the top process gives its own times plus those of every descendant
+  that its parent reaped (the kernel adds a reaped child's times to its parent's cumulative
+  child times). Orphans are re-parented to the benchmark, which makes itself a child
+  subreaper, and are reaped and counted at the end (so nothing else may start children of
+  the benchmark while it measures). A descendant that its parent never reaped and that died
+  with it escapes this sum: measured, Spark's Python workers at the end of a run (the CLI
+  does not wait for the JVM, nor the JVM's daemon for its workers);
+- sampled: every 0.1 s the sampler reads each process's own utime + stime from
+  ``/proc/<pid>/stat``; the sum of the last values misses at most the last 0.1 s of each
+  process, and processes that lived less than that.
+
+Servers the benchmark started before (broker, S3 endpoint) are not in the tree and never
+count.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 _PR_SET_CHILD_SUBREAPER = 36
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def become_subreaper() -> None:
@@ -62,7 +70,10 @@ class TreeSampler:
         self.pid = pid
         self._not_adopted = adopted_since
         self.peak = 0
-        self.seen: set[int] = set()
+        #: every process of the tree seen, by pid: its command name
+        self.seen: dict[int, str] = {}
+        #: last sampled own CPU-seconds of every process of the tree
+        self.cpu: dict[int, float] = {}
         self.watch = watch
         self.watch_seen_at: float | None = None
         self._interval = interval
@@ -89,12 +100,16 @@ class TreeSampler:
             total = 0
             for pid in self._tree():
                 if pid not in self.seen:
-                    self.seen.add(pid)
-                    if self.watch_seen_at is None and _comm(pid) == self.watch:
+                    self.seen[pid] = _comm(pid)
+                    if self.watch_seen_at is None and self.seen[pid] == self.watch:
                         self.watch_seen_at = time.monotonic()
                 try:
                     with open(f"/proc/{pid}/statm") as f:
                         total += int(f.read().split()[1]) * page
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    # utime, stime: fields 14 and 15 of stat, 12 and 13 after the name
+                    self.cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICKS
                 except (OSError, IndexError, ValueError):
                     pass
             self.peak = max(self.peak, total)
@@ -114,6 +129,9 @@ class Usage:
     code: int
     #: seconds from start until the watched process (the Spark JVM) appeared, if it did
     until_watch: float | None = None
+    #: the two lower bounds whose larger one is ``cpu_seconds``
+    reaped_cpu_seconds: float = 0.0
+    sampled_cpu_seconds: float = 0.0
 
 
 def _children() -> set[int]:
@@ -124,20 +142,15 @@ def _children() -> set[int]:
 def _reap_orphans(before: set[int]) -> float:
     """Reap the tree's orphans, re-parented to us (their subreaper); their CPU-seconds."""
     cpu = 0.0
-    orphans = _children() - before
     deadline = time.monotonic() + 30
-    while orphans and time.monotonic() < deadline:
-        for pid in list(orphans):
-            try:
+    # An orphan that exits leaves its own children to us: look again until none is left.
+    while (orphans := _children() - before) and time.monotonic() < deadline:
+        for pid in orphans:
+            with contextlib.suppress(ChildProcessError):
                 done, _, usage = os.wait4(pid, os.WNOHANG)
-            except ChildProcessError:
-                orphans.discard(pid)
-                continue
-            if done:
-                orphans.discard(pid)
-                cpu += usage.ru_utime + usage.ru_stime
-        if orphans:
-            time.sleep(0.1)
+                if done:
+                    cpu += usage.ru_utime + usage.ru_stime
+        time.sleep(0.1)
     return cpu
 
 
@@ -161,5 +174,6 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     sampler.stop()
     cpu = usage.ru_utime + usage.ru_stime + _reap_orphans(before)
     watch = sampler.watch_seen_at
-    return Usage(seconds, cpu, sampler.peak, process.returncode,
-                 None if watch is None else watch - started)
+    sampled = sum(sampler.cpu.values())
+    return Usage(seconds, max(cpu, sampled), sampler.peak, process.returncode,
+                 None if watch is None else watch - started, cpu, sampled)
