@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _PR_SET_CHILD_SUBREAPER = 36
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -70,7 +70,7 @@ class TreeSampler:
         self.pid = pid
         self._not_adopted = adopted_since
         self.peak = 0
-        #: every process of the tree seen, by pid: its command name
+        #: every process of the tree seen, by pid: its command name when last sampled
         self.seen: dict[int, str] = {}
         #: last sampled own CPU-seconds of every process of the tree
         self.cpu: dict[int, float] = {}
@@ -107,9 +107,11 @@ class TreeSampler:
                     with open(f"/proc/{pid}/statm") as f:
                         total += int(f.read().split()[1]) * page
                     with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
+                        head, tail = f.read().rsplit(")", 1)
+                    fields = tail.split()
                     # utime, stime: fields 14 and 15 of stat, 12 and 13 after the name
                     self.cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICKS
+                    self.seen[pid] = head.split("(", 1)[1]  # its name now (after an exec)
                 except (OSError, IndexError, ValueError):
                     pass
             self.peak = max(self.peak, total)
@@ -132,6 +134,8 @@ class Usage:
     #: the two lower bounds whose larger one is ``cpu_seconds``
     reaped_cpu_seconds: float = 0.0
     sampled_cpu_seconds: float = 0.0
+    #: sampled CPU-seconds by command name (java, python, …): where the time went
+    sampled_by_name: dict[str, float] = field(default_factory=dict)
 
 
 def _children() -> set[int]:
@@ -175,5 +179,9 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     cpu = usage.ru_utime + usage.ru_stime + _reap_orphans(before)
     watch = sampler.watch_seen_at
     sampled = sum(sampler.cpu.values())
+    by_name: dict[str, float] = {}
+    for pid, seconds_of_pid in sampler.cpu.items():
+        name = sampler.seen.get(pid, "?")
+        by_name[name] = by_name.get(name, 0.0) + seconds_of_pid
     return Usage(seconds, max(cpu, sampled), sampler.peak, process.returncode,
-                 None if watch is None else watch - started, cpu, sampled)
+                 None if watch is None else watch - started, cpu, sampled, by_name)

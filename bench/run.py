@@ -90,6 +90,10 @@ class Result:
 
     @classmethod
     def of(cls, name: str, usage: Usage, size: int, records: int, note: str = "") -> Result:
+        """A measured step; its note says where the CPU-seconds went, by process name."""
+        top = sorted(usage.sampled_by_name.items(), key=lambda item: -item[1])[:3]
+        split = ", ".join(f"{proc} {secs:.1f}" for proc, secs in top if secs >= 0.05)
+        note = "; ".join(n for n in (note, f"CPU s: {split}" if split else "") if n)
         return cls(name, usage.seconds, size, records, usage.peak_rss, note, usage.cpu_seconds,
                    usage.until_watch)
 
@@ -498,7 +502,8 @@ def render(results: list[Result]) -> str:
         plan = f"{r.plan_seconds:.1f}" if r.plan_seconds is not None else ""
         cpu = f"{r.cpu_seconds:.1f}" if r.cpu_seconds is not None else ""
         per_gb = f"{r.cpu_per_gb:.1f}" if r.cpu_per_gb is not None else ""
-        lines.append(f"| {r.name} | {r.seconds:.1f} | {plan} | {r.mb_s:.1f} | {r.rec_s:,.0f} "
+        mb_s = f"{r.mb_s:.1f}" if r.mb_s >= 1 or not r.bytes else f"{r.mb_s:.3f}"
+        lines.append(f"| {r.name} | {r.seconds:.1f} | {plan} | {mb_s} | {r.rec_s:,.0f} "
                      f"| {ratio} | {vs_peer} | {cpu} | {per_gb} | {rss} | {r.note} |")
     return "\n".join(lines)
 

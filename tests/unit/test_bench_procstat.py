@@ -64,7 +64,14 @@ def test_cpu_seconds_of_reaped_children_and_orphans_count() -> None:
     assert usage["cpu_seconds"] == max(usage["reaped_cpu_seconds"],
                                        usage["sampled_cpu_seconds"])
     assert usage["peak_rss"] > 0
+    assert usage["sampled_by_name"]
+    assert set(usage["sampled_by_name"]) <= {"python", "python3", usage_name(sys.executable)}
     assert usage["until_watch"] is None  # no java in this tree
+
+
+def usage_name(executable: str) -> str:
+    """The command name (/proc/<pid>/comm) of a process running ``executable``."""
+    return Path(executable).name[:15]
 
 
 def test_a_failing_command_reports_its_exit_code() -> None:
