@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python samples/demo.py
 
-# make bench [BENCH_MB=1024] [BENCH_VALUE_BYTES=200] [BENCH_FORMATS=JSON,BYTES]
+# make bench [BENCH_SHAPE=keyed|even|wide] [BENCH_MB=1024] [BENCH_VALUE_BYTES=200]
+#            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_WIDE_RECORDS=10]
+# (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/run.py

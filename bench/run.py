@@ -1,20 +1,33 @@
 """The side-by-side benchmark behind ``make bench``: kafka-archive against the machine's
 ceilings and the hand-rolled pipeline, on one local broker and S3 endpoint.
 
-Steps (one run, same machine, same services):
+Shapes (``BENCH_SHAPE``):
 
-1. produce ``--mb`` MB over 4 partitions of ``--value-bytes`` JSON values;
+- ``keyed`` (the default): a keyed topic of 4 partitions of uneven size (the largest 1.7x
+  the smallest, as keyed topics are), ``--value-bytes`` JSON values, each record with a key
+  and two headers;
+- ``even``: the same values spread evenly over 4 partitions, without keys or headers;
+- ``wide``: 50 topics x 20 partitions (1,000 partitions), ``BENCH_WIDE_RECORDS`` records
+  each: the time to plan (until Spark's JVM starts), to run, and a no-op run.
+
+Steps of ``keyed`` and ``even`` (one run, same machine, same services):
+
+1. produce ``--mb`` MB;
 2. consume ceiling: a bare confluent-kafka consumer reads every record, nothing else;
 3. upload ceiling: boto3 uploads the same number of bytes in 64 MB objects;
 4. hand-rolled peer: a bare consumer printing every value to stdout (what ``kcat -C -e``
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
    consumed;
-5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
-   with the peak RSS of its process tree (driver JVM, Python driver and workers);
+5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included);
 6. a no-op run (nothing new to archive): start-up cost;
 7. the tiny-files case: ``--evolve-records`` JSON values of two schema versions (v2
    renames a field) interleaved record by record in one partition, archived as PARQUET
    with ``schema.compatibility`` NONE (an object per record) and BACKWARD (two objects).
+
+Every measured process (the peer's pipeline, each kafka-archive run) is measured as a tree
+(``bench/procstat.py``): wall time, peak RSS, and CPU-seconds (user + system) of its own
+processes — the driver, the Spark JVM, the Python workers; never the broker or the S3
+server — shown per GB archived. CPU-seconds move less with machine noise than wall time.
 
 Prints a table and appends it, with date, commit and machine, to ``bench/RESULTS.md``.
 Ratios, not absolute times, are what compare across machines.
@@ -23,27 +36,42 @@ Ratios, not absolute times, are what compare across machines.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from procstat import Usage, become_subreaper, measure  # bench/, the script's directory
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
+from kafka_archive.devstack import (
+    LOOPBACK,
+    MOTO_CREDENTIALS,
+    TANSU_ENV,
+    LocalStack,
+    StackError,
+    start_s3,
+)
 
 HERE = Path(__file__).resolve().parent
+BROKERS = ("tansu", "kafka")
 PARTITIONS = 4
+# The keyed shape: partition p gets KEYED_WEIGHTS[p] of every sum(KEYED_WEIGHTS) records.
+KEYED_WEIGHTS = (17, 14, 12, 10)
+SHAPES = ("keyed", "even", "wide")
+WIDE_TOPICS, WIDE_PARTITIONS = 50, 20
 UPLOAD_PART = 64 * 1024 * 1024
 FORMATS = ("JSON", "BYTES", "TEXT", "AVRO", "PARQUET")
 
@@ -56,6 +84,24 @@ class Result:
     records: int
     peak_rss: int | None = None
     note: str = ""
+    cpu_seconds: float | None = None
+    #: seconds until Spark's JVM started (CLI, preflight and plan), when it did
+    plan_seconds: float | None = None
+
+    @classmethod
+    def of(cls, name: str, usage: Usage, size: int, records: int, note: str = "") -> Result:
+        """A measured step; its note says where the CPU-seconds went, by process name."""
+        top = sorted(usage.sampled_by_name.items(), key=lambda item: -item[1])[:3]
+        split = ", ".join(f"{proc} {secs:.1f}" for proc, secs in top if secs >= 0.05)
+        note = "; ".join(n for n in (note, f"CPU s: {split}" if split else "") if n)
+        return cls(name, usage.seconds, size, records, usage.peak_rss, note, usage.cpu_seconds,
+                   usage.until_watch)
+
+    @property
+    def cpu_per_gb(self) -> float | None:
+        if self.cpu_seconds is None or not self.bytes:
+            return None
+        return self.cpu_seconds / (self.bytes / 1e9)
 
     @property
     def mb_s(self) -> float:
@@ -74,27 +120,77 @@ def value_of(i: int, size: int) -> bytes:
     return json.dumps(head).encode()
 
 
-def produce(broker: str, topic: str, total_bytes: int, value_bytes: int) -> tuple[int, int]:
+def keyed_partition(i: int) -> int:
+    """The partition of record ``i`` in the keyed shape (weighted, deterministic)."""
+    slot = i % sum(KEYED_WEIGHTS)
+    for partition, weight in enumerate(KEYED_WEIGHTS):
+        if slot < weight:
+            return partition
+        slot -= weight
+    raise AssertionError(slot)
+
+
+def produce(broker: str, topic: str, total_bytes: int, value_bytes: int,
+            keyed: bool) -> tuple[int, int, list[int]]:
+    """Records, value bytes, and value bytes per partition produced."""
     admin = AdminClient({"bootstrap.servers": broker})
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 50, "batch.size": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none"})
     sent = count = 0
+    per_partition = [0] * PARTITIONS
     while sent < total_bytes:
         value = value_of(count, value_bytes)
+        if keyed:
+            partition = keyed_partition(count)
+            # A key belongs to one partition (as with a hash partitioner), ~1,000 per partition.
+            key: bytes | None = f"customer-{partition}-{count % 997}".encode()
+            headers: list[tuple[str, bytes]] | None = [
+                ("source", b"bench"), ("trace-id", f"{count:016x}".encode())]
+        else:
+            partition, key, headers = count % PARTITIONS, None, None
         while True:
             try:
-                producer.produce(topic, value=value, partition=count % PARTITIONS)
+                producer.produce(topic, value=value, key=key, headers=headers,
+                                 partition=partition)
                 break
             except BufferError:
                 producer.poll(0.05)
         sent += len(value)
+        per_partition[partition] += len(value)
         count += 1
         if count % 10_000 == 0:
             producer.poll(0)
     if producer.flush(300) != 0:
         raise SystemExit("producing the benchmark topic did not finish")
-    return count, sent
+    return count, sent, per_partition
+
+
+def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> tuple[int, int]:
+    """WIDE_TOPICS topics of WIDE_PARTITIONS partitions; records and bytes produced."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    topics = [f"wide-{t:02d}" for t in range(WIDE_TOPICS)]
+    for future in admin.create_topics(
+            [NewTopic(t, num_partitions=WIDE_PARTITIONS) for t in topics]).values():
+        future.result(timeout=120)
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
+    count = size = 0
+    for topic in topics:
+        for partition in range(WIDE_PARTITIONS):
+            for _ in range(records_per_partition):
+                value = value_of(count, value_bytes)
+                while True:
+                    try:
+                        producer.produce(topic, value=value, partition=partition)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                count += 1
+                size += len(value)
+        producer.poll(0)
+    if producer.flush(300) != 0:
+        raise SystemExit("producing the 1,000-partition topics did not finish")
+    return count, size
 
 
 def evolve_value(i: int, size: int) -> bytes:
@@ -148,60 +244,6 @@ def consume_all(broker: str, topic: str, out: io.BufferedWriter | None = None) -
     return records, size
 
 
-class RssSampler:
-    """Peak summed RSS of a process and all its descendants, sampled from /proc."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _tree(self) -> list[int]:
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-        out, todo = [], [self.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            todo.extend(children.get(pid, []))
-        return out
-
-    def _run(self) -> None:
-        page = os.sysconf("SC_PAGE_SIZE")
-        while not self._stop.wait(0.25):
-            total = 0
-            for pid in self._tree():
-                try:
-                    with open(f"/proc/{pid}/statm") as f:
-                        total += int(f.read().split()[1]) * page
-                except (OSError, IndexError, ValueError):
-                    pass
-            self.peak = max(self.peak, total)
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        return self.peak
-
-
-def timed_process(command: list[str], env: dict[str, str], **kw: object) -> tuple[float, int, int]:
-    started = time.monotonic()
-    process = subprocess.Popen(command, env=env, **kw)  # type: ignore[call-overload]
-    sampler = RssSampler(process.pid)
-    code = process.wait()
-    return time.monotonic() - started, sampler.stop(), code
-
-
 def bucket_size(s3: object, bucket: str, prefix: str = "") -> int:
     total = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
@@ -231,136 +273,238 @@ def commit() -> str:
         return "unknown"
 
 
+def archive_command(bindir: Path, kcql: str, broker: str, endpoint: str) -> list[str]:
+    return [str(bindir / "kafka-archive"), "run", "--kcql", kcql,
+            "--bootstrap-servers", broker, "--endpoint-url", endpoint]
+
+
+def outcome(usage: Usage) -> str:
+    return "" if usage.code == 0 else f"FAILED: exit {usage.code}"
+
+
+@contextlib.contextmanager
+def services(kind: str, work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """Broker and S3 endpoint: bootstrap servers, endpoint URL, and the environment a
+    kafka-archive process needs for that broker."""
+    if kind == "tansu":
+        with LocalStack(work / "services") as stack:
+            yield stack.bootstrap_servers, stack.endpoint_url, dict(TANSU_ENV)
+        return
+    # Apache Kafka, as the integration tests run it (its jars fetched once by Maven).
+    sys.path.insert(0, str(HERE.parent / "tests" / "integration"))
+    from kafka_broker import KafkaBroker
+
+    s3 = start_s3(work / "services")
+    try:
+        with KafkaBroker(work / "kafka") as kafka:
+            yield kafka.bootstrap_servers, f"http://{LOOPBACK}:{s3.port}", {}
+    finally:
+        s3.stop()
+
+
+def bench_topic(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
+                env: dict[str, str], work: Path) -> tuple[list[Result], str]:
+    """The keyed or even shape: ceilings, the peer, kafka-archive per STOREAS, no-op run."""
+    bindir = Path(sys.executable).parent
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    topic = "bench"
+    keyed = args.shape == "keyed"
+    print(f"producing {args.mb} MB of ~{args.value_bytes} B values over {PARTITIONS} "
+          f"partitions ({args.shape}) ...", flush=True)
+    started = time.monotonic()
+    records, size, per_partition = produce(broker, topic, args.mb * 1_000_000,
+                                           args.value_bytes, keyed)
+    split = " / ".join(f"{b / 1e6:.0f}" for b in per_partition)
+    print(f"  {records} records, {size / 1e6:.1f} MB ({split} MB per partition) in "
+          f"{time.monotonic() - started:.1f} s", flush=True)
+    results: list[Result] = []
+
+    started = time.monotonic()
+    got_records, got_bytes = consume_all(broker, topic)
+    assert got_records == records, (got_records, records)
+    results.append(Result("consume ceiling", time.monotonic() - started, got_bytes, got_records))
+    print(f"  consume ceiling: {results[-1].mb_s:.1f} MB/s", flush=True)
+
+    block = os.urandom(UPLOAD_PART)
+    started = time.monotonic()
+    left, n = size, 0
+    while left > 0:
+        part = block[: min(left, UPLOAD_PART)]
+        s3.put_object(Bucket="bench", Key=f"ceiling/{n}", Body=part)
+        left -= len(part)
+        n += 1
+    results.append(Result("upload ceiling", time.monotonic() - started, size, records))
+    print(f"  upload ceiling: {results[-1].mb_s:.1f} MB/s", flush=True)
+    empty_bucket(s3, "bench")
+
+    peer_cmd = (
+        f"{sys.executable} {HERE / 'peer_consume.py'} {broker} {topic} {PARTITIONS} | "
+        f"{bindir / 'aws'} s3 cp - s3://bench/peer/{topic}.jsonl "
+        f"--endpoint-url {endpoint} --only-show-errors"
+    )
+    usage = measure(["bash", "-o", "pipefail", "-c", peer_cmd], env)
+    uploaded = bucket_size(s3, "bench", "peer/")
+    expected = size + records  # values plus one newline each
+    note = "" if usage.code == 0 and uploaded == expected else (
+        f"VOID: exit {usage.code}, uploaded {uploaded} != consumed {expected}")
+    results.append(Result.of("hand-rolled peer", usage, size, records, note))
+    print(f"  hand-rolled peer: {results[-1].mb_s:.1f} MB/s, "
+          f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB {note}", flush=True)
+    empty_bucket(s3, "bench")
+
+    env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
+    for fmt in formats:
+        kcql = (f"INSERT INTO bench:{fmt.lower()} SELECT * FROM {topic} "
+                f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000")
+        command = archive_command(bindir, kcql, broker, endpoint)
+        usage = measure(command, env, stdout=subprocess.DEVNULL)
+        results.append(Result.of(f"kafka-archive {fmt}", usage, size, records, outcome(usage)))
+        print(f"  kafka-archive {fmt}: {results[-1].mb_s:.1f} MB/s, "
+              f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB, peak RSS {usage.peak_rss / 1e6:.0f} MB "
+              f"{outcome(usage)}", flush=True)
+        if fmt == formats[-1]:
+            usage = measure(command, env, stdout=subprocess.DEVNULL)
+            results.append(Result.of("no-op run (nothing new)", usage, 0, 0, outcome(usage)))
+        empty_bucket(s3, "bench")
+
+    if args.evolve_records:
+        evolving = "bench-evolve"
+        evolve_size = produce_evolving(broker, evolving, args.evolve_records, args.value_bytes)
+        for mode in ("NONE", "BACKWARD"):
+            kcql = (f"INSERT INTO bench:evolve-{mode.lower()} SELECT * FROM {evolving} "
+                    "STOREAS `PARQUET` PROPERTIES('flush.count'=1000000, "
+                    f"'schema.compatibility'='{mode}')")
+            usage = measure(archive_command(bindir, kcql, broker, endpoint), env,
+                            stdout=subprocess.DEVNULL)
+            objects = object_count(s3, "bench", f"evolve-{mode.lower()}/")
+            note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
+            results.append(Result.of(f"PARQUET v1/v2 interleaved, {mode}", usage, evolve_size,
+                                     args.evolve_records, note))
+            print(f"  v1/v2 interleaved {mode}: {results[-1].mb_s:.2f} MB/s, {note}", flush=True)
+    title = (f"{args.mb} MB, {args.shape} shape ({split} MB per partition), "
+             f"~{args.value_bytes} B values, {records} records")
+    return results, title
+
+
+def bench_wide(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
+               env: dict[str, str], work: Path) -> tuple[list[Result], str]:
+    """The wide shape: 1,000 partitions of few records; plan, run and no-op run times."""
+    bindir = Path(sys.executable).parent
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    partitions = WIDE_TOPICS * WIDE_PARTITIONS
+    print(f"producing {args.wide_records} records of ~{args.value_bytes} B into each of "
+          f"{partitions} partitions ({WIDE_TOPICS} topics x {WIDE_PARTITIONS}) ...", flush=True)
+    started = time.monotonic()
+    records, size = produce_wide(broker, args.wide_records, args.value_bytes)
+    print(f"  {records} records, {size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s",
+          flush=True)
+    env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
+    results: list[Result] = []
+    for fmt in formats:
+        kcql = ";\n".join(
+            f"INSERT INTO bench:wide-{fmt.lower()} SELECT * FROM wide-{t:02d} "
+            f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000" for t in range(WIDE_TOPICS))
+        command = archive_command(bindir, kcql, broker, endpoint)
+        usage = measure(command, env, stdout=subprocess.DEVNULL)
+        objects = object_count(s3, "bench", f"wide-{fmt.lower()}/")
+        note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        results.append(Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size,
+                                 records, note))
+        print(f"  kafka-archive {fmt}: {usage.seconds:.1f} s (plan {usage.until_watch or 0:.1f} s)"
+              f", peak RSS {usage.peak_rss / 1e6:.0f} MB, {note}", flush=True)
+        usage = measure(command, env, stdout=subprocess.DEVNULL)
+        results.append(Result.of(f"no-op run, {partitions} partitions", usage, 0, 0,
+                                 outcome(usage)))
+        print(f"  no-op run: {usage.seconds:.1f} s {outcome(usage)}", flush=True)
+    title = (f"wide shape: {WIDE_TOPICS} topics x {WIDE_PARTITIONS} partitions, "
+             f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records")
+    return results, title
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=SHAPES, default=os.environ.get("BENCH_SHAPE", "keyed"))
+    parser.add_argument("--broker", choices=BROKERS, default=os.environ.get("BENCH_BROKER"),
+                        help="tansu (default; wide: kafka): tansu answers offsets of many "
+                        "partitions slowly (a fetch per partition)")
     parser.add_argument("--mb", type=int, default=int(os.environ.get("BENCH_MB", "256")))
     parser.add_argument("--value-bytes", type=int,
                         default=int(os.environ.get("BENCH_VALUE_BYTES", "1000")))
-    parser.add_argument("--formats", default=os.environ.get("BENCH_FORMATS", ",".join(FORMATS)))
+    parser.add_argument("--formats", default=os.environ.get("BENCH_FORMATS"),
+                        help=f"STOREAS to run (default: {','.join(FORMATS)}; wide: JSON)")
+    parser.add_argument("--wide-records", type=int,
+                        default=int(os.environ.get("BENCH_WIDE_RECORDS", "10")),
+                        help="records per partition of the wide shape")
     parser.add_argument("--evolve-records", type=int,
                         default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
                         help="records of the schema evolution case (0: skip it)")
     parser.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
     parser.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     args = parser.parse_args()
-    formats = [f.strip().upper() for f in args.formats.split(",") if f.strip()]
+    if args.shape not in SHAPES:
+        parser.error(f"BENCH_SHAPE must be one of {', '.join(SHAPES)}, not {args.shape!r}")
+    args.broker = args.broker or ("kafka" if args.shape == "wide" else "tansu")
+    if args.broker not in BROKERS:
+        parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
+    default_formats = "JSON" if args.shape == "wide" else ",".join(FORMATS)
+    formats = [f.strip().upper() for f in (args.formats or default_formats).split(",")
+               if f.strip()]
 
+    become_subreaper()
+    # A SIGTERM (a timeout, a CI limit) unwinds like ^C: the services and the measured
+    # process tree are stopped, not left running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ.update(MOTO_CREDENTIALS)
-    env = {**os.environ, **TANSU_ENV, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable}
-    bindir = Path(sys.executable).parent
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     work = Path(tempfile.mkdtemp(prefix="kafka-archive-bench-"))
-    results: list[Result] = []
     try:
-        with LocalStack(work / "services") as stack:
-            broker, endpoint = stack.bootstrap_servers, stack.endpoint_url
-            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-            s3.create_bucket(Bucket="bench")
-            topic = "bench"
-            print(f"producing {args.mb} MB of ~{args.value_bytes} B values over {PARTITIONS} "
-                  "partitions ...", flush=True)
-            started = time.monotonic()
-            records, size = produce(broker, topic, args.mb * 1_000_000, args.value_bytes)
-            print(f"  {records} records, {size / 1e6:.1f} MB in "
-                  f"{time.monotonic() - started:.1f} s", flush=True)
-
-            started = time.monotonic()
-            got_records, got_bytes = consume_all(broker, topic)
-            consume = Result("consume ceiling", time.monotonic() - started, got_bytes,
-                             got_records)
-            assert got_records == records, (got_records, records)
-            results.append(consume)
-            print(f"  {consume.name}: {consume.mb_s:.1f} MB/s", flush=True)
-
-            block = os.urandom(UPLOAD_PART)
-            started = time.monotonic()
-            left, n = size, 0
-            while left > 0:
-                part = block[: min(left, UPLOAD_PART)]
-                s3.put_object(Bucket="bench", Key=f"ceiling/{n}", Body=part)
-                left -= len(part)
-                n += 1
-            upload = Result("upload ceiling", time.monotonic() - started, size, records)
-            results.append(upload)
-            print(f"  {upload.name}: {upload.mb_s:.1f} MB/s", flush=True)
-            empty_bucket(s3, "bench")
-
-            peer_cmd = (
-                f"{sys.executable} {HERE / 'peer_consume.py'} {broker} {topic} {PARTITIONS} | "
-                f"{bindir / 'aws'} s3 cp - s3://bench/peer/{topic}.jsonl "
-                f"--endpoint-url {endpoint} --only-show-errors"
-            )
-            seconds, rss, code = timed_process(["bash", "-o", "pipefail", "-c", peer_cmd], env)
-            uploaded = bucket_size(s3, "bench", "peer/")
-            expected = size + records  # values plus one newline each
-            note = "" if code == 0 and uploaded == expected else (
-                f"VOID: exit {code}, uploaded {uploaded} != consumed {expected}")
-            peer = Result("hand-rolled peer", seconds, size, records, rss, note)
-            results.append(peer)
-            print(f"  {peer.name}: {peer.mb_s:.1f} MB/s {note}", flush=True)
-            empty_bucket(s3, "bench")
-
-            for fmt in formats:
-                kcql = (f"INSERT INTO bench:{fmt.lower()} SELECT * FROM {topic} "
-                        f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000")
-                command = [str(bindir / "kafka-archive"), "run", "--kcql", kcql,
-                           "--bootstrap-servers", broker, "--endpoint-url", endpoint]
-                env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
-                seconds, rss, code = timed_process(command, env, stdout=subprocess.DEVNULL)
-                note = "" if code == 0 else f"FAILED: exit {code}"
-                results.append(Result(f"kafka-archive {fmt}", seconds, size, records, rss, note))
-                print(f"  kafka-archive {fmt}: {size / 1e6 / seconds:.1f} MB/s, "
-                      f"peak RSS {rss / 1e6:.0f} MB {note}", flush=True)
-                if fmt == formats[-1]:
-                    seconds, rss, code = timed_process(command, env, stdout=subprocess.DEVNULL)
-                    results.append(Result("no-op run (nothing new)", seconds, 0, 0, rss,
-                                          "" if code == 0 else f"FAILED: exit {code}"))
-                empty_bucket(s3, "bench")
-
-            if args.evolve_records:
-                evolving = "bench-evolve"
-                evolve_size = produce_evolving(broker, evolving, args.evolve_records,
-                                               args.value_bytes)
-                for mode in ("NONE", "BACKWARD"):
-                    kcql = (f"INSERT INTO bench:evolve-{mode.lower()} SELECT * FROM {evolving} "
-                            "STOREAS `PARQUET` PROPERTIES('flush.count'=1000000, "
-                            f"'schema.compatibility'='{mode}')")
-                    command = [str(bindir / "kafka-archive"), "run", "--kcql", kcql,
-                               "--bootstrap-servers", broker, "--endpoint-url", endpoint]
-                    seconds, rss, code = timed_process(command, env, stdout=subprocess.DEVNULL)
-                    objects = object_count(s3, "bench", f"evolve-{mode.lower()}/")
-                    note = f"{objects} objects" + ("" if code == 0 else f"; FAILED: exit {code}")
-                    results.append(Result(f"PARQUET v1/v2 interleaved, {mode}", seconds,
-                                          evolve_size, args.evolve_records, rss, note))
-                    print(f"  v1/v2 interleaved {mode}: {evolve_size / 1e6 / seconds:.2f} MB/s, "
-                          f"{note}", flush=True)
+        with services(args.broker, work) as (broker, endpoint, broker_env):
+            env.update(broker_env)
+            shape = bench_wide if args.shape == "wide" else bench_topic
+            results, title = shape(args, formats, broker, endpoint, env, work)
+    except StackError as exc:  # a service did not start, or java/mvn are missing
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    table = render(results, consume, upload, peer)
+    table = render(results)
     print()
     print(table)
     if not args.no_record:
+        size = (("BENCH_WIDE_RECORDS", args.wide_records) if args.shape == "wide"
+                else ("BENCH_MB", args.mb))
+        settings = " ".join(f"{k}={v}" for k, v in (
+            ("BENCH_SHAPE", args.shape), ("BENCH_BROKER", args.broker), size,
+            ("BENCH_VALUE_BYTES", args.value_bytes), ("BENCH_FORMATS", ",".join(formats))))
         header = (f"\n## {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit "
-                  f"{commit()} · {machine()} · {args.mb} MB, ~{args.value_bytes} B values, "
-                  f"{records} records\n\n`make bench BENCH_MB={args.mb} "
-                  f"BENCH_VALUE_BYTES={args.value_bytes}`"
+                  f"{commit()} · {machine()} · {args.broker} · {title}\n\n`make bench {settings}`"
                   + (f" — {args.note}" if args.note else "") + "\n\n")
         with open(HERE / "RESULTS.md", "a") as f:
             f.write(header + table + "\n")
     return 0
 
 
-def render(results: list[Result], consume: Result, upload: Result, peer: Result) -> str:
-    ceiling = min(consume.mb_s, upload.mb_s)
-    lines = ["| step | seconds | MB/s | records/s | × ceiling | × peer | peak RSS MB | note |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+def render(results: list[Result]) -> str:
+    by_name = {r.name: r for r in results}
+    consume, upload = by_name.get("consume ceiling"), by_name.get("upload ceiling")
+    peer = by_name.get("hand-rolled peer")
+    ceiling = min(consume.mb_s, upload.mb_s) if consume and upload else 0.0
+    lines = ["| step | seconds | plan s | MB/s | records/s | × ceiling | × peer | CPU s "
+             "| CPU s/GB | peak RSS MB | note |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in results:
         rss = f"{r.peak_rss / 1e6:.0f}" if r.peak_rss else ""
         ratio = f"{r.mb_s / ceiling:.2f}" if r.bytes and ceiling else ""
-        vs_peer = f"{r.mb_s / peer.mb_s:.2f}" if r.bytes and peer.mb_s else ""
-        lines.append(f"| {r.name} | {r.seconds:.1f} | {r.mb_s:.1f} | {r.rec_s:,.0f} | {ratio} "
-                     f"| {vs_peer} | {rss} | {r.note} |")
+        vs_peer = f"{r.mb_s / peer.mb_s:.2f}" if r.bytes and peer and peer.mb_s else ""
+        plan = f"{r.plan_seconds:.1f}" if r.plan_seconds is not None else ""
+        cpu = f"{r.cpu_seconds:.1f}" if r.cpu_seconds is not None else ""
+        per_gb = f"{r.cpu_per_gb:.1f}" if r.cpu_per_gb is not None else ""
+        mb_s = f"{r.mb_s:.1f}" if r.mb_s >= 1 or not r.bytes else f"{r.mb_s:.3f}"
+        lines.append(f"| {r.name} | {r.seconds:.1f} | {plan} | {mb_s} | {r.rec_s:,.0f} "
+                     f"| {ratio} | {vs_peer} | {cpu} | {per_gb} | {rss} | {r.note} |")
     return "\n".join(lines)
 
 
