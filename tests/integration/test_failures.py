@@ -11,6 +11,7 @@ starts answering ExpiredToken mid-run, and the bucket deleted mid-run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import subprocess
 import threading
@@ -26,12 +27,12 @@ from confluent_kafka import Producer
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
-from kafka_archive.archiver import errors
+from kafka_archive.archiver import driver, errors
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.settings import load_settings
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.task import UnitFailure
+from kafka_archive.archiver.task import UnitFailure, archive_units
 from kafka_archive.cli import main
 from kafka_archive.kcql import parse
 
@@ -158,7 +159,8 @@ def _run_units(spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[st
                               settings=good.settings, job="j", run_id="r", now_ms=0)  # fmt: skip
     bad = load_settings(None, env, {"bootstrap_servers": broker, "endpoint_url": endpoint,
                                     **flags})  # fmt: skip
-    return jobs.run_units_on_spark(spark, work.units, bad.settings)
+    task = functools.partial(archive_units, settings=bad.settings)
+    return driver.map_units(driver.SparkOnDemand.running(spark, bad.settings), work.units, task)
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,22 @@ class ArchiveError(Exception):
         return where + self.message + (f". {self.hint}" if self.hint else "")
 
 
+def rebuild(
+    error_type: str,
+    message: str,
+    *,
+    tp: TopicPartition | None = None,
+    offset: int | None = None,
+    hint: str | None = None,
+) -> ArchiveError:
+    """The error a Spark task returned by name (errors cross back as values), as the error
+    of that class again on the driver; an unknown name gives an :class:`ArchiveError`."""
+    cls = globals().get(error_type, ArchiveError)
+    if not (isinstance(cls, type) and issubclass(cls, ArchiveError)):
+        cls = ArchiveError
+    return cls(message, tp=tp, offset=offset, hint=hint)
+
+
 class ConfigError(ArchiveError):
     """A setting is missing, unknown or malformed."""
 

@@ -45,10 +45,8 @@ class UnitFailure:
     committed: UnitResult | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        cls = getattr(errors, self.error_type, errors.ArchiveError)
-        if not (isinstance(cls, type) and issubclass(cls, errors.ArchiveError)):
-            cls = errors.ArchiveError
-        return cls(self.message, tp=self.tp, offset=self.offset, hint=self.hint)
+        return errors.rebuild(self.error_type, self.message, tp=self.tp, offset=self.offset,
+                              hint=self.hint)  # fmt: skip
 
 
 def _commit(

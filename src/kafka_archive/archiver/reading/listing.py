@@ -11,6 +11,7 @@ committed offsets its state holds.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -23,7 +24,7 @@ from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import listing_prefix, parse_key
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Codecs, Compression, Format, Route, Target
+from kafka_archive.kcql.plan import Codecs, Compression, Format, Plan, Route, Target
 
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
 _LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
@@ -110,6 +111,20 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
         "layout, pass the KCQL that wrote it with --kcql",
+    )
+
+
+def archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
+    """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
+    store.check_bucket(target.bucket)
+    if plan is None:
+        return default_route(store, target, topic)
+    for route in plan.routes:
+        if route.target == target and (route.topic == topic or route.all_topics):
+            return dataclasses.replace(route, topic=topic)
+    raise ConfigError(
+        f"no KCQL statement writes {topic} to {target}",
+        hint="Pass the statement that wrote the archive, or leave out --kcql",
     )
 
 
