@@ -4,6 +4,7 @@ Each command lives in its own module; this facade names them:
 
 - ``compile_plan``, ``check_layouts`` (:mod:`.plan_checks`): KCQL text -> a checked plan;
 - ``run``, ``follow``, ``reset_state`` (:mod:`.session`): archive, once or continuously;
+  ``serve`` (:mod:`.service`): follow with signals and metrics; ``write_outputs``;
 - ``verify`` (:mod:`.verify`), ``status`` (:mod:`.status`): check the archive, show the lag;
 - ``cat`` (:mod:`.reading.rendering`), ``restore`` (:mod:`.restore`): read it back.
 
@@ -17,12 +18,13 @@ from kafka_archive.archiver.driver import NullProgress, Progress
 from kafka_archive.archiver.plan_checks import check_layouts, compile_plan
 from kafka_archive.archiver.reading.rendering import cat
 from kafka_archive.archiver.restore import RestoreFilter, RestoreRun, restore
-from kafka_archive.archiver.session import FollowResult, cancel_spark_jobs, follow, reset_state, run
+from kafka_archive.archiver.service import FollowOptions, serve, write_outputs
+from kafka_archive.archiver.session import FollowResult, follow, reset_state, run
 from kafka_archive.archiver.status import JobStatus, status
 from kafka_archive.archiver.verify import VerifyResult, verify
 
 __all__ = [
-    "FollowResult", "JobStatus", "NullProgress", "Progress", "RestoreFilter", "RestoreRun",
-    "VerifyResult", "cancel_spark_jobs", "cat", "check_layouts", "compile_plan", "follow",
-    "reset_state", "restore", "run", "status", "verify",
+    "FollowOptions", "FollowResult", "JobStatus", "NullProgress", "Progress", "RestoreFilter",
+    "RestoreRun", "VerifyResult", "cat", "check_layouts", "compile_plan", "follow",
+    "reset_state", "restore", "run", "serve", "status", "verify", "write_outputs",
 ]  # fmt: skip

@@ -176,6 +176,12 @@ class SparkOnDemand:
             self._context, self._owned = spark_context(self.settings, self.app_name)
         return self._context
 
+    def cancel_jobs(self) -> None:
+        """Cancel what the context is running (from another thread; tasks stop, nothing
+        they did not commit counts)."""
+        if self._context is not None:
+            self._context.cancelAllJobs()
+
     def close(self) -> None:
         if self._context is not None and self._owned:
             stop_spark(self._context)

@@ -205,6 +205,7 @@ def follow(
     on_batch: Callable[[RunResult], None],
     progress: driver.Progress | None = None,
     on_error: Callable[[ArchiveError, float], None] | None = None,
+    started: Callable[[Session], None] | None = None,
 ) -> FollowResult:
     """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
 
@@ -218,14 +219,17 @@ def follow(
     With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
     upload or read that ran out of retries) is reported to it with the back-off delay
     (poll interval doubling per failure in a row, at most a minute) and tried again; what
-    its units committed before the failure is in the error's ``result``.
+    its units committed before the failure is in the error's ``result``. ``started`` is
+    told the session once it is open (to cancel its Spark jobs from another thread).
     """
     if settings.max_records_per_partition is None:
         settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
-    started = time.monotonic()
+    begun = time.monotonic()
     batches = records = size = objects = 0
     failed_in_a_row = 0
     with session(settings, plan, progress or driver.NullProgress()) as archiver:
+        if started is not None:
+            started(archiver)
         while True:
             try:
                 result = archiver.batch(hold_tails=True)
@@ -256,17 +260,8 @@ def follow(
         records=records,
         bytes=size,
         objects=objects,
-        seconds=time.monotonic() - started,
+        seconds=time.monotonic() - begun,
     )
-
-
-def cancel_spark_jobs() -> None:
-    """Cancel whatever the driver's SparkContext is running (a bounded shutdown gave up)."""
-    from pyspark import SparkContext
-
-    context = SparkContext._active_spark_context
-    if context is not None:
-        context.cancelAllJobs()
 
 
 def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
