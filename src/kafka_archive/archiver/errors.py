@@ -102,8 +102,10 @@ class StateConflictError(ArchiveError):
     exit_code = 9
 
 
-class BadRecordError(ArchiveError):
-    """A record cannot be stored in the route's format, and the policy is to fail."""
+class BadRecordError(ArchiveError, ValueError):
+    """A record cannot be stored in the route's format (raised by the encoders, where the
+    error policy decides; the run's error when the policy is to fail). The message never
+    holds payload."""
 
     exit_code = 10
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
-from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
-from kafka_archive.archiver.formats.registry import SchemaRegistry
+from kafka_archive.archiver.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store

@@ -32,7 +32,6 @@ from typing import Any
 from kafka_archive.archiver import driver
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats.compression import decompress
-from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
@@ -48,6 +47,7 @@ from kafka_archive.archiver.reading.decoding import (
 )
 from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route
