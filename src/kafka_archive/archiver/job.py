@@ -67,7 +67,7 @@ class WorkPlan:
 
 def _is_ours(key: str, route: Route) -> bool:
     """Whether an incomplete multipart upload at ``key`` belongs to this route's objects."""
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    head = route.target.head
     name = key.rsplit("/", 1)[-1]
     return key.startswith(f"{head}{route.topic}/") or name.startswith(f"{route.topic}(")
 
@@ -76,7 +76,7 @@ def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:
     """Abort multipart uploads that crashed runs of these routes left open."""
     aborted = 0
     for route in routes:
-        head = f"{route.target.prefix}/" if route.target.prefix else ""
+        head = route.target.head
         for key, upload_id in store.incomplete_uploads(route.target.bucket, head):
             if _is_ours(key, route):
                 store.abort_upload(route.target.bucket, key, upload_id)

@@ -56,7 +56,7 @@ def list_partition_objects(
     """
     layout = layout_for(route)
     head = listing_prefix(layout)
-    own = f"{route.target.prefix}/{STATE_DIR}/" if route.target.prefix else f"{STATE_DIR}/"
+    own = f"{route.target.head}{STATE_DIR}/"
     listing = keys if keys is not None else store.list_objects(route.target.bucket, head)
     found: dict[TopicPartition, list[StoredObject]] = defaultdict(list)
     for key, size in listing:
@@ -92,7 +92,7 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         NotInArchiveError: no such objects.
         ConfigError: ``.csv`` objects, which may or may not start with a header row.
     """
-    head = f"{target.prefix}/" if target.prefix else ""
+    head = target.head
     folder = f"{head}{topic}/"
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
@@ -130,7 +130,7 @@ def archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str
 
 def committed_offsets(store: S3Store, target: Target) -> dict[TopicPartition, int]:
     """Committed offsets of the partitions that exactly one job archives under ``target``."""
-    head = f"{target.prefix}/" if target.prefix else ""
+    head = target.head
     found: dict[TopicPartition, list[int]] = {}
     for key, _ in store.list_objects(target.bucket, f"{head}{STATE_DIR}/"):
         match = _STATE_NAME.search(key)
@@ -148,7 +148,7 @@ def partition_objects(
 ) -> tuple[StoredObject, ...]:
     """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
     layout = layout_for(route)
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    head = route.target.head
     folder = f"{head}{tp.topic}/{layout.partition_text(tp.partition)}/"
     keys = (
         store.list_objects(route.target.bucket, folder)

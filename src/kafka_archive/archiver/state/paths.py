@@ -12,7 +12,7 @@ STATE_DIR = ".kafka-archive"
 
 
 def state_root(target: Target, job: str) -> str:
-    head = f"{target.prefix}/" if target.prefix else ""
+    head = target.head
     return f"{head}{STATE_DIR}/{job}"
 
 
