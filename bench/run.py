@@ -40,7 +40,7 @@ import boto3
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
+from devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 4
