@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from archive_helpers import archived_ids
-from confluent_kafka import Producer
+from archive_helpers import produce as produce_records
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
@@ -45,14 +45,10 @@ def produce(
 ) -> None:  # fmt: skip
     """Records {"id": i, "pad": "x" * pad}, record i into partition i % partitions, in
     record batches of at most ``batch_bytes``."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5,
-                         "batch.size": batch_bytes})  # fmt: skip
-    for i in range(count):
-        value = json.dumps({"id": i, "pad": "x" * pad}).encode()
-        producer.produce(topic, value=value, partition=i % partitions)
-        if i % 5000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
+        for i in range(count)
+    ), batch_size=batch_bytes)  # fmt: skip
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
