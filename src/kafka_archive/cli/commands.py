@@ -1,4 +1,4 @@
-"""The command line: parse flags, build Settings and a Plan, call the library, print.
+"""The commands: parse flags, build Settings and a Plan, call the library, print.
 
 ``main`` maps every error family to one line on stderr and an exit code; a traceback is
 shown only with ``--debug``.
@@ -20,7 +20,6 @@ from typing import Any
 import click
 
 from kafka_archive import __version__, importer, kcql, shipping
-from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, kafka_client_error
 from kafka_archive.archiver.job import job_name_for
@@ -29,9 +28,9 @@ from kafka_archive.archiver.restore import RestoreFilter
 from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
 from kafka_archive.archiver.spark import task_failure
 from kafka_archive.archiver.verify import to_json as verify_json
-from kafka_archive.console import LiveProgress, LogProgress
-from kafka_archive.secrets import scrub
-from kafka_archive.summary import (
+from kafka_archive.cli import submit as submitting
+from kafka_archive.cli.console import LiveProgress, LogProgress
+from kafka_archive.cli.render import (
     render_follow,
     render_plan,
     render_restore,
@@ -39,6 +38,7 @@ from kafka_archive.summary import (
     render_summary,
     render_verify,
 )
+from kafka_archive.secrets import scrub
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -588,6 +588,3 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
     click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
     return exc.exit_code
 
-
-if __name__ == "__main__":
-    sys.exit(main())
