@@ -16,14 +16,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python samples/demo.py
+	PYTHONPATH=testbed $(BIN)/python samples/demo.py
 
 # make bench [BENCH_SHAPE=keyed|even|wide] [BENCH_MB=1024] [BENCH_VALUE_BYTES=200]
 #            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_WIDE_RECORDS=10]
 # (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
-	$(BIN)/python bench/run.py
+	PYTHONPATH=testbed $(BIN)/python bench/run.py
 
 # The integration tests run Apache Kafka (tests/integration/kafka_broker.py): Java and Maven
 # fetch it once from Maven Central (testbed/kafka/pom.xml) into ~/.cache/kafka-archive.
@@ -32,13 +32,13 @@ KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 
 
 test: $(STAMP)
 	@$(KAFKA_TOOLS)
-	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
+	PYTHONPATH=testbed $(BIN)/python tests/integration/kafka_broker.py >/dev/null
 	$(BIN)/python -m pytest -m "not full"
 
 # The whole product of the read-side matrix (tests/integration/test_read_matrix.py).
 test-full: $(STAMP)
 	@$(KAFKA_TOOLS)
-	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
+	PYTHONPATH=testbed $(BIN)/python tests/integration/kafka_broker.py >/dev/null
 	$(BIN)/python -m pytest -m full
 
 test-unit: $(STAMP)
@@ -46,11 +46,11 @@ test-unit: $(STAMP)
 
 test-integration: $(STAMP)
 	@$(KAFKA_TOOLS)
-	$(BIN)/python tests/integration/kafka_broker.py >/dev/null
+	PYTHONPATH=testbed $(BIN)/python tests/integration/kafka_broker.py >/dev/null
 	$(BIN)/python -m pytest -m "integration and not full"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests samples bench
+	$(BIN)/ruff check src tests testbed samples bench
 	$(BIN)/mypy
 
 clean:

@@ -56,7 +56,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procstat import Usage, become_subreaper, measure  # bench/, the script's directory
 
-from kafka_archive.devstack import (
+from devstack import (
     LOOPBACK,
     MOTO_CREDENTIALS,
     TANSU_ENV,

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce_orders import create_topic, produce
 
-from kafka_archive.devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
+from devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
 
 BUCKET = "demo-bucket"
 TOPIC = "orders"

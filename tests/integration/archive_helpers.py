@@ -1,17 +1,31 @@
-"""What several integration tests share: numbered records in, the archive read back with
+"""What several integration tests share: records in (:func:`produce`, :func:`produce_ids`),
+a topic read back with a plain consumer (:func:`kafka_records`), the archive read back with
 plain boto3 + json (never our own readers), and the installed command for subprocess runs."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from confluent_kafka import Producer
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from kafka_archive.cli import main
 
 KAFKA_ARCHIVE = str(Path(sys.executable).with_name("kafka-archive"))
 """The ``kafka-archive`` command of the interpreter running the tests, for whole-process runs."""
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``kafka-archive *args`` in this process: the exit code, stdout and stderr."""
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def produce_ids(
@@ -20,12 +34,67 @@ def produce_ids(
 ) -> None:  # fmt: skip
     """Records ``{"id": i}`` for i in [first, first + count), record i into partition
     ``i % partitions`` (at ``timestamp + i`` ms when a timestamp is given)."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(first, first + count):
-        kwargs: dict[str, Any] = {} if timestamp is None else {"timestamp": timestamp + i}
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % partitions,
-                         **kwargs)  # fmt: skip
-    assert producer.flush(30) == 0
+    produce(broker, topic, (
+        {"value": json.dumps({"id": i}).encode(), "partition": i % partitions,
+         **({} if timestamp is None else {"timestamp": timestamp + i})}
+        for i in range(first, first + count)
+    ))  # fmt: skip
+
+
+def produce(
+    broker: str, topic: str, records: Iterable[Mapping[str, Any]], **config: Any
+) -> None:
+    """Each record (the keyword arguments of ``Producer.produce``: value, partition, key,
+    headers, timestamp) into ``topic``, then wait until all are acknowledged. ``config``
+    adds producer settings (``batch_size=...`` for ``batch.size``)."""
+    settings = {"bootstrap.servers": broker, "linger.ms": 5}
+    settings.update({name.replace("_", "."): value for name, value in config.items()})
+    producer = Producer(settings)
+    for n, record in enumerate(records):
+        while True:
+            try:
+                producer.produce(topic, **record)
+                break
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.1)
+        if n % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+class KafkaRecord(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+def kafka_records(
+    broker: str, topic: str, partitions: int, *, committed: bool = True
+) -> list[KafkaRecord]:
+    """Every record of the topic's first ``partitions`` partitions as a plain consumer reads
+    it (``read_committed`` unless told otherwise), in (partition, offset) order."""
+    consumer = Consumer({
+        "bootstrap.servers": broker, "group.id": f"test-reader-{topic}",
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
+    })  # fmt: skip
+    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+    found: list[KafkaRecord] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(at_end) < partitions and time.monotonic() < deadline:
+        for m in consumer.consume(1000, 0.2):
+            if m.error() is not None:
+                at_end.add(m.partition())
+                continue
+            found.append(KafkaRecord(m.partition(), m.offset(), m.key(), m.value(),
+                                     tuple(m.headers() or ()), m.timestamp()[1]))  # fmt: skip
+    consumer.close()
+    assert len(at_end) == partitions, "the reference consumer did not reach the end"
+    return sorted(found, key=lambda r: (r.partition, r.offset))
 
 
 def archived_ids(s3: Any, bucket: str, prefix: str = "arch/") -> list[int]:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_broker import KafkaBroker, ensure_libs
 
-from kafka_archive.devstack import LOOPBACK, MOTO_CREDENTIALS, Service, StackError, start_s3
+from devstack import LOOPBACK, MOTO_CREDENTIALS, Service, StackError, start_s3
 
 
 @dataclass

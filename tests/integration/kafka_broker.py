@@ -27,7 +27,7 @@ import uuid
 from pathlib import Path
 from types import TracebackType
 
-from kafka_archive.devstack import LOOPBACK, Service, StackError, free_port, start_service
+from devstack import LOOPBACK, Service, StackError, free_port, start_service
 
 POM = Path(__file__).resolve().parents[2] / "testbed" / "kafka" / "pom.xml"
 _DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"

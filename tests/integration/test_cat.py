@@ -8,24 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-
-from kafka_archive.cli import main
+from archive_helpers import cli
+from archive_helpers import produce as produce_records
 
 pytestmark = pytest.mark.integration
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def produce(broker: str, topic: str, values: list[bytes | None]) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for value in values:
-        producer.produce(topic, value=value, partition=0)
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, ({"value": value, "partition": 0} for value in values))
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE
-from confluent_kafka import Producer
+from archive_helpers import KAFKA_ARCHIVE, produce_ids
 
 from kafka_archive.cli import main
 
@@ -28,13 +27,6 @@ pytestmark = pytest.mark.integration
 TRIALS = 20
 PER_TRIAL = 3000
 PARTITIONS = 3
-
-
-def produce(broker: str, topic: str, first: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(first, first + count):
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
 
 
 def listing(s3: Any, bucket: str) -> tuple[dict[str, bytes], list[str]]:
@@ -79,7 +71,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     produced = 0
     interrupted = 0  # trials killed with uploaded, uncommitted objects (intent markers) left
     for trial in range(TRIALS):
-        produce(broker, name, produced, PER_TRIAL)
+        produce_ids(broker, name, produced, PER_TRIAL, partitions=PARTITIONS)
         produced += PER_TRIAL
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)

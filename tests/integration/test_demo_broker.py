@@ -1,7 +1,7 @@
 """The demo's broker (tansu, ``make demo``) still works end to end: a short smoke test.
 
 Every other integration test runs on Apache Kafka; this one keeps the path a first look
-takes honest: tansu started by ``kafka_archive.devstack`` as the demo starts it, a run, a
+takes honest: tansu started by ``testbed/devstack.py`` as the demo starts it, a run, a
 second run that archives only the new records, the archive read back with boto3 + json.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from archive_helpers import archived_ids, produce_ids
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from devstack import LOOPBACK, TANSU_ENV, start_broker
 from kafka_archive.cli import main
-from kafka_archive.devstack import LOOPBACK, TANSU_ENV, start_broker
 
 pytestmark = pytest.mark.integration
 

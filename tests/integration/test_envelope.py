@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from archive_helpers import kafka_records
+from archive_helpers import produce as produce_records
 
 from kafka_archive.cli import main
 
@@ -44,40 +44,18 @@ def originals(count: int, partitions: int) -> dict[int, list[Original]]:
 
 
 def produce(broker: str, topic: str, records: dict[int, list[Original]]) -> None:
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for partition, items in records.items():
-        for key, value, headers, timestamp in items:
-            producer.produce(
-                topic, key=key, value=value, headers=list(headers), partition=partition,
-                timestamp=timestamp,
-            )  # fmt: skip
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, (
+        {"key": key, "value": value, "headers": list(headers), "partition": partition,
+         "timestamp": timestamp}
+        for partition, items in records.items()
+        for key, value, headers, timestamp in items
+    ))  # fmt: skip
 
 
 def read_back(broker: str, topic: str, partitions: int) -> dict[int, list[Original]]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker,
-            "group.id": "envelope-reader",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
     found: dict[int, list[Original]] = {p: [] for p in range(partitions)}
-    at_end: set[int] = set()
-    for _ in range(300):
-        for message in consumer.consume(1000, 0.2):
-            if message.error() is not None:
-                at_end.add(message.partition())
-                continue
-            headers = tuple(message.headers() or ())
-            found[message.partition()].append(
-                (message.key(), message.value(), headers, message.timestamp()[1])
-            )
-        if len(at_end) == partitions:
-            break
-    consumer.close()
+    for r in kafka_records(broker, topic, partitions):
+        found[r.partition].append((r.key, r.value, r.headers, r.timestamp))
     return found
 
 

@@ -11,6 +11,7 @@ starts answering ExpiredToken mid-run, and the bucket deleted mid-run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import subprocess
 import threading
@@ -22,16 +23,16 @@ from typing import Any
 
 import pytest
 from archive_helpers import archived_ids
-from confluent_kafka import Producer
+from archive_helpers import produce as produce_records
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
-from kafka_archive.archiver import errors
+from kafka_archive.archiver import driver, errors
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.settings import load_settings
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.task import UnitFailure
+from kafka_archive.archiver.task import UnitFailure, archive_units
 from kafka_archive.cli import main
 from kafka_archive.kcql import parse
 
@@ -44,14 +45,10 @@ def produce(
 ) -> None:  # fmt: skip
     """Records {"id": i, "pad": "x" * pad}, record i into partition i % partitions, in
     record batches of at most ``batch_bytes``."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5,
-                         "batch.size": batch_bytes})  # fmt: skip
-    for i in range(count):
-        value = json.dumps({"id": i, "pad": "x" * pad}).encode()
-        producer.produce(topic, value=value, partition=i % partitions)
-        if i % 5000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
+        for i in range(count)
+    ), batch_size=batch_bytes)  # fmt: skip
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -158,7 +155,8 @@ def _run_units(spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[st
                               settings=good.settings, job="j", run_id="r", now_ms=0)  # fmt: skip
     bad = load_settings(None, env, {"bootstrap_servers": broker, "endpoint_url": endpoint,
                                     **flags})  # fmt: skip
-    return jobs.run_units_on_spark(spark, work.units, bad.settings)
+    task = functools.partial(archive_units, settings=bad.settings)
+    return driver.map_units(driver.SparkOnDemand.running(spark, bad.settings), work.units, task)
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce_ids
-from confluent_kafka import Producer
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce, produce_ids
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -90,6 +89,25 @@ def _wait(predicate: Callable[[], bool], what: str, timeout: float = 180) -> Non
         time.sleep(0.02)
 
 
+@contextlib.contextmanager
+def _started(
+    command: list[str], env: dict[str, str], until: Callable[[], bool], what: str
+) -> Iterator[subprocess.Popen[str]]:
+    """A run (see :func:`_process`), once ``until`` holds or the run ended."""
+    with _process(command, env) as process:
+        _wait(lambda: until() or process.poll() is not None, what)
+        yield process
+
+
+def _archived_once(s3: Any, bucket: str, command: list[str], expected: list[int]) -> None:
+    """A whole run to its end; then the archive holds the ``expected`` ids, each once."""
+    after = _run(command, _env())
+    assert after.returncode == 0, after.stderr
+    ids = archived_ids(s3, bucket)
+    assert len(ids) == len(set(ids)), "records archived twice"
+    assert ids == expected, "records lost"
+
+
 @pytest.mark.parametrize(
     ("follow", "flush_b"), [(False, 1000), (True, 1000), (False, 700)],
     ids=["bounded", "follow", "bounded-B-with-another-flush-count"],
@@ -115,9 +133,8 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     follow_args = ("--follow", "--poll-interval", "1") if follow else ()
     command = _command(kcql, broker, s3_endpoint, *follow_args)
     command_b = _command(kcql_b, broker, s3_endpoint, *follow_args)
-    with _process(command, _env()) as run_a:
-        _wait(lambda: bool(_pending(s3_client, bkt)) or run_a.poll() is not None,
-              "run A to start uploading")  # fmt: skip
+    with _started(command, _env(), lambda: bool(_pending(s3_client, bkt)),
+                  "run A to start uploading") as run_a:  # fmt: skip
         os.killpg(run_a.pid, signal.SIGSTOP)
         assert run_a.poll() is None, "run A finished before it could be frozen"
         produce_ids(broker, name, first, 3_000, timestamp=DAYS_AGO + first)
@@ -136,12 +153,8 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
                 os.killpg(run_a.pid, signal.SIGTERM)
         code_a, _, err_a = _finish(run_a)
     # The next run of the job finds nothing to repair and nothing new.
-    bounded = _command(kcql_b, broker, s3_endpoint)
-    after = _run(bounded, _env())
-    assert after.returncode == 0, after.stderr
-    ids = archived_ids(s3_client, bkt)
-    assert len(ids) == len(set(ids)), "records archived twice"
-    assert ids == list(range(first + 3_000)), "records lost"
+    _archived_once(s3_client, bkt, _command(kcql_b, broker, s3_endpoint),
+                   list(range(first + 3_000)))  # fmt: skip
     assert code_a == 18, err_a
     assert "lease" in err_a.lower(), err_a
 
@@ -280,17 +293,13 @@ def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
         page = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
         return bool(page.get("Contents"))
 
-    with _process(_command(kcql, broker, s3_endpoint), _env()) as run:
-        _wait(lambda: uploaded() or run.poll() is not None, "the first upload")
+    with _started(_command(kcql, broker, s3_endpoint), _env(), uploaded,
+                  "the first upload") as run:  # fmt: skip
         os.killpg(run.pid, signal.SIGKILL)
     assert _pending(s3_client, bkt), "the kill did not land between upload and commit"
     assert _committed(s3_client, bkt) < 6_500
     again = kcql.replace("=100", f"={flush_after}")
-    after = _run(_command(again, broker, s3_endpoint), _env())
-    assert after.returncode == 0, after.stderr
-    ids = archived_ids(s3_client, bkt)
-    assert len(ids) == len(set(ids)), "records archived twice"
-    assert ids == list(range(6_500))
+    _archived_once(s3_client, bkt, _command(again, broker, s3_endpoint), list(range(6_500)))
     assert not _pending(s3_client, bkt)
 
 
@@ -315,24 +324,22 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
     cut may be written as dead letters by this batch, or they are archived twice."""
     name, bkt = topic(partitions=1), bucket()
     bad = {100, 500, 1100, 1200}
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
     now = int(time.time() * 1000)
-    for i in range(1300):
-        value = f"not json {i}".encode() if i in bad else json.dumps({"id": i}).encode()
-        producer.produce(name, value=value, partition=0,
-                         timestamp=(DAYS_AGO + i) if i < 1000 else now)  # fmt: skip
-    assert producer.flush(30) == 0
+    produce(broker, name, (
+        {"value": f"not json {i}".encode() if i in bad else json.dumps({"id": i}).encode(),
+         "partition": 0, "timestamp": (DAYS_AGO + i) if i < 1000 else now}
+        for i in range(1300)
+    ))  # fmt: skip
     kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
             "PROPERTIES('flush.count'=1000, 'error.policy'='dead-letter')")  # fmt: skip
-    with _process(_command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1"),
-                  _env()) as service:  # fmt: skip
-        _wait(lambda: _committed(s3_client, bkt) >= 1000, "the old records to be committed")
+    service_command = _command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")
+    with _started(service_command, _env(), lambda: _committed(s3_client, bkt) >= 1000,
+                  "the old records to be committed") as service:  # fmt: skip
         assert _committed(s3_client, bkt) < 1300, "the young tail was not held back"
         time.sleep(8)  # several more micro-batches read the held-back tail again
         service.send_signal(signal.SIGTERM)
         code, _, err = _finish(service)
     assert code == 0, err
-    final = _run(_command(kcql, broker, s3_endpoint), _env())
-    assert final.returncode == 0, final.stderr
+    _archived_once(s3_client, bkt, _command(kcql, broker, s3_endpoint),
+                   [i for i in range(1300) if i not in bad])  # fmt: skip
     assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)
-    assert archived_ids(s3_client, bkt) == [i for i in range(1300) if i not in bad]

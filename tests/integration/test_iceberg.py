@@ -23,8 +23,8 @@ from archive_helpers import KAFKA_ARCHIVE, produce_ids
 from confluent_kafka import Producer
 from pyiceberg.exceptions import NoSuchTableError
 
+from devstack import MOTO_CREDENTIALS
 from kafka_archive.cli import main
-from kafka_archive.devstack import MOTO_CREDENTIALS
 
 pytestmark = pytest.mark.integration
 

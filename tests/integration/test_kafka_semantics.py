@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_helpers import kafka_records
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -54,25 +55,11 @@ def archived(s3: Any, bucket: str, prefix: str = "arch/") -> list[Row]:
 
 def in_kafka(broker: str, topic: str, partitions: int = 1, committed: bool = True) -> list[Row]:
     """Every record a plain consumer reads (``read_committed`` unless told otherwise)."""
-    consumer = Consumer({
-        "bootstrap.servers": broker, "group.id": "test-reader", "enable.partition.eof": True,
-        "isolation.level": "read_committed" if committed else "read_uncommitted",
-    })  # fmt: skip
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
-    rows: list[Row] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(at_end) < partitions and time.monotonic() < deadline:
-        for m in consumer.consume(1000, 0.2):
-            if m.error() is not None:
-                at_end.add(m.partition())
-                continue
-            key = m.key().decode() if m.key() is not None else None
-            value = json.loads(m.value()) if m.value() is not None else None
-            rows.append((m.partition(), m.offset(), key, value))
-    consumer.close()
-    assert len(at_end) == partitions, "the reference consumer did not reach the end"
-    return sorted(rows, key=lambda r: (r[0], r[1]))
+    return [
+        (r.partition, r.offset, r.key.decode() if r.key is not None else None,
+         json.loads(r.value) if r.value is not None else None)
+        for r in kafka_records(broker, topic, partitions, committed=committed)
+    ]  # fmt: skip
 
 
 def ids(rows: list[Row]) -> list[int]:

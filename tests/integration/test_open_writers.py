@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, archived_ids
-from confluent_kafka import Producer
+from archive_helpers import produce as produce_records
 
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.model import TopicPartition, WorkUnit
@@ -34,13 +34,10 @@ RECORDS = 10_000
 
 def produce_keyed(broker: str, topic: str, values: int) -> None:
     """RECORDS records {"id": i, "k": i % values} into partition 0."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(RECORDS):
-        producer.produce(topic, value=json.dumps({"id": i, "k": i % values}).encode(),
-                         partition=0)  # fmt: skip
-        if i % 2000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps({"id": i, "k": i % values}).encode(), "partition": 0}
+        for i in range(RECORDS)
+    ))  # fmt: skip
 
 
 def _limit_open_files() -> None:

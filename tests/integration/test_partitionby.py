@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import produce as produce_records
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -23,15 +24,11 @@ KINDS = ("retail", "b2b")
 
 
 def produce(broker: str, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(count):
-        country = COUNTRIES[i % 3]
-        headers = [] if country is None else [("country", country.encode())]
-        value = {"id": i, "kind": KINDS[i % 2]}
-        producer.produce(
-            topic, value=json.dumps(value).encode(), partition=i % partitions, headers=headers
-        )
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps({"id": i, "kind": KINDS[i % 2]}).encode(), "partition": i % partitions,
+         "headers": [] if COUNTRIES[i % 3] is None else [("country", COUNTRIES[i % 3].encode())]}
+        for i in range(count)
+    ))  # fmt: skip
 
 
 def objects(s3: Any, bucket: str) -> dict[str, list[dict[str, Any]]]:

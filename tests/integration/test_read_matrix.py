@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-from kafka_archive.cli import main
+from archive_helpers import cli, kafka_records
+from confluent_kafka import Producer
 
 pytestmark = pytest.mark.integration
 
@@ -262,12 +260,6 @@ class Archive:
     kcql: str
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def data_objects(s3: Any, bucket: str, prefix: str) -> list[tuple[str, int]]:
     keys = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
@@ -313,22 +305,8 @@ def damage(s3: Any, bucket: str, archive: Archive, index: int) -> tuple[int, int
 
 
 def read_back(broker: str, topic: str) -> list[Produced]:
-    consumer = Consumer({"bootstrap.servers": broker, "group.id": f"read-{topic}",
-                         "isolation.level": "read_committed",
-                         "enable.partition.eof": True})  # fmt: skip
-    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    found: list[Produced] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(at_end) < PARTITIONS and time.monotonic() < deadline:
-        for m in consumer.consume(1000, 0.2):
-            if m.error() is not None:
-                at_end.add(m.partition())
-                continue
-            found.append(Produced(m.partition(), -1, m.key(), m.value(),
-                                  tuple(m.headers() or ()), m.timestamp()[1]))  # fmt: skip
-    consumer.close()
-    return found
+    return [Produced(r.partition, -1, r.key, r.value, r.headers, r.timestamp)
+            for r in kafka_records(broker, topic, PARTITIONS)]  # fmt: skip
 
 
 def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,

@@ -7,25 +7,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import cli
+from archive_helpers import produce as produce_records
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-
-from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
 
 
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def produce(broker: str, topic: str, values: list[tuple[int, bytes | None]]) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for partition, value in values:
-        producer.produce(topic, value=value, partition=partition)
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, ({"value": v, "partition": p} for p, v in values))
 
 
 def read_all(

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import produce as produce_records
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -24,16 +25,11 @@ KEY = re.compile(r"^archive/(?P<topic>[^/]+)/(?P<partition>\d+)/(?P<offset>\d{12
 
 def produce(broker: str, topic: str, first: int, count: int, partitions: int = 3) -> None:
     """Record i goes to partition i % partitions with value {"id": i}."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(first, first + count):
-        producer.produce(
-            topic,
-            key=f"k{i}".encode(),
-            value=json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
-            partition=i % partitions,
-            headers=[("n", str(i).encode())],
-        )
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, (
+        {"key": f"k{i}".encode(), "value": json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
+         "partition": i % partitions, "headers": [("n", str(i).encode())]}
+        for i in range(first, first + count)
+    ))  # fmt: skip
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from archive_helpers import produce as produce_records
 
 from kafka_archive.cli import main
 
@@ -22,12 +22,10 @@ RECORDS = 12_000  # ~1 KB each: ~12 MB, three 5 MiB parts per object when whole
 
 
 def produce(broker: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce(topic, value=json.dumps({"id": i, "pad": "x" * 1000}).encode(),
-                         partition=0)  # fmt: skip
-        producer.poll(0)
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps({"id": i, "pad": "x" * 1000}).encode(), "partition": 0}
+        for i in range(RECORDS)
+    ), linger_ms=20)  # fmt: skip
 
 
 def data_objects(s3: Any, bucket: str) -> dict[str, dict[str, Any]]:

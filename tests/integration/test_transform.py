@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from archive_helpers import produce as produce_records
 
 from kafka_archive.cli import main
 
@@ -50,11 +50,11 @@ def objects(s3: Any, bucket: str, prefix: str = "arch/") -> dict[str, bytes]:
 
 
 def produce(broker: str, topic: str, values: list[dict[str, Any]]) -> None:
-    producer = Producer({"bootstrap.servers": broker})
-    for i, value in enumerate(values):
-        producer.produce(topic, value=json.dumps(value).encode(), partition=0,
-                         headers=[("x-user-email", b"a@example.com"), ("n", str(i).encode())])
-    assert producer.flush(30) == 0
+    produce_records(broker, topic, (
+        {"value": json.dumps(value).encode(), "partition": 0,
+         "headers": [("x-user-email", b"a@example.com"), ("n", str(i).encode())]}
+        for i, value in enumerate(values)
+    ))  # fmt: skip
 
 
 def test_the_sample_pii_transform_archives_scrubbed_records(

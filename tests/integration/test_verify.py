@@ -7,24 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-
-from kafka_archive.cli import main
+from archive_helpers import cli, produce_ids
 
 pytestmark = pytest.mark.integration
-
-
-def produce(broker: str, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(count):
-        producer.produce(topic, value=json.dumps({"id": i}).encode(), partition=i % partitions)
-    assert producer.flush(30) == 0
-
-
-def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -38,7 +23,7 @@ def archived(
 ) -> tuple[str, str, tuple[str, ...]]:
     """A topic of 600 records over 2 partitions archived in objects of 100 records."""
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 600, 2)
+    produce_ids(broker, name, 0, 600, partitions=2)
     conn = (
         "--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
         "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from kafka_archive import kcql
-from kafka_archive.archiver.formats.base import BadRecordError, writer_for
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.reading.decoding import read_object, stored_form
 from kafka_archive.archiver.records import Record

@@ -21,7 +21,7 @@ from kafka_archive.archiver.kafka.reader import (
 from kafka_archive.archiver.model import Gap, RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.report import prometheus_text, report_json
 from kafka_archive.archiver.settings import KafkaSettings, load_settings
-from kafka_archive.summary import render_summary
+from kafka_archive.cli.render import render_summary
 
 TP = TopicPartition("orders", 0)
 

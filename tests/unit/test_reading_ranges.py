@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kafka_archive import kcql
-from kafka_archive.archiver.formats.base import writer_for
+from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.reading.records import RANGE_READ_BYTES, find_records
 from kafka_archive.archiver.records import Record

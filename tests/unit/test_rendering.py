@@ -62,7 +62,7 @@ records = st.builds(
 
 def envelope_object(fmt: Format, records: list[Record]) -> bytes:
     from kafka_archive import kcql
-    from kafka_archive.archiver.formats.base import writer_for
+    from kafka_archive.archiver.formats.writers import writer_for
 
     sink = io.BytesIO()
     route = kcql.parse(f"INSERT INTO bucket:p SELECT * FROM t STOREAS {fmt.value} "

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive import secrets, submit
+from kafka_archive import secrets
 from kafka_archive.archiver.settings import load_settings
-from kafka_archive.spark_entry import run_args
+from kafka_archive.cli import submit
+from kafka_archive.cli.spark_entry import run_args
 
 
 @pytest.mark.parametrize(
@@ -89,7 +90,7 @@ def test_submit_moves_every_secret_argument_out_of_the_command(tmp_path: Path) -
 
 
 def test_a_missing_secrets_file_is_one_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from kafka_archive.spark_entry import entry
+    from kafka_archive.cli.spark_entry import entry
 
     assert entry([submit.SECRETS_FLAG, "/nonexistent/kafka-archive-secrets.json"]) == 2
     assert "cannot read the secrets file" in capsys.readouterr().err

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from kafka_archive import kcql
 from kafka_archive.archiver.formats import schema
-from kafka_archive.archiver.formats.base import BadRecordError, writer_for
+from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.reading.decoding import read_object, stored_form
 from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Format

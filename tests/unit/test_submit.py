@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_archive import submit
-from kafka_archive.cli import main
+from kafka_archive.cli import main, submit
 
 KCQL = "INSERT INTO bkt:a SELECT * FROM orders"
 
@@ -46,7 +45,7 @@ def test_the_package_zip_is_built_once_and_importable(tmp_path: Path) -> None:
     first = submit.package_zip(tmp_path)
     assert submit.package_zip(tmp_path) == first
     names = zipfile.ZipFile(first).namelist()
-    assert "kafka_archive/cli.py" in names and "kafka_archive/kcql/kcql.lark" in names
+    assert "kafka_archive/cli/commands.py" in names and "kafka_archive/kcql/kcql.lark" in names
     assert not any("__pycache__" in n for n in names)
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from kafka_archive import cli, kcql
+from kafka_archive import kcql
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError
 from kafka_archive.archiver.formats import avsc
-from kafka_archive.cli import main
+from kafka_archive.cli import commands, main
 
 FIXTURES = Path(__file__).parents[1] / "kcql" / "fixtures"
 NOWHERE = ("--bootstrap-servers", "127.0.0.1:9", "--endpoint-url", "http://127.0.0.1:9")
@@ -78,7 +78,7 @@ class _Reached(ArchiveError):
 @pytest.fixture
 def planning_run(monkeypatch: pytest.MonkeyPatch) -> list[kcql.Plan]:
     """`run` up to where it reads Kafka: the CLI's planning, then what the archiver checks
-    before it asks Kafka for partitions (api._Archiver: layouts, schema files)."""
+    before it asks Kafka for partitions (session.Session: layouts, schema files)."""
     reached: list[kcql.Plan] = []
 
     def run(settings: Any, plan: kcql.Plan, **_: Any) -> Any:
@@ -87,7 +87,7 @@ def planning_run(monkeypatch: pytest.MonkeyPatch) -> list[kcql.Plan]:
         reached.append(plan)
         raise _Reached("reached Kafka")
 
-    monkeypatch.setattr(cli.api, "run", run)
+    monkeypatch.setattr(commands.api, "run", run)
     for name in list(__import__("os").environ):
         if name.startswith("KAFKA_ARCHIVE_"):
             monkeypatch.delenv(name)

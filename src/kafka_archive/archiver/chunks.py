@@ -26,16 +26,15 @@ from kafka_archive.archiver.formats.base import (
     BatchWriter,
     FormatWriter,
     WriterFactory,
-    batch_encoder_for,
-    writer_for,
 )
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
-from kafka_archive.archiver.formats.registry import SchemaRegistry
+from kafka_archive.archiver.formats.writers import batch_encoder_for, writer_for
 from kafka_archive.archiver.kafka.reader import Batch
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store

@@ -32,7 +32,7 @@ def policy_of(route: Route) -> str:
 
 
 def dead_letter_key(route: Route, tp: TopicPartition, first_offset: int) -> str:
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    head = route.target.head
     return f"{head}{DIRECTORY}/{tp.topic}/{tp.partition}/{first_offset:012d}.json"
 
 

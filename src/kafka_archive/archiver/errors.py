@@ -42,6 +42,22 @@ class ArchiveError(Exception):
         return where + self.message + (f". {self.hint}" if self.hint else "")
 
 
+def rebuild(
+    error_type: str,
+    message: str,
+    *,
+    tp: TopicPartition | None = None,
+    offset: int | None = None,
+    hint: str | None = None,
+) -> ArchiveError:
+    """The error a Spark task returned by name (errors cross back as values), as the error
+    of that class again on the driver; an unknown name gives an :class:`ArchiveError`."""
+    cls = globals().get(error_type, ArchiveError)
+    if not (isinstance(cls, type) and issubclass(cls, ArchiveError)):
+        cls = ArchiveError
+    return cls(message, tp=tp, offset=offset, hint=hint)
+
+
 class ConfigError(ArchiveError):
     """A setting is missing, unknown or malformed."""
 
@@ -86,8 +102,10 @@ class StateConflictError(ArchiveError):
     exit_code = 9
 
 
-class BadRecordError(ArchiveError):
-    """A record cannot be stored in the route's format, and the policy is to fail."""
+class BadRecordError(ArchiveError, ValueError):
+    """A record cannot be stored in the route's format (raised by the encoders, where the
+    error policy decides; the run's error when the policy is to fail). The message never
+    holds payload."""
 
     exit_code = 10
 

@@ -10,7 +10,6 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kafka_archive.archiver import positions
 from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedError
@@ -19,7 +18,6 @@ from kafka_archive.archiver.model import Gap, PartitionSkip, TopicPartition, Tot
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.task import UnitFailure, archive_units
 from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
@@ -67,7 +65,7 @@ class WorkPlan:
 
 def _is_ours(key: str, route: Route) -> bool:
     """Whether an incomplete multipart upload at ``key`` belongs to this route's objects."""
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    head = route.target.head
     name = key.rsplit("/", 1)[-1]
     return key.startswith(f"{head}{route.topic}/") or name.startswith(f"{route.topic}(")
 
@@ -76,7 +74,7 @@ def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:
     """Abort multipart uploads that crashed runs of these routes left open."""
     aborted = 0
     for route in routes:
-        head = f"{route.target.prefix}/" if route.target.prefix else ""
+        head = route.target.head
         for key, upload_id in store.incomplete_uploads(route.target.bucket, head):
             if _is_ours(key, route):
                 store.abort_upload(route.target.bucket, key, upload_id)
@@ -279,21 +277,3 @@ def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
         return checkpoint.LoadedState(None, None)
     return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
 
-
-RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]
-
-
-def run_units_on_spark(sc: Any, units: Sequence[WorkUnit], settings: Settings) -> list[Any]:
-    """Run every unit as one Spark task and collect the results (UnitResult | UnitFailure)."""
-    rdd = sc.parallelize(list(units), len(units))
-    results: list[Any] = rdd.mapPartitions(
-        functools.partial(archive_units, settings=settings)
-    ).collect()
-    return results
-
-
-def split_results(results: list[Any]) -> tuple[list[Any], list[UnitFailure]]:
-    failures = [r for r in results if isinstance(r, UnitFailure)]
-    done = [r for r in results if not isinstance(r, UnitFailure)]
-    done += [f.committed for f in failures if f.committed is not None]
-    return done, failures

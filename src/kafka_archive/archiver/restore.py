@@ -15,6 +15,7 @@ without it can restore values only, and only when the user asks (``values_only``
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,13 +24,15 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_archive.archiver import errors
+from kafka_archive.archiver import driver, errors
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.reading import listing
 from kafka_archive.archiver.reading.listing import StoredObject
 from kafka_archive.archiver.reading.records import FoundRecord, partition_records
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Route
+from kafka_archive.kcql.plan import Plan, Route
 
 BATCH_RECORDS = 5_000
 _TIMEOUT = 60.0
@@ -89,10 +92,8 @@ class RestoreResult:
     hint: str | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        cls = getattr(errors, self.error_type or "", errors.ArchiveError)
-        if not (isinstance(cls, type) and issubclass(cls, errors.ArchiveError)):
-            cls = errors.ArchiveError
-        return cls(self.message or "restore failed", tp=self.tp, hint=self.hint)
+        return errors.rebuild(self.error_type or "", self.message or "restore failed",
+                              tp=self.tp, hint=self.hint)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +213,87 @@ def restore_units(units: Iterable[RestoreUnit], settings: Settings) -> Iterator[
     """The Spark ``mapPartitions`` function: one result per unit of the Spark partition."""
     for unit in units:
         yield restore_unit(unit, settings)
+
+
+def restore(
+    settings: Settings,
+    plan: Plan | None,
+    location: str,
+    topic: str,
+    to_topic: str,
+    *,
+    partition_map: str = "same",
+    only: RestoreFilter | None = None,
+    values_only: bool = False,
+    max_records: int | None = None,
+    progress: driver.Progress | None = None,
+) -> RestoreRun:
+    """Replay the archive of ``topic`` into ``to_topic``, one Spark task per partition.
+
+    Raises an :class:`ArchiveError` for every failure a user can act on; units that finished
+    before another failed keep their committed progress, and a re-run resumes.
+    """
+    progress = progress or driver.NullProgress()
+    only = only or RestoreFilter()
+    started = time.monotonic()
+    target = listing.parse_location(location)
+    store = S3Store(settings.s3)
+    route = listing.archived_route(store, plan, target, topic)
+    committed = listing.committed_offsets(store, target)
+    objects = {
+        tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
+        for tp, objs in listing.list_partition_objects(store, route).items()
+        if tp.topic == topic
+    }
+    objects = {tp: objs for tp, objs in objects.items() if objs}
+    if not objects:
+        raise errors.NotInArchiveError(f"nothing of {topic} is archived under {target}")
+    first = next(iter(objects.values()))[0]
+    sample = partition_records(store, route, (first,), None)
+    has_envelope = next(sample).stored.has_envelope
+    if not has_envelope and not values_only:
+        raise errors.ConfigError(
+            f"the archive of {topic} stores values only (no keys, headers or timestamps)",
+            hint="Pass --values-only to replay the values alone, or archive with "
+            "PROPERTIES('store.envelope'=true) to restore whole records",
+        )
+    if not has_envelope and (only.from_ms is not None or only.to_ms is not None):
+        raise errors.ConfigError(
+            "--from-time/--to-time need the record timestamps the envelope keeps"
+        )
+    with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
+        target_partitions = admin.partitions((to_topic,))[to_topic]
+    if partition_map == "same":
+        missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
+        if missing:
+            raise errors.ConfigError(
+                f"{to_topic} has {len(target_partitions)} partition(s); the archive has "
+                f"partition(s) {', '.join(map(str, missing))}",
+                hint="Add partitions to the target topic, or pass --partition-map hash",
+            )
+    units = [
+        RestoreUnit(
+            route=route,
+            tp=tp,
+            objects=objs,
+            committed=committed.get(tp),
+            to_topic=to_topic,
+            to_partition=tp.partition if partition_map == "same" else None,
+            values_only=values_only,
+            only=only,
+            max_records=max_records,
+        )
+        for tp, objs in sorted(objects.items())
+    ]
+    progress.step(f"restoring {len(units)} partition(s) into {to_topic} with Spark "
+                  f"({settings.master})")  # fmt: skip
+    with driver.spark_on_demand(settings, f"kafka-archive restore {topic}") as spark:
+        results = driver.map_units(
+            spark, units, functools.partial(restore_units, settings=settings)
+        )
+    outcome = RestoreRun(to_topic, tuple(sorted(results, key=lambda r: r.tp)),
+                         time.monotonic() - started)  # fmt: skip
+    error = driver.first_error([r for r in outcome.units if r.error_type is not None])
+    if error is not None:
+        raise error
+    return outcome

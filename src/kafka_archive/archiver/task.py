@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
-from kafka_archive.archiver.formats.base import BadRecordError as EncodeError
-from kafka_archive.archiver.formats.registry import SchemaRegistry
+from kafka_archive.archiver.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
@@ -45,10 +45,8 @@ class UnitFailure:
     committed: UnitResult | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        cls = getattr(errors, self.error_type, errors.ArchiveError)
-        if not (isinstance(cls, type) and issubclass(cls, errors.ArchiveError)):
-            cls = errors.ArchiveError
-        return cls(self.message, tp=self.tp, offset=self.offset, hint=self.hint)
+        return errors.rebuild(self.error_type, self.message, tp=self.tp, offset=self.offset,
+                              hint=self.hint)  # fmt: skip
 
 
 def _commit(

@@ -22,26 +22,23 @@ range from Kafka; memory holds one decoded object per open group.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import topics
+from kafka_archive.archiver import driver, iceberg
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats.compression import decompress
-from kafka_archive.archiver.formats.registry import SchemaRegistry
-from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import parse_key
-from kafka_archive.archiver.progress import ProgressSender, UnitProgress, listening
+from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
@@ -50,8 +47,8 @@ from kafka_archive.archiver.reading.decoding import (
 )
 from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route
 
@@ -404,92 +401,57 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
     )
 
 
-def _check_all(checks: Iterator[PartitionCheck], settings: Settings) -> Iterator[PartitionVerdict]:
+def check_all(checks: Iterable[PartitionCheck], settings: Settings) -> Iterator[PartitionVerdict]:
+    """The Spark ``mapPartitions`` function: one verdict per check of the Spark partition."""
     for check in checks:
         yield check_partition(check, settings)
 
 
-def plan_checks(
-    plan: Plan, settings: Settings, store: S3Store, job: str, admin: KafkaAdmin | None
-) -> tuple[PartitionCheck, ...]:
-    """One check per (route, partition): Kafka's partitions, or (offline) the archive's."""
-    checks: list[PartitionCheck] = []
-    value_schemas = avsc.load(plan)
-    kafka_partitions = (
-        admin.partitions(tuple(sorted({r.topic for r in plan.routes}))) if admin else {}
+def plan_checks(pre: driver.Preflight) -> tuple[PartitionCheck, ...]:
+    """One check per (route, partition): Kafka's partitions (unless the preflight ran
+    offline) and the archive's."""
+    value_schemas = avsc.load(pre.plan)
+    routes = enumerate(pre.plan.routes)
+    objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
+    return tuple(
+        PartitionCheck(
+            route_index=view.route_index,
+            route=view.route,
+            tp=view.tp,
+            committed=view.committed,
+            state_objects=view.state.last_objects if view.state else (),
+            objects=objects[view.route_index].get(view.tp, ()),
+            low=view.marks.low if view.marks else None,
+            high=view.marks.high if view.marks else None,
+            value_schema=value_schemas.get(view.route_index),
+            state_object_count=view.state.objects if view.state else 0,
+        )
+        for view in driver.partition_states(pre, also=objects)
     )
-    for index, route in enumerate(plan.routes):
-        objects = list_partition_objects(store, route)
-        tps = set(objects)
-        if admin is not None:
-            tps |= {TopicPartition(route.topic, p) for p in kafka_partitions[route.topic]}
-        for tp in sorted(tps):
-            state = checkpoint.read(store, route.target, job, tp)
-            committed = state.next_offset if state else None
-            low = high = None
-            if admin is not None:
-                marks = admin.watermarks(tp, committed or 0)
-                low, high = marks.low, marks.high
-            checks.append(
-                PartitionCheck(
-                    route_index=index,
-                    route=route,
-                    tp=tp,
-                    committed=committed,
-                    state_objects=state.last_objects if state else (),
-                    objects=objects.get(tp, ()),
-                    low=low,
-                    high=high,
-                    value_schema=value_schemas.get(index),
-                    state_object_count=state.objects if state else 0,
-                )
-            )
-    return tuple(checks)
 
 
-def prepare(
-    settings: Settings, plan: Plan, *, offline: bool
-) -> tuple[str, tuple[PartitionCheck, ...]]:
-    """The job name and one check per partition; fails fast on a missing bucket or topic."""
-    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
-    store = S3Store(settings.s3)
-    for bucket in sorted({r.target.bucket for r in plan.routes}):
-        store.check_bucket(bucket)
-    if offline:
-        return job, plan_checks(plan, settings, store, job, None)
-    with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
-        plan = topics.resolve(plan, settings, admin.topic_names)
-        return job, plan_checks(plan, settings, store, job, admin)
+def verify(
+    settings: Settings, plan: Plan, *, offline: bool, progress: driver.Progress | None = None
+) -> VerifyResult:
+    """Check the archive of every route: offline (objects and state), or also against Kafka.
 
-
-def run_checks(
-    checks: tuple[PartitionCheck, ...],
-    settings: Settings,
-    spark_context: Any = None,
-    progress: Any = None,
-) -> tuple[PartitionVerdict, ...]:
-    """Run the checks as Spark tasks (in-process without a context), in a stable order,
-    their progress shown live through ``progress`` (the ``Progress`` of ``api``)."""
-    host = (spark_context.getConf().get("spark.driver.host", "127.0.0.1")
-            if spark_context is not None else "127.0.0.1")  # fmt: skip
-    if progress is not None:
-        progress.units_started([c.progress() for c in checks])
-    try:
-        with listening(host, progress.unit_update) if progress is not None else (
-                contextlib.nullcontext()) as address:  # fmt: skip
-            checks = tuple(dataclasses.replace(c, progress_to=address) for c in checks)
-            if spark_context is not None and checks:
-                verdicts: list[PartitionVerdict] = (
-                    spark_context.parallelize(list(checks), len(checks))
-                    .mapPartitions(functools.partial(_check_all, settings=settings))
-                    .collect()
-                )
-            else:
-                verdicts = [check_partition(check, settings) for check in checks]
-    finally:
-        if progress is not None:
-            progress.units_ended()
-    return tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
+    The checks run as Spark tasks, one per partition, like ``run``; Spark is started only
+    when there is something to check. Fails fast on a missing bucket or topic.
+    """
+    progress = progress or driver.NullProgress()
+    started = time.monotonic()
+    iceberg.refuse_tables(plan, "verify")
+    with driver.preflight(settings, plan, kafka=not offline) as pre:
+        checks = plan_checks(pre)
+    with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:
+        if checks:
+            progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
+        verdicts = driver.map_units(
+            spark, checks, functools.partial(check_all, settings=settings), progress=progress,
+            shown=PartitionCheck.progress,
+        )  # fmt: skip
+    ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
+    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started)
 
 
 def to_json(result: VerifyResult) -> dict[str, Any]:

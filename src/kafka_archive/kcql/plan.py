@@ -110,6 +110,11 @@ class Target:
     def __str__(self) -> str:
         return f"{self.bucket}:{self.prefix}" if self.prefix else self.bucket
 
+    @property
+    def head(self) -> str:
+        """The prefix as the start of a key: ``prefix/``, or nothing without a prefix."""
+        return f"{self.prefix}/" if self.prefix else ""
+
 
 DEFAULT_FLUSH_COUNT = 50_000
 DEFAULT_FLUSH_SIZE = 500_000_000

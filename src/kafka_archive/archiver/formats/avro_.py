@@ -17,7 +17,6 @@ from fastavro.write import Writer
 
 from kafka_archive.archiver.formats import avsc, evolution
 from kafka_archive.archiver.formats import schema as schemas
-from kafka_archive.archiver.formats.registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
     envelope_avro_schema,
@@ -25,6 +24,7 @@ from kafka_archive.archiver.formats.structured import (
 )
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry, schema_id
 from kafka_archive.kcql.plan import Route, SchemaCompatibility
 
 CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")

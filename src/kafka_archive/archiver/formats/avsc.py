@@ -23,7 +23,7 @@ from fastavro.validation import validate
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.formats.registry import jsonable
+from kafka_archive.archiver.schema_registry import jsonable
 from kafka_archive.kcql.plan import Format, Plan
 
 PROPERTY = "avro.schema.file"

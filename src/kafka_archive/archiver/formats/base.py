@@ -1,20 +1,19 @@
-"""The seam between the chunking runtime and the encoders of each STOREAS format."""
+"""The seam between the chunking runtime and the encoders of each STOREAS format: what a
+writer is (:class:`FormatWriter`); the table of writers is :mod:`.writers`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
+from kafka_archive.archiver.errors import BadRecordError
 from kafka_archive.archiver.records import Record
-from kafka_archive.kcql.plan import Format, Route
+from kafka_archive.kcql.plan import Route
 
 if TYPE_CHECKING:
-    from kafka_archive.archiver.formats.registry import SchemaRegistry
+    from kafka_archive.archiver.schema_registry import SchemaRegistry
 
-
-class BadRecordError(ValueError):
-    """A record cannot be stored in the chosen format. The message never holds payload."""
+__all__ = ["BadRecordError", "BatchEncoder", "BatchWriter", "FormatWriter", "WriterFactory"]
 
 
 class FormatWriter(Protocol):
@@ -53,47 +52,3 @@ class WriterFactory(Protocol):
     def __call__(
         self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
     ) -> FormatWriter: ...
-
-
-def _registry() -> Mapping[Format, WriterFactory]:
-    from kafka_archive.archiver.formats import avro_, bytes_, csv_, json_, parquet_, text
-
-    return MappingProxyType(
-        {
-            Format.AVRO: avro_.AvroWriter,
-            Format.CSV: csv_.CsvWriter,
-            Format.CSV_WITHHEADERS: csv_.CsvWriter,
-            Format.PARQUET: parquet_.ParquetWriter,
-            Format.JSON: json_.JsonWriter,
-            Format.TEXT: text.TextWriter,
-            Format.BYTES: bytes_.BytesWriter,
-        }
-    )
-
-
-def writer_for(fmt: Format) -> WriterFactory:
-    """The writer class for a format; raises NotImplementedError for one not built yet."""
-    writers = _registry()
-    if fmt not in writers:
-        raise NotImplementedError(f"STOREAS {fmt.value} is not supported yet")
-    return writers[fmt]
-
-
-def batch_encoder_for(route: Route) -> BatchEncoder | None:
-    """The batch encoder of a route whose objects hold each value as it is, else None.
-
-    A batch encoder turns a list of values into one encoded piece per value, or raises
-    :class:`BadRecordError` with nothing written; the runtime then cuts the pieces into
-    objects by the flush policy without a Python step per record. Only pass-through routes
-    qualify: JSON, TEXT and BYTES without a SELECT list or the envelope.
-    """
-    from kafka_archive.archiver.formats import bytes_, json_, text
-
-    if route.envelope.enabled or route.fields is not None:
-        return None
-    encoders: dict[Format, BatchEncoder] = {
-        Format.JSON: json_.encode_values,
-        Format.TEXT: text.encode_values,
-        Format.BYTES: bytes_.encode_values,
-    }
-    return encoders.get(route.format)

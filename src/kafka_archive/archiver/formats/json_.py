@@ -12,9 +12,9 @@ import orjson
 from kafka_archive.archiver import jsontext
 from kafka_archive.archiver.envelope import to_json_document
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded
 from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry, decoded
 from kafka_archive.kcql.plan import Route
 
 

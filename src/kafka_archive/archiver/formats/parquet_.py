@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
-from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Envelope, Route
 
 CODECS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.formats.registry import SchemaRegistry
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Route
 
 

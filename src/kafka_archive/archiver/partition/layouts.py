@@ -86,8 +86,8 @@ KEY_MAX_BYTES = 1024
 
 _PARTITION_DIGITS = 10  # 2**31 - 1
 _OFFSET_DIGITS = 19  # 2**63 - 1
-_MAX_PARTITION = 2**31 - 1
-_MAX_OFFSET = 2**63 - 1
+MAX_PARTITION = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
 
 _DIGITS = frozenset(string.digits)
 _ALNUM = frozenset(string.ascii_letters + string.digits)
@@ -230,9 +230,9 @@ class Layout:
         """
         if not tp.topic:
             raise ValueError("empty topic name")
-        if not 0 <= tp.partition <= _MAX_PARTITION:
+        if not 0 <= tp.partition <= MAX_PARTITION:
             raise ValueError(f"partition {tp.partition} out of range")
-        if not 0 <= start_offset <= _MAX_OFFSET:
+        if not 0 <= start_offset <= MAX_OFFSET:
             raise ValueError(f"offset {start_offset} out of range")
         if len(group) != len(self.fields) + len(self.times):
             raise ValueError("object group does not belong to this layout")

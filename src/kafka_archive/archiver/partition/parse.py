@@ -14,7 +14,13 @@ import re
 from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.partition.layouts import Layout, SlotKind, Text
+from kafka_archive.archiver.partition.layouts import (
+    MAX_OFFSET,
+    MAX_PARTITION,
+    Layout,
+    SlotKind,
+    Text,
+)
 from kafka_archive.archiver.partition.values import (
     HIVE_NULL_SEGMENT,
     MISSING_SEGMENT,
@@ -22,8 +28,6 @@ from kafka_archive.archiver.partition.values import (
 )
 from kafka_archive.kcql.plan import Padding
 
-_MAX_PARTITION = 2**31 - 1
-_MAX_OFFSET = 2**63 - 1
 _SLOT_GROUPS = {
     SlotKind.TOPIC: "topic",
     SlotKind.PARTITION: "partition",
@@ -85,8 +89,8 @@ def parse_key(layout: Layout, key: str) -> ParsedKey | None:
     if match is None:
         return None
     topic = decode_segment(match["topic"])
-    partition = _number(match["partition"], layout, _MAX_PARTITION)
-    offset = _number(match["offset"], layout, _MAX_OFFSET)
+    partition = _number(match["partition"], layout, MAX_PARTITION)
+    offset = _number(match["offset"], layout, MAX_OFFSET)
     if not topic or partition is None or offset is None:
         return None
     size = len(layout.fields) + len(layout.times)

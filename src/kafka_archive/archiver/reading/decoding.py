@@ -19,10 +19,10 @@ from typing import Any
 from kafka_archive.archiver import envelope as env
 from kafka_archive.archiver.formats import csv_, schema
 from kafka_archive.archiver.formats.bytes_ import read_values
-from kafka_archive.archiver.formats.registry import SchemaRegistry, decoded, jsonable
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
 from kafka_archive.archiver.partition.fields import Projector
 from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.schema_registry import SchemaRegistry, decoded, jsonable
 from kafka_archive.kcql.plan import Envelope, Format
 
 FULL_ENVELOPE = Envelope(enabled=True)

@@ -11,11 +11,13 @@ committed offsets its state holds.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.errors import ConfigError, NotInArchiveError
 from kafka_archive.archiver.formats.compression import SUFFIXES
 from kafka_archive.archiver.model import TopicPartition
@@ -23,7 +25,7 @@ from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import listing_prefix, parse_key
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Codecs, Compression, Format, Route, Target
+from kafka_archive.kcql.plan import Codecs, Compression, Format, Plan, Route, Target
 
 _EXTENSION_FORMATS = {fmt.extension: fmt for fmt in Format if fmt is not Format.CSV_WITHHEADERS}
 _LENSES_NAME = re.compile(r"^[0-9]+/[0-9]+\.(?P<ext>[A-Za-z]+)(?P<suffix>\.gz|\.bz2|\.zst)?$")
@@ -59,7 +61,7 @@ def list_partition_objects(
     """
     layout = layout_for(route)
     head = listing_prefix(layout)
-    own = f"{route.target.prefix}/{STATE_DIR}/" if route.target.prefix else f"{STATE_DIR}/"
+    own = f"{route.target.head}{STATE_DIR}/"
     listing = keys if keys is not None else store.list_objects(route.target.bucket, head)
     found: dict[TopicPartition, list[StoredObject]] = defaultdict(list)
     for key, size in listing:
@@ -95,7 +97,7 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         NotInArchiveError: no such objects.
         ConfigError: ``.csv`` objects, which may or may not start with a header row.
     """
-    head = f"{target.prefix}/" if target.prefix else ""
+    head = target.head
     folder = f"{head}{topic}/"
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
@@ -117,10 +119,25 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
     )
 
 
+def archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
+    """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
+    iceberg.refuse_tables(plan, "cat and restore")
+    store.check_bucket(target.bucket)
+    if plan is None:
+        return default_route(store, target, topic)
+    for route in plan.routes:
+        if route.target == target and (route.topic == topic or route.all_topics):
+            return dataclasses.replace(route, topic=topic)
+    raise ConfigError(
+        f"no KCQL statement writes {topic} to {target}",
+        hint="Pass the statement that wrote the archive, or leave out --kcql",
+    )
+
+
 def committed_offsets(store: S3Store, target: Target) -> dict[TopicPartition, int]:
     """Committed offsets of the partitions archived under ``target``: the route's state, or
     (an archive not run since routes own their state) the one job's that archived it."""
-    head = f"{target.prefix}/" if target.prefix else ""
+    head = target.head
     found: dict[TopicPartition, list[int]] = {}
     routes: dict[TopicPartition, int] = {}
     for key, _ in store.list_objects(target.bucket, f"{head}{STATE_DIR}/"):
@@ -143,7 +160,7 @@ def partition_objects(
 ) -> tuple[StoredObject, ...]:
     """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
     layout = layout_for(route)
-    head = f"{route.target.prefix}/" if route.target.prefix else ""
+    head = route.target.head
     folder = f"{head}{tp.topic}/{layout.partition_text(tp.partition)}/"
     keys = (
         store.list_objects(route.target.bucket, folder)

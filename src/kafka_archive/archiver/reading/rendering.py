@@ -30,11 +30,16 @@ prints the same line.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from kafka_archive.archiver import envelope as env
-from kafka_archive.archiver.reading.records import FoundRecord
-from kafka_archive.kcql.plan import Format
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.reading import listing
+from kafka_archive.archiver.reading.records import FoundRecord, find_records
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.kcql.plan import Format, Plan
 
 JSON, TEXT, BASE64, CSV = env.JSON, env.TEXT, env.BASE64, "csv"
 
@@ -112,3 +117,32 @@ def parsed_bytes(value: Any, encoding: str | None) -> bytes | None:
 def parsed_headers(headers: list[list[Any]]) -> Headers:
     """The headers a printed ``headers`` list stands for."""
     return tuple((str(name), parsed_bytes(value, encoding)) for name, value, encoding in headers)
+
+
+def cat(
+    settings: Settings,
+    plan: Plan | None,
+    location: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    count: int,
+    output: str = "jsonl",
+) -> Iterator[bytes]:
+    """Up to ``count`` archived records of a partition from ``offset`` on, rendered for
+    ``output``: ``jsonl``, one JSON line each (:func:`to_jsonl`), or ``raw``, each value's
+    bytes as stored.
+
+    Without a plan the archive must use the default layout (its format is told by the
+    objects' extension); with one, the route writing ``topic`` to ``location`` is used.
+    """
+    target = listing.parse_location(location)
+    tp = TopicPartition(topic, partition)
+    store = S3Store(settings.s3)
+    route = listing.archived_route(store, plan, target, topic)
+    committed = listing.committed_offsets(store, target).get(tp)
+    for record in find_records(store, route, tp, offset, count, committed=committed):
+        if output == "raw":
+            yield raw(record)
+        else:
+            yield to_jsonl(record).encode("utf-8") + b"\n"

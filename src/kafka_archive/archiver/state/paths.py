@@ -21,8 +21,7 @@ STATE_DIR = ".kafka-archive"
 
 
 def state_root(target: Target) -> str:
-    head = f"{target.prefix}/" if target.prefix else ""
-    return f"{head}{STATE_DIR}"
+    return f"{target.head}{STATE_DIR}"
 
 
 def topic_state_prefix(target: Target, topic: str) -> str:

@@ -7,7 +7,7 @@ What reaches the cluster:
   cluster's Python must have the dependencies (pyspark, confluent-kafka, boto3, lark,
   fastavro, pyarrow, pyyaml, cramjam) — or pass a packed virtualenv with
   ``--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python`` (see README);
-- the entry script :mod:`kafka_archive.spark_entry`, which runs ``kafka-archive run`` with the
+- the entry script :mod:`kafka_archive.cli.spark_entry`, which runs ``kafka-archive run`` with the
   same run options, so driver and executors execute exactly the code path of ``run``.
 
 Nothing secret is put on a command line (``ps``, the Spark UI's ``sun.java.command``, event
@@ -240,7 +240,7 @@ def command(
     """The spark-submit command line that runs ``kafka-archive run <run_args>`` on Spark;
     in cluster mode ``files`` (and the secrets file) go with it (``--files``), into the
     driver's working directory."""
-    from kafka_archive import spark_entry
+    from kafka_archive.cli import spark_entry
 
     argv = [spark_submit_path(spark.spark_submit, environ), "--master", spark.master,
             "--deploy-mode", spark.deploy_mode, "--name", "kafka-archive"]  # fmt: skip

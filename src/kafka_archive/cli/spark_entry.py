@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 def run_args(argv: Sequence[str]) -> list[str]:
     """``run``'s arguments: ``argv`` with the secrets file's arguments put back."""
-    from kafka_archive.submit import SECRETS_FLAG, read_secrets
+    from kafka_archive.cli.submit import SECRETS_FLAG, read_secrets
 
     args = list(argv)
     if len(args) >= 2 and args[0] == SECRETS_FLAG:

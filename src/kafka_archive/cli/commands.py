@@ -1,4 +1,4 @@
-"""The command line: parse flags, build Settings and a Plan, call the library, print.
+"""The commands: parse flags, build Settings and a Plan, call the library, print.
 
 ``main`` maps every error family to one line on stderr and an exit code; a traceback is
 shown only with ``--debug``.
@@ -6,41 +6,39 @@ shown only with ``--debug``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import click
 
 from kafka_archive import __version__, importer, kcql, shipping
-from kafka_archive import submit as submitting
 from kafka_archive.archiver import api
-from kafka_archive.archiver import report as reports
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, kafka_client_error
 from kafka_archive.archiver.job import job_name_for
-from kafka_archive.archiver.metrics_server import MetricsServer
-from kafka_archive.archiver.model import RunResult
 from kafka_archive.archiver.positions import parse_timestamp
 from kafka_archive.archiver.restore import RestoreFilter
-from kafka_archive.archiver.settings import (
-    LoadedConfig,
-    Settings,
-    load_settings,
-    require_bootstrap,
-)
+from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
 from kafka_archive.archiver.spark import task_failure
-from kafka_archive.archiver.status import status as job_status
 from kafka_archive.archiver.verify import to_json as verify_json
-from kafka_archive.console import LiveProgress, LogProgress
+from kafka_archive.cli import submit as submitting
+from kafka_archive.cli.console import LiveProgress, LogProgress
+from kafka_archive.cli.render import (
+    render_follow,
+    render_plan,
+    render_restore,
+    render_status,
+    render_summary,
+    render_verify,
+)
 from kafka_archive.secrets import scrub
-from kafka_archive.summary import human_bytes, render_restore, render_summary, render_verify
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -135,59 +133,72 @@ _config_option = click.option(
 )
 
 
-def _run_options(command: Any) -> Any:
-    """The connection and job options shared by run, plan and submit."""
-    for decorator in reversed(
-        (
-            _kcql_option,
-            _config_option,
-            click.option("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
-                         help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS]."),
-            click.option("--endpoint-url", metavar="URL",
-                         help="S3-compatible endpoint; absent means AWS "
-                         "[env KAFKA_ARCHIVE_ENDPOINT_URL]."),
-            click.option("--region", help="S3 region [env KAFKA_ARCHIVE_REGION]."),
-            click.option("--master",
-                         help="Spark master (default local[*]) [env KAFKA_ARCHIVE_MASTER]."),
-            click.option("--job-name", help="Names the archive state and the consumer group "
-                         "(default: derived from the topics and targets)."),
-            click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
-                         help="librdkafka property, as kcat takes it; repeatable."),
-            click.option("--schema-registry-url", metavar="URL",
-                         help="Confluent Schema Registry: values in its Avro wire format "
-                         "are decoded with their writer schema "
-                         "[env KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL]."),
-            click.option("--topics", metavar="T1,T2", help="FROM `*`: the topics to archive."),
-            click.option("--topics-regex", metavar="REGEX",
-                         help="FROM `*`: archive every topic whose whole name matches."),
-        )
-    ):
-        command = decorator(command)
-    return command
+@dataclass(frozen=True, slots=True)
+class RunFlags:
+    """The connection and job options shared by run, plan, status, verify, restore and
+    submit, as given on the command line (None: not given)."""
+
+    kcql_texts: tuple[str, ...]
+    config: Path | None
+    bootstrap_servers: str | None
+    endpoint_url: str | None
+    region: str | None
+    master: str | None
+    job_name: str | None
+    kafka_properties: tuple[str, ...]
+    schema_registry_url: str | None
+    topics: str | None
+    topics_regex: str | None
+
+    def load(self, **more: Any) -> LoadedConfig:
+        """Settings from the config file < environment < these flags (and ``more``)."""
+        given = {f.name: getattr(self, f.name) for f in fields(self)}
+        del given["kcql_texts"], given["config"]
+        given["kafka_properties"] = _kafka_properties(self.kafka_properties) or None
+        return _load(self.config, {**given, **more})
+
+    def plan(self, loaded: LoadedConfig) -> kcql.Plan:
+        return _plan(self.kcql_texts, loaded)
+
+    def given_plan(self, loaded: LoadedConfig) -> kcql.Plan | None:
+        """The plan when KCQL was given (flags or config file), else None (cat, restore)."""
+        return self.plan(loaded) if self.kcql_texts or loaded.statements else None
 
 
-def _settings_flags(
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
-) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": bootstrap_servers,
-        "endpoint_url": endpoint_url,
-        "region": region,
-        "master": master,
-        "job_name": job_name,
-        "kafka_properties": _kafka_properties(kafka_properties) or None,
-        "schema_registry_url": schema_registry_url,
-        "topics": topics,
-        "topics_regex": topics_regex,
-    }
+_RUN_OPTIONS = (
+    _kcql_option,
+    _config_option,
+    click.option("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
+                 help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS]."),
+    click.option("--endpoint-url", metavar="URL",
+                 help="S3-compatible endpoint; absent means AWS [env KAFKA_ARCHIVE_ENDPOINT_URL]."),
+    click.option("--region", help="S3 region [env KAFKA_ARCHIVE_REGION]."),
+    click.option("--master", help="Spark master (default local[*]) [env KAFKA_ARCHIVE_MASTER]."),
+    click.option("--job-name", help="Names the archive state and the consumer group "
+                 "(default: derived from the topics and targets)."),
+    click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
+                 help="librdkafka property, as kcat takes it; repeatable."),
+    click.option("--schema-registry-url", metavar="URL",
+                 help="Confluent Schema Registry: values in its Avro wire format are decoded "
+                 "with their writer schema [env KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL]."),
+    click.option("--topics", metavar="T1,T2", help="FROM `*`: the topics to archive."),
+    click.option("--topics-regex", metavar="REGEX",
+                 help="FROM `*`: archive every topic whose whole name matches."),
+)  # fmt: skip
+
+
+def _run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Declare the shared options once; the command receives them as one ``flags``."""
+
+    @functools.wraps(command)
+    def with_flags(**params: Any) -> None:
+        flags = RunFlags(**{f.name: params.pop(f.name) for f in fields(RunFlags)})
+        command(flags, **params)
+
+    wrapped: Callable[..., None] = with_flags
+    for decorator in reversed(_RUN_OPTIONS):
+        wrapped = decorator(wrapped)
+    return wrapped
 
 
 @cli.command()
@@ -203,42 +214,17 @@ def validate(kcql_texts: tuple[str, ...], config: Path | None) -> None:
 @_run_options
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format; json is a stable contract for scripts.")
-def plan_command(
-    kcql_texts: tuple[str, ...],
-    config: Path | None,
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
-    output: str,
-) -> None:
+def plan_command(flags: RunFlags, output: str) -> None:
     """Show the resolved plan and settings (with their sources), touching nothing."""
-    loaded = _load(
-        config,
-        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, schema_registry_url, topics,
-                              topics_regex),
-    )
-    plan = _plan(kcql_texts, loaded)
+    loaded = flags.load()
+    plan = flags.plan(loaded)
     settings = loaded.settings
     job = settings.job_name or job_name_for(plan)
     document = {**kcql.plan_to_dict(plan), "job": job, "settings": settings.redacted()}
     if output == "json":
         click.echo(json.dumps(document, indent=2, sort_keys=False))
         return
-    click.echo(f"job: {job}")
-    for number, route in enumerate(document["routes"], start=1):
-        click.echo(f"route {number}: {route['topic']} -> s3://{route['bucket']}/{route['prefix']}"
-                   f"  ({route['format']})")
-        click.echo(f"  kcql: {route['kcql']}")
-    click.echo("settings:")
-    for name, shown in document["settings"].items():
-        click.echo(f"  {name} = {shown['value']!r}  ({shown['source']})")
+    click.echo(render_plan(document))
 
 
 @cli.command()
@@ -278,17 +264,7 @@ def plan_command(
               help="Forget what this job archived and start over from --start (asks first).")
 @click.option("--yes", is_flag=True, help="Do not ask before --reset-state.")
 def run(
-    kcql_texts: tuple[str, ...],
-    config: Path | None,
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
+    flags: RunFlags,
     start: str | None,
     max_records_per_partition: int | None,
     until: str | None,
@@ -305,132 +281,41 @@ def run(
     yes: bool,
 ) -> None:
     """Archive every new record of the KCQL's topics to S3, then exit (or --follow)."""
-    loaded = _load(
-        config,
-        {
-            **_settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                              kafka_properties, schema_registry_url, topics,
-                              topics_regex),
-            "start": start,
-            "max_records_per_partition": max_records_per_partition,
-            "until": until,
-            "allow_gaps": allow_gaps or None,
-        },
-    )
-    plan = _plan(kcql_texts, loaded)
-    require_bootstrap(loaded.settings, config)
+    loaded = flags.load(start=start, max_records_per_partition=max_records_per_partition,
+                        until=until, allow_gaps=allow_gaps or None)  # fmt: skip
+    plan = flags.plan(loaded)
+    settings = loaded.settings
+    require_bootstrap(settings, flags.config)
     if reset_state:
-        job = loaded.settings.job_name or job_name_for(plan)
+        job = settings.job_name or job_name_for(plan)
         if not yes and not sys.stdin.isatty():
             raise click.UsageError("--reset-state asks for confirmation; without a terminal "
                                    "to answer, pass --yes")  # fmt: skip
         if not yes:
             click.confirm(f"Forget everything job {job} archived and start over? Objects stay; "
                           "records may be archived again", abort=True, err=True)  # fmt: skip
-        deleted = api.reset_state(loaded.settings, plan)
+        deleted = api.reset_state(settings, plan)
         click.echo(f"kafka-archive: reset job {job} ({deleted} state object(s) deleted)", err=True)
     if metrics_port is not None and not follow:
         raise click.UsageError("--metrics-port serves a running --follow; for one run use "
                                "--metrics-file")  # fmt: skip
     if follow:
-        server = None
-        if metrics_port is not None:
-            max_age = health_max_age or 3 * poll_interval + 300
-            server = MetricsServer(metrics_port, max_age=max_age, max_lag=health_max_lag).start()
-            click.echo(f"kafka-archive: serving /metrics and /health on port {server.port}",
-                       err=True)  # fmt: skip
-        try:
-            _follow(loaded.settings, plan, poll_interval, shutdown_timeout, server)
-        finally:
-            if server is not None:
-                server.stop()
+        options = api.FollowOptions(poll_interval, shutdown_timeout, metrics_port,
+                                    health_max_lag, health_max_age)  # fmt: skip
+        totals = api.serve(
+            settings, plan, options, progress=_progress(),
+            on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
+            notify=lambda message: click.echo(f"kafka-archive: {message}", err=True),
+        )  # fmt: skip
+        click.echo(render_follow(totals))
         return
     try:
-        result = api.run(loaded.settings, plan, progress=_progress())
+        result = api.run(settings, plan, progress=_progress())
     except ArchiveError as exc:
-        _write_outputs(loaded.settings, plan, exc.result, scrub(str(exc)), report_path,
-                       metrics_file)
+        api.write_outputs(settings, plan, exc.result, scrub(str(exc)), report_path, metrics_file)
         raise
-    _write_outputs(loaded.settings, plan, result, None, report_path, metrics_file)
+    api.write_outputs(settings, plan, result, None, report_path, metrics_file)
     click.echo(render_summary(result))
-
-
-def _write_outputs(
-    settings: Settings,
-    plan: kcql.Plan,
-    result: RunResult | None,
-    error: str | None,
-    report_path: Path | None,
-    metrics_file: Path | None,
-) -> None:
-    if result is None or (report_path is None and metrics_file is None):
-        return
-    if report_path is not None:
-        reports.write_atomically(
-            report_path, json.dumps(reports.report_json(result, error), indent=2) + "\n"
-        )
-    if metrics_file is not None:
-        try:
-            lag = job_status(settings, plan)
-        except ArchiveError:
-            lag = None  # metrics of the run are still worth writing
-        reports.write_atomically(
-            metrics_file, reports.prometheus_text(result, lag, ok=error is None)
-        )
-
-
-def _follow(
-    settings: Settings,
-    plan: kcql.Plan,
-    poll: float,
-    shutdown_timeout: float,
-    server: MetricsServer | None = None,
-) -> None:
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: object) -> None:
-        if stop.is_set():
-            return
-        click.echo(
-            f"kafka-archive: {signal.Signals(signum).name}: finishing the current batch "
-            f"(at most {shutdown_timeout:.0f}s)",
-            err=True,
-        )
-        stop.set()
-        timer = threading.Timer(shutdown_timeout, api.cancel_spark_jobs)
-        timer.daemon = True
-        timer.start()
-
-    def on_batch(result: RunResult) -> None:
-        if result.records:
-            click.echo(render_summary(result))
-        if server is not None:
-            try:
-                lag = job_status(settings, plan)
-            except ArchiveError:
-                lag = None
-            server.update(result, lag)
-
-    def on_error(error: ArchiveError, delay: float) -> None:
-        logging.getLogger("kafka_archive").warning(
-            "batch failed: %s; trying again in %.0f s", error, delay
-        )
-        if server is not None:
-            server.failed(type(error).__name__)
-            if error.result is not None:
-                server.update(error.result, None, ok=False)
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        totals = api.follow(settings, plan, poll_seconds=poll, stop=stop, on_batch=on_batch,
-                            progress=_progress(), on_error=on_error)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    click.echo(
-        f"stopped after {totals.batches} batch(es): {totals.records} records, "
-        f"{human_bytes(totals.bytes)}, {totals.objects} object(s) in {totals.seconds:.1f} s"
-    )
 
 
 @cli.command()
@@ -439,44 +324,16 @@ def _follow(
               show_default=True)
 @click.option("--max-lag", type=click.IntRange(min=0), metavar="N",
               help="Exit 1 when any partition lags by more than N records (for cron alerts).")
-def status(
-    kcql_texts: tuple[str, ...],
-    config: Path | None,
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
-    output: str,
-    max_lag: int | None,
-) -> None:
+def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     """Per partition: archived offset, Kafka end offset, lag, last commit, objects, bytes."""
-    loaded = _load(
-        config,
-        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, schema_registry_url, topics,
-                              topics_regex),
-    )
-    plan = _plan(kcql_texts, loaded)
-    require_bootstrap(loaded.settings, config)
-    report = job_status(loaded.settings, plan)
+    loaded = flags.load()
+    plan = flags.plan(loaded)
+    require_bootstrap(loaded.settings, flags.config)
+    report = api.status(loaded.settings, plan)
     if output == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(f"job {report.job}")
-        click.echo(f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
-                   f"{'objects':>8} {'bytes':>14}  last commit")  # fmt: skip
-        for row in report.partitions:
-            archived = "-" if row.archived_offset is None else str(row.archived_offset)
-            click.echo(
-                f"  {row.topic + '-' + str(row.partition):<32} {archived:>12} "
-                f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
-                f"{row.last_commit or 'never'}"
-            )
+        click.echo(render_status(report))
     if max_lag is not None and report.max_lag > max_lag:
         click.echo(
             f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True
@@ -490,34 +347,15 @@ def status(
               help="Check the archive alone (objects, overlaps, state), without Kafka.")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-def verify(
-    kcql_texts: tuple[str, ...],
-    config: Path | None,
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
-    offline: bool,
-    output: str,
-) -> None:
+def verify(flags: RunFlags, offline: bool, output: str) -> None:
     """Check that every archived record is in exactly one object and matches Kafka.
 
     Exits 0 when the archive is clean, 1 with every discrepancy listed when it is not.
     """
-    loaded = _load(
-        config,
-        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, schema_registry_url, topics,
-                              topics_regex),
-    )
-    plan = _plan(kcql_texts, loaded)
+    loaded = flags.load()
+    plan = flags.plan(loaded)
     if not offline:
-        require_bootstrap(loaded.settings, config)
+        require_bootstrap(loaded.settings, flags.config)
     result = api.verify(loaded.settings, plan, offline=offline, progress=_progress())
     if output == "json":
         click.echo(json.dumps(verify_json(result), indent=2))
@@ -581,6 +419,7 @@ def cat_command(
               help="Restore at most N records of each partition in this run (resumable).")
 @_run_options
 def restore(
+    flags: RunFlags,
     location: str,
     topic: str,
     to_topic: str,
@@ -591,27 +430,11 @@ def restore(
     to_time: str | None,
     values_only: bool,
     max_records_per_partition: int | None,
-    kcql_texts: tuple[str, ...],
-    config: Path | None,
-    bootstrap_servers: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    master: str | None,
-    job_name: str | None,
-    kafka_properties: tuple[str, ...],
-    schema_registry_url: str | None,
-    topics: str | None,
-    topics_regex: str | None,
 ) -> None:
     """Replay archived records into a Kafka topic, exactly once and resumably."""
-    loaded = _load(
-        config,
-        _settings_flags(bootstrap_servers, endpoint_url, region, master, job_name,
-                        kafka_properties, schema_registry_url, topics,
-                              topics_regex),
-    )
-    plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
-    require_bootstrap(loaded.settings, config)
+    loaded = flags.load()
+    plan = flags.given_plan(loaded)
+    require_bootstrap(loaded.settings, flags.config)
     only = RestoreFilter(
         from_offset=from_offset,
         to_offset=to_offset,
@@ -767,6 +590,3 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
     click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
     return exc.exit_code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

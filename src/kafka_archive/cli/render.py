@@ -1,9 +1,13 @@
-"""Human-readable renderings of run results, for the CLI."""
+"""Every text the CLI prints for a result: plan, run, follow, status, verify, restore."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafka_archive.archiver.model import RunResult
 from kafka_archive.archiver.restore import RestoreRun
+from kafka_archive.archiver.session import FollowResult
+from kafka_archive.archiver.status import JobStatus
 from kafka_archive.archiver.verify import VerifyResult
 
 
@@ -101,3 +105,41 @@ def render_restore(result: RestoreRun) -> str:
         lines.append(f"  {unit.tp}: {unit.records} records{upto}{resumed}")
     lines.append(f"total: {result.records} records in {result.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def render_plan(document: dict[str, Any]) -> str:
+    """``plan``: the job, each route and its KCQL, every setting with its source."""
+    lines = [f"job: {document['job']}"]
+    for number, route in enumerate(document["routes"], start=1):
+        lines.append(f"route {number}: {route['topic']} -> s3://{route['bucket']}/"
+                     f"{route['prefix']}  ({route['format']})")  # fmt: skip
+        lines.append(f"  kcql: {route['kcql']}")
+    lines.append("settings:")
+    for name, shown in document["settings"].items():
+        lines.append(f"  {name} = {shown['value']!r}  ({shown['source']})")
+    return "\n".join(lines)
+
+
+def render_status(report: JobStatus) -> str:
+    """``status``: one row per partition."""
+    lines = [
+        f"job {report.job}",
+        f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
+        f"{'objects':>8} {'bytes':>14}  last commit",
+    ]
+    for row in report.partitions:
+        archived = "-" if row.archived_offset is None else str(row.archived_offset)
+        lines.append(
+            f"  {row.topic + '-' + str(row.partition):<32} {archived:>12} "
+            f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
+            f"{row.last_commit or 'never'}"
+        )
+    return "\n".join(lines)
+
+
+def render_follow(totals: FollowResult) -> str:
+    """The totals of ``run --follow`` once it stopped."""
+    return (
+        f"stopped after {totals.batches} batch(es): {totals.records} records, "
+        f"{human_bytes(totals.bytes)}, {totals.objects} object(s) in {totals.seconds:.1f} s"
+    )

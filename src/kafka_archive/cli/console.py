@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_archive.archiver.progress import UnitProgress
-from kafka_archive.summary import human_bytes
+from kafka_archive.cli.render import human_bytes
 
 log = logging.getLogger("kafka_archive.progress")
 

@@ -21,8 +21,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 from fastavro.read import SchemaResolutionError
 
-from kafka_archive.archiver.errors import ConfigError
-from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.errors import BadRecordError, ConfigError
 
 MAGIC = 0
 _TIMEOUT_SECONDS = 30

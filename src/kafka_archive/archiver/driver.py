@@ -1,0 +1,255 @@
+"""The driver's seam, shared by ``run``, ``follow``, ``verify``, ``status`` and ``restore``.
+
+- :func:`preflight`: the job's name, the buckets checked, Kafka reached and the plan's topics
+  resolved, before anything is read or written;
+- :func:`partition_states`: each (route, partition) with its S3 state and Kafka's offsets
+  (one batched lookup for all partitions);
+- :class:`SparkOnDemand` and :func:`map_units`: run units as Spark tasks, one task each,
+  their progress shown live; :func:`first_error` turns the failures the tasks returned back
+  into our errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, cast
+
+from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver import spool, topics
+from kafka_archive.archiver.errors import ArchiveError
+from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
+from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.progress import UnitProgress, listening
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.spark import spark_context, stop_spark
+from kafka_archive.archiver.state import checkpoint
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.kcql.plan import Plan, Route, Target
+
+
+class Progress(Protocol):
+    """What a command tells the user while it works (the CLI draws it; the library never
+    prints).
+
+    ``units_started`` names the units of one Spark job before it runs; ``unit_update`` is
+    called from a listener thread as tasks report (:mod:`.progress`), ``units_ended`` once
+    the job is over.
+    """
+
+    def step(self, message: str) -> None: ...
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None: ...
+
+    def unit_update(self, update: UnitProgress) -> None: ...
+
+    def units_ended(self) -> None: ...
+
+
+class NullProgress:
+    def step(self, message: str) -> None:
+        return None
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None:
+        return None
+
+    def unit_update(self, update: UnitProgress) -> None:
+        return None
+
+    def units_ended(self) -> None:
+        return None
+
+
+# -- preflight ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """What every command knows once its checks passed: the job, the store, and (unless the
+    command runs without Kafka) the admin client and the plan with its topics resolved."""
+
+    job: str
+    store: S3Store
+    plan: Plan
+    admin: KafkaAdmin | None
+
+    @property
+    def kafka(self) -> KafkaAdmin:
+        assert self.admin is not None, "this preflight ran without Kafka"
+        return self.admin
+
+
+def targets_of(plan: Plan) -> list[Target]:
+    """The plan's targets, each once, in a stable order (the order locks are taken in)."""
+    return sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
+
+
+@contextlib.contextmanager
+def preflight(
+    settings: Settings, plan: Plan, *, kafka: bool = True, spool_dir: bool = False
+) -> Iterator[Preflight]:
+    """Fail fast, before anything is read or written: the job name, the spool directory
+    (``spool_dir``), every target bucket, and with ``kafka`` the brokers and the topics the
+    plan names (``FROM *`` resolved); the admin client stays open for the block."""
+    job = jobs.check_job_name(settings.job_name or jobs.job_name_for(plan))
+    if spool_dir:
+        spool.check(settings.spool_dir)
+    store = S3Store(settings.s3)
+    for bucket in sorted({r.target.bucket for r in plan.routes}):
+        store.check_bucket(bucket)
+    if not kafka:
+        yield Preflight(job, store, plan, None)
+        return
+    with KafkaAdmin(settings.kafka, jobs.group_for(job)) as admin:
+        yield Preflight(job, store, topics.resolve(plan, settings, admin.topic_names), admin)
+
+
+# -- partitions -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One (route, partition): its loaded S3 state and, with Kafka, its offsets."""
+
+    route_index: int
+    route: Route
+    tp: TopicPartition
+    loaded: checkpoint.LoadedState
+    marks: Watermarks | None
+
+    @property
+    def state(self) -> checkpoint.PartitionState | None:
+        return self.loaded.state
+
+    @property
+    def committed(self) -> int | None:
+        """The next offset to archive as committed, None when the job has no state here."""
+        return self.loaded.state.next_offset if self.loaded.state is not None else None
+
+
+def partition_states(
+    pre: Preflight,
+    also: Mapping[int, Iterable[TopicPartition]] | None = None,
+) -> Iterator[PartitionView]:
+    """Each route's partitions in order: Kafka's (with a preflight that reached Kafka) and
+    those ``also`` names by route index (e.g. what the archive holds), each with its state
+    and Kafka's offsets (one batched lookup for all, None without Kafka)."""
+    plan, admin = pre.plan, pre.admin
+    kafka_partitions = (
+        admin.partitions(tuple(sorted({r.topic for r in plan.routes}))) if admin else {}
+    )
+    wanted: list[tuple[int, Route, TopicPartition]] = []
+    for index, route in enumerate(plan.routes):
+        tps = set((also or {}).get(index, ()))
+        tps |= {TopicPartition(route.topic, p) for p in kafka_partitions.get(route.topic, ())}
+        wanted += [(index, route, tp) for tp in sorted(tps)]
+    offsets = admin.offsets(tp for _, _, tp in wanted) if admin else {}
+    for index, route, tp in wanted:
+        # Read only: the route's state, else the job's of the layout before routes owned it.
+        state = checkpoint.read(pre.store, route.target, pre.job, tp)
+        yield PartitionView(index, route, tp, checkpoint.LoadedState(state, None), offsets.get(tp))
+
+
+# -- running units on Spark -----------------------------------------------------------
+
+
+class SparkOnDemand:
+    """The driver's SparkContext, started the first time units run (a command with nothing
+    to do never starts Spark) and stopped by :meth:`close` when this process started it."""
+
+    def __init__(self, settings: Settings, app_name: str) -> None:
+        self.settings, self.app_name = settings, app_name
+        self._context: Any = None
+        self._owned = False
+
+    @classmethod
+    def running(cls, context: Any, settings: Settings) -> SparkOnDemand:
+        """An already running SparkContext (not stopped by :meth:`close`)."""
+        spark = cls(settings, "")
+        spark._context = context
+        return spark
+
+    @property
+    def context(self) -> Any:
+        if self._context is None:
+            self._context, self._owned = spark_context(self.settings, self.app_name)
+        return self._context
+
+    def cancel_jobs(self) -> None:
+        """Cancel what the context is running (from another thread; tasks stop, nothing
+        they did not commit counts)."""
+        if self._context is not None:
+            self._context.cancelAllJobs()
+
+    def close(self) -> None:
+        if self._context is not None and self._owned:
+            stop_spark(self._context)
+        self._context = None
+
+
+@contextlib.contextmanager
+def spark_on_demand(settings: Settings, app_name: str) -> Iterator[SparkOnDemand]:
+    spark = SparkOnDemand(settings, app_name)
+    try:
+        yield spark
+    finally:
+        spark.close()
+
+
+U = TypeVar("U")
+R = TypeVar("R")
+
+
+def map_units(
+    spark: SparkOnDemand | None,
+    units: Sequence[U],
+    task: Callable[[Iterable[U]], Iterable[R]],
+    *,
+    progress: Progress | None = None,
+    shown: Callable[[U], UnitProgress] | None = None,
+) -> list[R]:
+    """Run ``task`` (a ``mapPartitions`` function) on each unit as one Spark task (in this
+    process without ``spark``) and collect the results.
+
+    With ``shown``, the units' tasks report to a listener here (each unit gets its address
+    as ``progress_to``) and ``progress`` draws them. Errors of our taxonomy come back as
+    results (see :func:`first_error`); anything else fails the Spark job.
+    """
+    if not units:
+        return []
+    show = progress is not None and shown is not None
+    host = "127.0.0.1"
+    if spark is not None:
+        host = spark.context.getConf().get("spark.driver.host", "127.0.0.1")
+    if show:
+        assert progress is not None and shown is not None
+        progress.units_started([shown(u) for u in units])
+    try:
+        with listening(host, progress.unit_update) if show and progress else (
+                contextlib.nullcontext()) as address:  # fmt: skip
+            if address is not None:
+                units = [dataclasses.replace(cast(Any, u), progress_to=address) for u in units]
+            if spark is None:
+                return list(task(units))
+            return list(
+                spark.context.parallelize(list(units), len(units)).mapPartitions(task).collect()
+            )
+    finally:
+        if show and progress is not None:
+            progress.units_ended()
+
+
+class Failed(Protocol):
+    """A unit's result that carries an error of our taxonomy back from its task."""
+
+    def to_error(self) -> ArchiveError: ...
+
+
+def first_error(failures: Sequence[Failed], prefer: str | None = None) -> ArchiveError | None:
+    """The error to raise for failed units: the first of type ``prefer`` if any (a fenced
+    run explains the others), else the first; None when nothing failed."""
+    chosen = [f for f in failures if prefer and getattr(f, "error_type", None) == prefer]
+    failed = (chosen or list(failures))[:1]
+    return failed[0].to_error() if failed else None

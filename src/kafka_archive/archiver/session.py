@@ -1,0 +1,326 @@
+"""``run`` and ``follow``: one job's archiving session on the driver.
+
+A session is the preflight done (:func:`driver.preflight`), the plan checked, the job's
+lease held on each target, and Spark started on first need; each :meth:`Session.batch`
+plans units (:func:`job.plan_work`), runs them (:func:`driver.map_units`) and turns what
+they returned into a :class:`RunResult` or one error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from kafka_archive.archiver import driver, iceberg, transforms
+from kafka_archive.archiver import job as jobs
+from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
+from kafka_archive.archiver.formats import avsc
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.model import RunResult, UnitResult, WorkUnit
+from kafka_archive.archiver.plan_checks import check_layouts
+from kafka_archive.archiver.progress import UnitProgress
+from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import lease, legacy, probe
+from kafka_archive.archiver.state.lock import JobLock
+from kafka_archive.archiver.state.paths import (
+    state_root,
+    topic_pending_prefix,
+    topic_state_prefix,
+)
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.task import UnitFailure, archive_units
+from kafka_archive.kcql.plan import Plan, Target
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _locks(
+    store: S3Store, plan: Plan, job: str, run_id: str, ttl: int
+) -> Iterator[dict[Target, JobLock]]:
+    with contextlib.ExitStack() as stack:
+        yield {
+            target: stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
+            for target in driver.targets_of(plan)
+        }
+
+
+@contextlib.contextmanager
+def _held(lock: JobLock) -> Iterator[JobLock]:
+    """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
+    failed the run) is logged, so that the run's own error is the one reported."""
+    lock.acquire()
+    try:
+        yield lock
+    except BaseException:
+        try:
+            lock.release()
+        except ArchiveError as exc:
+            log.warning("could not release the job lock (it expires after "
+                        "lock_ttl_seconds): %s", exc)  # fmt: skip
+        raise
+    lock.release()
+
+
+def _shown(unit: WorkUnit) -> UnitProgress:
+    return UnitProgress(unit.route_index, unit.tp.topic, unit.tp.partition, unit.start,
+                        unit.stop, unit.start)  # fmt: skip
+
+
+class Session:
+    """One job's open session: preflight done, locks held, Spark started on first need."""
+
+    def __init__(
+        self, settings: Settings, pre: driver.Preflight, run_id: str, progress: driver.Progress
+    ) -> None:
+        self.settings, self.store, self.admin = settings, pre.store, pre.kafka
+        self.job, self.run_id, self.progress = pre.job, run_id, progress
+        self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
+        self.plan = plan = pre.plan
+        check_layouts(plan)
+        self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
+        self.partitions = self.admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
+        self.locks: dict[Target, JobLock] = {}
+        self.tables: list[iceberg.TableRoute] = []
+
+    def check_leases(self) -> None:
+        for lock in self.locks.values():
+            lock.check()
+
+    def batch(self, *, hold_tails: bool) -> RunResult:
+        """Archive from each committed offset to the end as of now; raise the first failure."""
+        started = time.monotonic()
+        self.check_leases()
+        work = jobs.plan_work(
+            self.plan, self.partitions, store=self.store, admin=self.admin,
+            settings=self.settings, job=self.job, run_id=self.run_id,
+            now_ms=int(time.time() * 1000), hold_tails=hold_tails,
+            value_schemas=self.value_schemas,
+            epochs={target: lock.epoch for target, lock in self.locks.items()},
+            check_lease=lambda target: self.locks[target].check(),
+            tables=iceberg.offsets_by_route(self.tables),
+        )
+        if work.units:
+            self.progress.step(
+                f"archiving {len(work.units)} partition(s) with Spark ({self.settings.master})"
+            )
+        assert self.spark is not None, "batch() runs inside session()"
+        units = transforms.with_roots(work.units, self.transform_roots)
+        units = iceberg.with_data_layout(units)
+        results = driver.map_units(
+            self.spark, units, functools.partial(archive_units, settings=self.settings),
+            progress=self.progress, shown=_shown,
+        )  # fmt: skip
+        failures = [r for r in results if isinstance(r, UnitFailure)]
+        done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
+        done += [f.committed for f in failures if f.committed is not None]
+        iceberg.commit_all(self.tables, done, run_id=self.run_id, job=self.job,
+                           check_lease=self.check_leases)  # fmt: skip
+        _commit_group(self.admin, done)
+        outcome = RunResult(
+            job=self.job,
+            run_id=self.run_id,
+            units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
+            skipped=work.skipped,
+            seconds=time.monotonic() - started,
+            gaps=work.gaps,
+        )
+        error = driver.first_error(failures, prefer="FencedError")
+        if error is not None:
+            error.result = outcome
+            raise error
+        lost = [lock for lock in self.locks.values() if lock.lost]
+        if lost:
+            error = lease.fenced("another run took the job's lease over during this batch")
+            error.result = outcome
+            raise error
+        unpassed = [g for g in work.gaps if not g.passed]
+        if unpassed:
+            gaps = RecordsLostError(
+                "Kafka deleted records before they were archived: "
+                + ", ".join(f"{g.tp} offsets {g.first}..{g.last}" for g in unpassed),
+                hint="Those partitions were left where they were (everything else was "
+                "archived). To accept the loss and continue from the earliest retained "
+                "offset, run again with --allow-gaps (config allow_gaps: true)",
+            )
+            gaps.result = outcome
+            raise gaps
+        return outcome
+
+
+@contextlib.contextmanager
+def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterator[Session]:
+    """Preflight, the conditional-write probe, the job's lease on every target, and the
+    multipart uploads of crashed runs aborted; Spark is stopped at the end."""
+    run_id = jobs.new_run_id()
+    with driver.preflight(settings, plan, spool_dir=True) as pre:
+        archiver = Session(settings, pre, run_id, progress)
+        probe.check_conditional_writes(
+            pre.store, archiver.plan, pre.job, run_id,
+            unsafe=settings.unsafe_single_writer_without_conditional_writes,
+        )  # fmt: skip
+        with (
+            _locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
+            driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
+        ):
+            archiver.locks = locks
+            _adopt_legacy_state(pre.store, archiver.plan, pre.job, run_id, locks)
+            archiver.check_leases()  # an aborted upload must not be a newer run's
+            aborted = jobs.abort_stale_uploads(pre.store, plan.routes)
+            if aborted:
+                log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+            archiver.tables = iceberg.prepare(archiver.plan, pre.store, settings.s3, run_id,
+                                              pre.job)  # fmt: skip
+            yield archiver
+
+
+def _adopt_legacy_state(
+    store: S3Store, plan: Plan, job: str, run_id: str, locks: dict[Target, JobLock]
+) -> None:
+    """Under the targets' leases: take over the state an earlier version kept per job."""
+    for target, lock in locks.items():
+        found = legacy.scan(store, target)
+        legacy.retire_locks(store, target, found, run_id, lock.epoch)
+        topics = {r.topic for r in plan.routes if r.target == target}
+        lock.check()
+        if legacy.adopt(store, target, topics, job, found):
+            log.info("adopted partition states of an earlier version under s3://%s/%s",
+                     target.bucket, target.prefix)  # fmt: skip
+
+
+def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = None) -> RunResult:
+    """Archive every route of the plan from its committed offset to the current end.
+
+    Raises an :class:`ArchiveError` subclass for every failure a user can act on. Units
+    that succeeded before another failed keep their commits (each partition is its own
+    exactly-once stream), and the error of the first failed unit is raised.
+    """
+    started = time.monotonic()
+    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+        result = archiver.batch(hold_tails=False)
+    return dataclasses.replace(result, seconds=time.monotonic() - started)
+
+
+FOLLOW_BATCH_LIMIT = 1_000_000
+FOLLOW_MAX_BACKOFF = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowResult:
+    job: str
+    run_id: str
+    batches: int
+    records: int
+    bytes: int
+    objects: int
+    seconds: float
+
+
+def follow(
+    settings: Settings,
+    plan: Plan,
+    *,
+    poll_seconds: float,
+    stop: threading.Event,
+    on_batch: Callable[[RunResult], None],
+    progress: driver.Progress | None = None,
+    on_error: Callable[[ArchiveError, float], None] | None = None,
+    started: Callable[[Session], None] | None = None,
+) -> FollowResult:
+    """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
+
+    Each micro-batch is a bounded run (at most ``max_records_per_partition`` offsets per
+    partition, default 1,000,000, so a stop request is served soon) that holds back young
+    tails (the route's flush interval, default one hour, on the driver's clock): objects
+    roll by count and size as records arrive, and by interval even when none do. The lock
+    and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
+    finish and commit.
+
+    With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
+    upload or read that ran out of retries) is reported to it with the back-off delay
+    (poll interval doubling per failure in a row, at most a minute) and tried again; what
+    its units committed before the failure is in the error's ``result``. ``started`` is
+    told the session once it is open (to cancel its Spark jobs from another thread).
+    """
+    if settings.max_records_per_partition is None:
+        settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
+    begun = time.monotonic()
+    batches = records = size = objects = 0
+    failed_in_a_row = 0
+    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+        if started is not None:
+            started(archiver)
+        while True:
+            try:
+                result = archiver.batch(hold_tails=True)
+            except ArchiveError as exc:
+                # A service rides out an S3 or Kafka outage: what units committed stays
+                # committed, the rest is read again by the next batch. Anything else (a bad
+                # record under the fail policy, a fenced run, access denied) ends the run.
+                if not exc.retriable or on_error is None:
+                    raise
+                failed_in_a_row += 1
+                delay = min(poll_seconds * 2**failed_in_a_row, FOLLOW_MAX_BACKOFF)
+                on_error(exc, delay)
+                if stop.wait(delay):
+                    break
+                continue
+            failed_in_a_row = 0
+            batches += 1
+            records, size, objects = (
+                records + result.records, size + result.bytes, objects + result.objects
+            )
+            on_batch(result)
+            if stop.wait(poll_seconds):
+                break
+    return FollowResult(
+        job=archiver.job,
+        run_id=archiver.run_id,
+        batches=batches,
+        records=records,
+        bytes=size,
+        objects=objects,
+        seconds=time.monotonic() - begun,
+    )
+
+
+def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
+    """Mirror the S3 commits into the consumer group, for lag tools. S3 stays the truth."""
+    offsets = {u.tp: u.next_offset for u in done if u.next_offset > u.start}
+    try:
+        admin.commit_group(offsets)
+    except Exception as exc:  # the archive is committed; a lag-tool mirror must not fail it
+        log.warning("could not commit offsets to the consumer group: %s", exc)
+
+
+def reset_state(settings: Settings, plan: Plan) -> int:
+    """Forget what the plan's routes archived: delete their partition states and intent
+    markers (also those of the layout before routes owned their state; other topics under
+    the same targets keep theirs), holding each target's lock (so never under a live run).
+    Archived objects stay; the next run starts where ``--start`` says and may archive
+    records again. Returns the number of state objects deleted."""
+    iceberg.refuse_tables(plan, "reset")
+    deleted = 0
+    with (
+        driver.preflight(settings, plan, kafka=False) as pre,
+        _locks(pre.store, plan, pre.job, jobs.new_run_id(), settings.lock_ttl_seconds),
+    ):
+        for target in driver.targets_of(plan):
+            topics = {r.topic for r in plan.routes if r.target == target}
+            every = any(r.all_topics for r in plan.routes if r.target == target)
+            folders = ([f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
+                       if every else
+                       [f(target, t) for t in topics
+                        for f in (topic_state_prefix, topic_pending_prefix)])  # fmt: skip
+            keys = [key for folder in folders for key in pre.store.list_keys(target.bucket, folder)]
+            keys += legacy.forget(pre.store, target, topics, every=every)
+            if keys:
+                pre.store.delete(target.bucket, keys)
+            deleted += len(keys)
+    return deleted

@@ -1,0 +1,5 @@
+import sys
+
+from kafka_archive.cli.commands import main
+
+sys.exit(main())
