@@ -1,4 +1,5 @@
-"""Driver side: name the job, plan one work unit per partition, run the units on Spark."""
+"""Driver side: name the job, plan work units (one per partition, or its pieces), run them
+on Spark."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_archive.archiver import positions
+from kafka_archive.archiver import positions, subunits
 from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
@@ -236,7 +237,7 @@ def plan_work(
         prior = (
             Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
         )
-        units.append(
+        units += subunits.split(
             WorkUnit(
                 route_index=index,
                 route=route,
@@ -258,7 +259,8 @@ def plan_work(
                     if route.flush.interval_set or hold_tails
                     else None
                 ),
-            )
+            ),
+            settings.max_records_per_unit,
         )
     return WorkPlan(tuple(units), tuple(skipped), recovered, tuple(gaps))
 
@@ -267,12 +269,13 @@ RunUnits = Callable[[Sequence[WorkUnit], Settings], list[Any]]
 
 
 def run_units_on_spark(sc: Any, units: Sequence[WorkUnit], settings: Settings) -> list[Any]:
-    """Run every unit as one Spark task and collect the results (UnitResult | UnitFailure)."""
+    """Run every unit as one Spark task and collect the results (UnitResult | UnitFailure),
+    one per partition: the pieces of a split partition are committed and merged here."""
     rdd = sc.parallelize(list(units), len(units))
     results: list[Any] = rdd.mapPartitions(
         functools.partial(archive_units, settings=settings)
     ).collect()
-    return results
+    return subunits.settle(units, results, settings)
 
 
 def split_results(results: list[Any]) -> tuple[list[Any], list[UnitFailure]]:
