@@ -202,3 +202,51 @@ def test_sigkill_with_split_partitions_resumes_to_exactly_once(
 def _pending(s3: Any, bucket: str) -> bool:
     page = s3.list_objects_v2(Bucket=bucket, Prefix="archive/.kafka-archive/")
     return any("/pending/" in item["Key"] for item in page.get("Contents", []))
+
+
+@pytest.mark.full
+def test_measure_a_skewed_topic_split_and_whole(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """The figure for the README: the same keyed, skewed topic (one hot partition of 300,000
+    records of ~500 B, three of 30,000) archived by whole-process runs, once with the hot
+    partition split into pieces of 100,000 offsets and once as one task per partition.
+    Prints both wall times (``pytest -s``); asserts each archive holds every record once."""
+    name = topic(partitions=4)
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50,
+                         "batch.size": 1_000_000})  # fmt: skip
+    pad = "x" * 480
+    i = 0
+    for partition, count in ((0, 300_000), (1, 30_000), (2, 30_000), (3, 30_000)):
+        for _ in range(count):
+            producer.produce(name, key=f"key-{partition}".encode(),
+                             value=json.dumps({"id": i, "pad": pad}).encode(),
+                             partition=partition)  # fmt: skip
+            i += 1
+            if i % 50_000 == 0:
+                producer.flush(60)
+    assert producer.flush(60) == 0
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    seconds: dict[str, float] = {}
+    for label, per_unit in (("whole", 10**9), ("split", 100_000), ("whole again", 10**9),
+                            ("split again", 100_000)):  # fmt: skip
+        bkt = bucket()
+        kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 50000"
+        started = time.monotonic()
+        done = subprocess.run(
+            [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
+             "--endpoint-url", s3_endpoint, "--master", "local[2]"],
+            env={**env, "KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT": str(per_unit)},
+            capture_output=True, timeout=900, check=False,
+        )  # fmt: skip
+        seconds[label] = time.monotonic() - started
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        ids = ids_of(data_objects(s3_client, bkt))
+        assert len(ids) == i and len(set(ids)) == i
+    print("\nskewed topic (300,000 + 3 x 30,000 records of ~500 B), local[2]: "
+          + ", ".join(f"{label} {s:.1f} s" for label, s in seconds.items()))  # fmt: skip

@@ -9,9 +9,11 @@ value (they are not worth a Spark retry); anything else propagates so Spark retr
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kafka_archive.archiver import deadletter, errors, transforms
@@ -239,9 +241,19 @@ def _archive_unit(
         raise
 
 
+# Units of one Spark partition archived at once: small units (archiver.job packs many into a
+# Spark partition) spend most of their time waiting on Kafka and S3 round trips.
+UNIT_THREADS = 8
+
+
 def archive_units(
     units: Iterable[WorkUnit], settings: Settings
 ) -> Iterator[UnitResult | UnitFailure]:
-    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition."""
-    for unit in units:
-        yield archive_unit(unit, settings)
+    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition, in
+    order; several units run on up to :data:`UNIT_THREADS` threads."""
+    batch = list(units)
+    if len(batch) <= 1:
+        yield from (archive_unit(unit, settings) for unit in batch)
+        return
+    with ThreadPoolExecutor(min(UNIT_THREADS, len(batch))) as pool:
+        yield from pool.map(functools.partial(archive_unit, settings=settings), batch)

@@ -20,8 +20,13 @@ def state_key(target: Target, job: str, tp: TopicPartition) -> str:
     return f"{state_root(target, job)}/state/{tp.topic}/{tp.partition}.json"
 
 
+def pending_root(target: Target, job: str) -> str:
+    """Where the intent markers of every partition of the job are (``<topic>/<partition>/``)."""
+    return f"{state_root(target, job)}/pending/"
+
+
 def pending_prefix(target: Target, job: str, tp: TopicPartition) -> str:
-    return f"{state_root(target, job)}/pending/{tp.topic}/{tp.partition}/"
+    return f"{pending_root(target, job)}{tp.topic}/{tp.partition}/"
 
 
 def lock_key(target: Target, job: str) -> str:
