@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.job import SMALL_PER_TASK, SMALL_UNIT, pack
 from kafka_archive.archiver.model import TopicPartition, WorkUnit
 from kafka_archive.archiver.subunits import piece_size, split
 
@@ -70,3 +71,28 @@ def test_routes_whose_objects_do_not_cut_on_offsets_are_not_split() -> None:
     bounded = unit("INSERT INTO bkt:p SELECT * FROM t WITH_FLUSH_COUNT = 10", 0, 10_000,
                    until_ms=1)  # fmt: skip
     assert split(bounded, 100) == [bounded]
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    sizes=st.lists(st.integers(1, 50_000), min_size=1, max_size=300),
+    parallelism=st.integers(1, 16),
+)
+def test_packing_runs_every_unit_once_large_ones_alone(sizes: list[int], parallelism: int) -> None:
+    units = [
+        WorkUnit(0, ROUTE, TopicPartition("t", i), 0, size, "run", "job", "group")
+        for i, size in enumerate(sizes)
+    ]
+    groups = pack(units, parallelism)
+    assert sorted(u.tp.partition for g in groups for u in g) == list(range(len(sizes)))
+    assert all(len(g) == 1 for g in groups if g[0].stop > SMALL_UNIT)
+    pieces = pack([dataclasses.replace(u, part_start=0, part_stop=10**6) for u in units],
+                  parallelism)  # fmt: skip
+    assert len(pieces) == len(units)  # a piece of a split partition is a task of its own
+    small = sum(1 for s in sizes if s <= SMALL_UNIT)
+    tasks_of_small = sum(1 for g in groups if g[0].stop <= SMALL_UNIT)
+    assert tasks_of_small == min(small, max(parallelism, -(-small // SMALL_PER_TASK)))
+    # Shared out evenly, never more than SMALL_PER_TASK to a task beyond the parallelism.
+    per_task = {len(g) for g in groups if g[0].stop <= SMALL_UNIT}
+    assert not per_task or max(per_task) - min(per_task) <= 1
+    assert not per_task or max(per_task) <= max(SMALL_PER_TASK, -(-small // parallelism))

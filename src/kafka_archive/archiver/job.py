@@ -327,12 +327,13 @@ SMALL_PER_TASK = 32
 
 
 def pack(units: Sequence[WorkUnit], parallelism: int) -> list[list[WorkUnit]]:
-    """Units grouped into Spark tasks, largest first: a task per large unit, small units
-    shared out over ``max(parallelism, n / SMALL_PER_TASK)`` tasks (a thousand partitions of
-    a few records each must not cost a thousand tasks' start-up and round trips in a row)."""
+    """Units grouped into Spark tasks, largest first: a task per large unit and per piece of
+    a split partition, small units shared out over ``max(parallelism, n / SMALL_PER_TASK)``
+    tasks (a thousand partitions of a few records each must not cost a thousand tasks'
+    start-up and round trips in a row)."""
     ordered = sorted(units, key=lambda u: u.stop - u.start, reverse=True)
-    large = [[u] for u in ordered if u.stop - u.start > SMALL_UNIT]
-    small = [u for u in ordered if u.stop - u.start <= SMALL_UNIT]
+    large = [[u] for u in ordered if u.stop - u.start > SMALL_UNIT or u.deferred]
+    small = [u for u in ordered if u.stop - u.start <= SMALL_UNIT and not u.deferred]
     count = min(len(small), max(parallelism, -(-len(small) // SMALL_PER_TASK)))
     return large + [small[i::count] for i in range(count)]
 
