@@ -137,6 +137,12 @@ class _StubAdmin:
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: Watermarks(0, 100, 100) for tp in tps}
 
+    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
+        raise AssertionError("a job starting at the earliest offset looks up no time")
+
+    def group_offset(self, tp: TopicPartition, group: str) -> int | None:
+        raise AssertionError("a job starting at the earliest offset looks up no group")
+
 
 def test_planning_ten_thousand_partitions(s3_endpoint: str, bucket: Callable[..., str]) -> None:
     bkt = bucket()
