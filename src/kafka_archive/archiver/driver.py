@@ -209,9 +209,13 @@ def map_units(
     *,
     progress: Progress | None = None,
     shown: Callable[[U], UnitProgress] | None = None,
+    pack: Callable[[Sequence[U], int], list[list[U]]] | None = None,
 ) -> list[R]:
     """Run ``task`` (a ``mapPartitions`` function) on each unit as one Spark task (in this
-    process without ``spark``) and collect the results.
+    process without ``spark``) and collect the results, ``results[i]`` being ``units[i]``'s.
+
+    ``pack`` groups the units into Spark tasks instead (given the units and Spark's default
+    parallelism; ``task`` then gets a group's units, in order).
 
     With ``shown``, the units' tasks report to a listener here (each unit gets its address
     as ``progress_to``) and ``progress`` draws them. Errors of our taxonomy come back as
@@ -233,12 +237,35 @@ def map_units(
                 units = [dataclasses.replace(cast(Any, u), progress_to=address) for u in units]
             if spark is None:
                 return list(task(units))
-            return list(
-                spark.context.parallelize(list(units), len(units)).mapPartitions(task).collect()
-            )
+            if pack is None:
+                return list(
+                    spark.context.parallelize(list(units), len(units)).mapPartitions(task).collect()
+                )
+            return _packed(spark.context, units, task, pack)
     finally:
         if show and progress is not None:
             progress.units_ended()
+
+
+def _packed(
+    context: Any,
+    units: Sequence[U],
+    task: Callable[[Iterable[U]], Iterable[R]],
+    pack: Callable[[Sequence[U], int], list[list[U]]],
+) -> list[R]:
+    groups = pack(units, context.defaultParallelism)
+    flat = [unit for group in groups for unit in group]
+    results = context.parallelize(groups, len(groups)).flatMap(_group).mapPartitions(task)
+    position = {id(unit): i for i, unit in enumerate(units)}
+    ordered: list[Any] = [None] * len(units)
+    for unit, result in zip(flat, results.collect(), strict=True):
+        ordered[position[id(unit)]] = result
+    return ordered
+
+
+def _group(group: list[U]) -> list[U]:
+    """One Spark element per group (``parallelize`` slices one element per task)."""
+    return group
 
 
 class Failed(Protocol):

@@ -1,4 +1,5 @@
-"""Driver side: name the job, plan one work unit per partition, run the units on Spark."""
+"""Driver side: name the job, plan work units (one per partition, or its pieces), run them
+on Spark."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
-from kafka_archive.archiver import positions
+from kafka_archive.archiver import positions, subunits
 from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
@@ -156,14 +159,24 @@ def plan_work(
         for index, route in enumerate(plan.routes)
         for partition in partitions[route.topic]
     ]
-    # One batched lookup for every partition of the job (not a request per partition).
+    # One batched lookup for every partition of the job (not a request per partition), one
+    # GET of each partition's state (a bounded pool of threads), one listing of the job's
+    # intent markers per target.
     offsets = admin.offsets(tp for _, _, tp in targets)
-    for index, route, tp in targets:
+    states = _in_parallel(
+        [functools.partial(_load_state, store, route.target, job, tp, (tables or {}).get(index))
+         for index, route, tp in targets]
+    )  # fmt: skip
+    marked = {
+        target: pending.markers_of_job(store, target, job)
+        for target in {route.target for route in plan.routes if route.iceberg is None}
+    }
+    # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
+    # the decisions (fence before a partition's unit is made from its fenced ETag).
+    writes: list[Callable[[], object]] = []
+    planned: list[tuple[_PartitionFence, int, Route, int, int]] = []
+    for (index, route, tp), loaded in zip(targets, states, strict=True):
         table = (tables or {}).get(index)
-        loaded = (
-            checkpoint.load(store, route.target, job, tp) if table is None
-            else _table_state(table.get(tp))
-        )  # fmt: skip
         state = loaded.state
         committed = state.next_offset if state is not None else 0
         marks = offsets[tp]
@@ -210,8 +223,9 @@ def plan_work(
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
                                 check_lease)  # fmt: skip
         recovery = (
-            pending.recover(store, route.target, job, tp, state, fence) if table is None
-            else pending.Recovery((), 0)
+            pending.recover(store, route.target, job, tp, state, fence,
+                            found=marked[route.target].get(tp, []))
+            if table is None else pending.Recovery((), 0)
         )  # fmt: skip
         if recovery.deleted_objects:
             log.info(
@@ -229,22 +243,28 @@ def plan_work(
                 # Pin where a new job starts (latest, a time, a group), so that the next
                 # run continues from here instead of choosing again.
                 pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
-                checkpoint.commit(store, route.target, job, tp, pin, expected_etag=None)
+                writes.append(functools.partial(checkpoint.commit, store, route.target, job,
+                                                tp, pin, expected_etag=None))  # fmt: skip
             elif current is not None and start > current.next_offset:
                 # Past a gap (allow_gaps) with nothing after it yet: record that the gap was
                 # passed, so that the next run does not report it again.
                 moved = dataclasses.replace(current, next_offset=start, run_id=run_id,
                                             committed_at=checkpoint.now_iso())  # fmt: skip
-                checkpoint.commit(store, route.target, job, tp, moved,
-                                  expected_etag=fence.loaded.etag)  # fmt: skip
+                writes.append(functools.partial(
+                    checkpoint.commit, store, route.target, job, tp, moved,
+                    expected_etag=fence.loaded.etag,
+                ))  # fmt: skip
             skipped.append(PartitionSkip(index, tp, start, "nothing new"))
             continue
-        fence()
-        loaded = fence.loaded
+        writes.append(fence)
+        planned.append((fence, index, route, start, stop))
+    _in_parallel(writes)
+    for fence, index, route, start, stop in planned:
+        loaded, tp, state, epoch = fence.loaded, fence.tp, fence.loaded.state, fence.epoch
         prior = (
             Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
         )
-        units.append(
+        units += subunits.split(
             WorkUnit(
                 route_index=index,
                 route=route,
@@ -266,9 +286,24 @@ def plan_work(
                     if route.flush.interval_set or hold_tails
                     else None
                 ),
-            )
+            ),
+            settings.max_records_per_unit,
         )
     return WorkPlan(tuple(units), tuple(skipped), recovered, tuple(gaps))
+
+
+def _load_state(
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    table: Mapping[TopicPartition, int] | None,
+) -> checkpoint.LoadedState:
+    """A partition's state as planning reads it: the route's state object, or (Iceberg
+    route) the offset of the table's latest snapshot."""
+    if table is None:
+        return checkpoint.load(store, target, job, tp)
+    return _table_state(table.get(tp))
 
 
 def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
@@ -277,3 +312,38 @@ def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
         return checkpoint.LoadedState(None, None)
     return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
 
+# Concurrent S3 requests of the driver's planning: botocore's connection pool holds 10.
+PLAN_THREADS = 10
+_T = TypeVar("_T")
+
+
+def _in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
+    """The results of ``calls``, in order, run on at most PLAN_THREADS threads; the first
+    exception (in order) is raised once the calls started are over."""
+    if len(calls) <= 1:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(min(PLAN_THREADS, len(calls))) as pool:
+        futures = [pool.submit(call) for call in calls]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+# A unit of at most this many offsets is small: mostly round trips to Kafka and S3.
+SMALL_UNIT = 10_000
+# Small units per Spark task at most (run on task.UNIT_THREADS threads).
+SMALL_PER_TASK = 32
+
+
+def pack(units: Sequence[WorkUnit], parallelism: int) -> list[list[WorkUnit]]:
+    """Units grouped into Spark tasks, largest first: a task per large unit and per piece of
+    a split partition, small units shared out over ``max(parallelism, n / SMALL_PER_TASK)``
+    tasks (a thousand partitions of a few records each must not cost a thousand tasks'
+    start-up and round trips in a row)."""
+    ordered = sorted(units, key=lambda u: u.stop - u.start, reverse=True)
+    large = [[u] for u in ordered if u.stop - u.start > SMALL_UNIT or u.deferred]
+    small = [u for u in ordered if u.stop - u.start <= SMALL_UNIT and not u.deferred]
+    count = min(len(small), max(parallelism, -(-len(small) // SMALL_PER_TASK)))
+    return large + [small[i::count] for i in range(count)]

@@ -58,6 +58,16 @@ class WorkUnit:
     epoch: int = 0
     lease_ttl_seconds: int = 900
     commits: tuple[tuple[int, int], ...] = ()
+    # A sub-unit (archiver.subunits): ``[start, stop)`` is one piece of the partition's
+    # ``[part_start, part_stop)`` for this run. It writes its objects but does not commit:
+    # the driver commits the partition over the contiguous prefix of finished pieces.
+    part_start: int | None = None
+    part_stop: int | None = None
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the driver, not the task, commits this unit's partition state."""
+        return self.part_start is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,10 @@ class UnitResult:
     dead_letter_key: str | None = None
     # S3 requests of this unit that botocore retried.
     s3_retries: int = 0
+    # A sub-unit's intent markers, cleared by the driver once it commits them.
+    marker_keys: tuple[str, ...] = ()
+    # Spark tasks that archived this partition in the run (several when it was split).
+    tasks: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from kafka_archive.archiver import driver, iceberg, transforms
+from kafka_archive.archiver import driver, iceberg, subunits, transforms
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
 from kafka_archive.archiver.formats import avsc
@@ -115,8 +115,10 @@ class Session:
         units = iceberg.with_data_layout(units)
         results = driver.map_units(
             self.spark, units, functools.partial(archive_units, settings=self.settings),
-            progress=self.progress, shown=_shown,
+            progress=self.progress, shown=_shown, pack=jobs.pack,
         )  # fmt: skip
+        # The pieces of split partitions are committed here, in offset order, and merged.
+        results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
         done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
         done += [f.committed for f in failures if f.committed is not None]

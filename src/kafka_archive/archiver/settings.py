@@ -23,6 +23,8 @@ from kafka_archive.archiver.positions import StartPosition, parse_start, parse_t
 from kafka_archive.secrets import REDACTED, is_secret, redact_value, remember
 
 ENV_PREFIX = "KAFKA_ARCHIVE_"
+# Offsets per Spark task at most where a partition can be split (archiver.subunits).
+DEFAULT_MAX_RECORDS_PER_UNIT = 250_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,9 @@ OPTIONS: tuple[Option, ...] = (
            "regional one)"),
     Option("max_open_writers", int, 64, "open objects per Spark task at most (PARTITIONBY "
            "with many values): past it the least recently written one is rolled early"),
+    Option("max_records_per_unit", int, DEFAULT_MAX_RECORDS_PER_UNIT, "split a partition's "
+           "pending offsets into Spark tasks of about this many (a multiple of flush.count), "
+           "run in parallel and committed in offset order"),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -158,6 +163,7 @@ class Settings:
     lock_ttl_seconds: int = 900
     read_timeout_seconds: int = 60
     max_open_writers: int = 64
+    max_records_per_unit: int = DEFAULT_MAX_RECORDS_PER_UNIT
     start: StartPosition = field(default_factory=StartPosition)
     max_records_per_partition: int | None = None
     until_ms: int | None = None
@@ -355,6 +361,7 @@ def load_settings(
         schema_registry_url=get("schema_registry_url"),
         lock_ttl_seconds=get("lock_ttl_seconds"),
         max_open_writers=get("max_open_writers"),
+        max_records_per_unit=get("max_records_per_unit"),
         read_timeout_seconds=get("read_timeout_seconds"),
         start=parse_start(get("start")),
         max_records_per_partition=get("max_records_per_partition"),

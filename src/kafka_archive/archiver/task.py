@@ -2,22 +2,25 @@
 
 A task builds its own Kafka and S3 clients from picklable settings, reads ``[start, stop)``
 of its partition, writes objects, and commits the partition state after every object up to
-the committed offset is uploaded. Errors of our taxonomy come back as a :class:`UnitFailure`
+the committed offset is uploaded (a sub-unit of a split partition leaves the commit to the
+driver: :mod:`.subunits`). Errors of our taxonomy come back as a :class:`UnitFailure`
 value (they are not worth a Spark retry); anything else propagates so Spark retries the task.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
-from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
@@ -49,6 +52,36 @@ class UnitFailure:
                               hint=self.hint)  # fmt: skip
 
 
+def commit_state(
+    store: S3Store,
+    unit: WorkUnit,
+    start: int,
+    next_offset: int,
+    written: Sequence[ObjectWritten],
+    marker_keys: Sequence[str],
+) -> None:
+    """Advance the partition of ``unit`` from ``start`` (where the run began it) to
+    ``next_offset`` over the objects ``written`` (conditional on the ETag the run planned
+    with), then clear their intent markers. The caller proved the lease just before."""
+    state = checkpoint.PartitionState(
+        next_offset=next_offset,
+        run_id=unit.run_id,
+        committed_at=checkpoint.now_iso(),
+        last_objects=tuple(o.key for o in written[-MAX_KEYS_IN_STATE:]),
+        records=unit.prior.records + sum(o.records for o in written),
+        bytes=unit.prior.bytes + sum(o.size for o in written),
+        objects=unit.prior.objects + len(written),
+        epoch=unit.epoch,
+        commits=checkpoint.append_commit(unit.commits, start, unit.epoch),
+    )
+    checkpoint.commit(
+        store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
+    )
+    # Markers of committed objects are stale now; a leftover one is harmless (the next
+    # run's recovery ignores markers below the committed offset).
+    pending.clear(store, unit.route.target, list(marker_keys))
+
+
 def _commit(
     unit: WorkUnit,
     store: S3Store,
@@ -77,25 +110,9 @@ def _commit(
     written = tuple(chunks.written)
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
-    if next_offset > unit.start and unit.route.iceberg is None:  # Iceberg: the driver's
-        state = checkpoint.PartitionState(
-            next_offset=next_offset,
-            run_id=unit.run_id,
-            committed_at=checkpoint.now_iso(),
-            last_objects=tuple(o.key for o in written[-MAX_KEYS_IN_STATE:]),
-            records=unit.prior.records + records,
-            bytes=unit.prior.bytes + size,
-            objects=unit.prior.objects + len(written),
-            epoch=unit.epoch,
-            commits=checkpoint.append_commit(unit.commits, unit.start, unit.epoch),
-        )
+    if next_offset > unit.start and unit.route.iceberg is None and not unit.deferred:
         fencing.check()
-        checkpoint.commit(
-            store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
-        )
-        # Markers of committed objects are stale now; a leftover one is harmless (the next
-        # run's recovery ignores markers below the committed offset).
-        pending.clear(store, unit.route.target, chunks.marker_keys)
+        commit_state(store, unit, unit.start, next_offset, written, chunks.marker_keys)
     return UnitResult(
         route_index=unit.route_index,
         tp=unit.tp,
@@ -109,6 +126,8 @@ def _commit(
         dead_letters=len(letters.lines),
         dead_letter_key=dead_key,
         s3_retries=store.retries,
+        # A sub-unit leaves its markers to the driver, which commits it in offset order.
+        marker_keys=tuple(chunks.marker_keys) if unit.deferred else (),
     )
 
 
@@ -221,9 +240,19 @@ def _archive_unit(
         raise
 
 
+# Units of one Spark partition archived at once: small units (archiver.job packs many into a
+# Spark partition) spend most of their time waiting on Kafka and S3 round trips.
+UNIT_THREADS = 8
+
+
 def archive_units(
     units: Iterable[WorkUnit], settings: Settings
 ) -> Iterator[UnitResult | UnitFailure]:
-    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition."""
-    for unit in units:
-        yield archive_unit(unit, settings)
+    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition, in
+    order; several units run on up to :data:`UNIT_THREADS` threads."""
+    batch = list(units)
+    if len(batch) <= 1:
+        yield from (archive_unit(unit, settings) for unit in batch)
+        return
+    with ThreadPoolExecutor(min(UNIT_THREADS, len(batch))) as pool:
+        yield from pool.map(functools.partial(archive_unit, settings=settings), batch)

@@ -14,6 +14,7 @@ run could be hurt by, long after the driver last checked the lease.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from kafka_archive.archiver.model import WorkUnit
@@ -23,6 +24,31 @@ from kafka_archive.archiver.state.pending import RUN_META, UNIT_META, writer_met
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 
 _ATTEMPTS = 3
+
+
+# The lease as this process saw it, per lock, run and epoch: the units of a run that one
+# worker archives (many small ones, the pieces of a split partition) share one proof, so
+# the lock is read about once per lease per process, not once per unit.
+_VIEWS: dict[tuple[str, str, str, int, int], lease.LeaseView] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+def _lease_view(store: S3Store, unit: WorkUnit) -> lease.LeaseView:
+    bucket, key = unit.route.target.bucket, lock_key(unit.route.target)
+
+    def read() -> dict[str, object] | None:
+        doc = store.get_document(bucket, key)
+        return doc.body if doc is not None else None
+
+    ident = (bucket, key, unit.run_id, unit.epoch, unit.lease_ttl_seconds)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(ident)
+        if view is None:
+            if len(_VIEWS) >= 64:
+                _VIEWS.clear()
+            view = _VIEWS[ident] = lease.LeaseView(read, unit.run_id, unit.epoch,
+                                                   unit.lease_ttl_seconds)  # fmt: skip
+        return view
 
 
 class UnitFencing:
@@ -37,13 +63,7 @@ class UnitFencing:
         if self.enabled:
             store.object_metadata = writer_metadata(unit.run_id, unit.epoch,
                                                     self._mine[UNIT_META])  # fmt: skip
-        key = lock_key(unit.route.target)
-
-        def read() -> dict[str, object] | None:
-            doc = store.get_document(self._bucket, key)
-            return doc.body if doc is not None else None
-
-        self._lease = lease.LeaseView(read, unit.run_id, unit.epoch, unit.lease_ttl_seconds)
+        self._lease = _lease_view(store, unit)
 
     def check(self) -> None:
         """Prove the lease before a write (a lock read about once per lease)."""

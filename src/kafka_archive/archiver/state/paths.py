@@ -32,8 +32,13 @@ def state_key(target: Target, tp: TopicPartition) -> str:
     return f"{topic_state_prefix(target, tp.topic)}{tp.partition}.json"
 
 
+def pending_root(target: Target) -> str:
+    """Where the intent markers of every route under ``target`` are (``<topic>/<partition>/``)."""
+    return f"{state_root(target)}/pending/"
+
+
 def topic_pending_prefix(target: Target, topic: str) -> str:
-    return f"{state_root(target)}/pending/{topic}/"
+    return f"{pending_root(target)}{topic}/"
 
 
 def pending_prefix(target: Target, tp: TopicPartition) -> str:

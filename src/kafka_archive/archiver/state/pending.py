@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.state.checkpoint import PartitionState, committed_by
-from kafka_archive.archiver.state.paths import pending_prefix
+from kafka_archive.archiver.state.paths import pending_prefix, pending_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Target
 
@@ -62,13 +62,22 @@ def mark(
 
 
 def markers(store: S3Store, target: Target, job: str, tp: TopicPartition) -> list[Marker]:
-    prefix = pending_prefix(target, tp)
-    found = []
-    for key in store.list_keys(target.bucket, prefix):
-        name = key[len(prefix) :]
+    return markers_of_job(store, target, job, pending_prefix(target, tp)).get(tp, [])
+
+
+def markers_of_job(
+    store: S3Store, target: Target, job: str, prefix: str | None = None
+) -> dict[TopicPartition, list[Marker]]:
+    """The markers of every partition archived under ``target`` (or under ``prefix``): one
+    listing, almost always empty, instead of one per partition."""
+    root = pending_root(target)
+    found: dict[TopicPartition, list[Marker]] = {}
+    for key in store.list_keys(target.bucket, prefix or root):
+        topic, partition, name = [*key[len(root) :].split("/"), "", ""][:3]
         start_text = name.split("-", 1)[0]
-        if start_text.isdigit():
-            found.append(Marker(key, int(start_text)))
+        if partition.isdigit() and start_text.isdigit():
+            tp = TopicPartition(topic, int(partition))
+            found.setdefault(tp, []).append(Marker(key, int(start_text)))
     return found
 
 
@@ -85,14 +94,17 @@ def recover(
     tp: TopicPartition,
     state: PartitionState | None,
     before_delete: Callable[[], None] = lambda: None,
+    found: Sequence[Marker] | None = None,
 ) -> Recovery:
     """Delete the uncommitted objects that markers name, then the markers.
 
     ``before_delete`` runs once before the first delete, if any (it fences the partition
-    and proves the lease: a stale run must never delete).
+    and proves the lease: a stale run must never delete). ``found``: the partition's
+    markers when they were listed already (:func:`markers_of_job`).
     """
     committed = state.next_offset if state is not None else 0
-    found = markers(store, target, job, tp)
+    if found is None:
+        found = markers(store, target, job, tp)
     if not found:
         return Recovery((), 0)
     orphans: list[str] = []

@@ -8,7 +8,9 @@ Objects become visible only complete: a single PUT, or a multipart upload that i
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -58,6 +60,31 @@ def write_args(settings: S3Settings) -> dict[str, Any]:
 # Assumed-role credentials per process (driver, executor), refreshed before they expire.
 _ROLE_CREDENTIALS: dict[tuple[str | None, ...], Any] = {}
 _ROLE_LOCK = threading.Lock()
+
+
+# One boto3 session per process and credentials source: a new session loads botocore's
+# models again (~0.1 CPU-second), a client of a warm one costs ~5 ms. A Spark worker runs
+# many short tasks, each with its own S3Store. Sessions are not thread-safe: clients are
+# made under the lock.
+_SESSIONS: dict[str, boto3.Session] = {}
+_SESSION_LOCK = threading.Lock()
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
+                   "AWS_SHARED_CREDENTIALS_FILE", "AWS_ROLE_ARN",
+                   "AWS_WEB_IDENTITY_TOKEN_FILE")  # fmt: skip
+
+
+def _client(settings: S3Settings, **kwargs: Any) -> Any:
+    """An S3 client of the process's session for ``settings``' credentials."""
+    source = [settings.role_arn, settings.external_id, settings.role_session_name,
+              settings.sts_endpoint_url, settings.region,
+              *(os.environ.get(name) for name in _CREDENTIAL_ENV)]  # fmt: skip
+    key = hashlib.sha256(repr(source).encode()).hexdigest()
+    with _SESSION_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = _session(settings)
+        return session.client("s3", **kwargs)
 
 
 def _session(settings: S3Settings) -> boto3.Session:
@@ -182,8 +209,8 @@ class S3Store:
 
     def __init__(self, settings: S3Settings) -> None:
         self._settings = settings
-        self._client = _session(settings).client(
-            "s3",
+        self._client = _client(
+            settings,
             endpoint_url=settings.endpoint_url,
             region_name=settings.region,
             config=Config(
