@@ -51,6 +51,7 @@ test-integration: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests testbed samples bench
+	$(BIN)/ruff format --check src tests testbed samples bench
 	$(BIN)/mypy
 
 clean:

@@ -6,8 +6,14 @@ import sys
 from confluent_kafka import Consumer, TopicPartition
 
 broker, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
-consumer = Consumer({"bootstrap.servers": broker, "group.id": "peer", "enable.partition.eof": True,
-                     "enable.auto.commit": False})
+consumer = Consumer(
+    {
+        "bootstrap.servers": broker,
+        "group.id": "peer",
+        "enable.partition.eof": True,
+        "enable.auto.commit": False,
+    }
+)
 consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
 out = sys.stdout.buffer
 done: set[int] = set()

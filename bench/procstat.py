@@ -65,8 +65,9 @@ class TreeSampler:
     """Samples a process tree every ``interval`` seconds: peak summed RSS, every pid seen,
     and when a process named ``watch`` (e.g. ``java``: Spark starting) first appeared."""
 
-    def __init__(self, pid: int, adopted_since: set[int], watch: str = "java",
-                 interval: float = 0.1) -> None:
+    def __init__(
+        self, pid: int, adopted_since: set[int], watch: str = "java", interval: float = 0.1
+    ) -> None:
         self.pid = pid
         self._not_adopted = adopted_since
         self.peak = 0
@@ -163,7 +164,8 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     before = _children()
     started = time.monotonic()
     process = subprocess.Popen(  # type: ignore[call-overload]
-        command, env=env, start_new_session=True, **kw)
+        command, env=env, start_new_session=True, **kw
+    )
     sampler = TreeSampler(process.pid, before | {process.pid})
     try:
         _, status, usage = os.wait4(process.pid, 0)
@@ -183,5 +185,13 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     for pid, seconds_of_pid in sampler.cpu.items():
         name = sampler.seen.get(pid, "?")
         by_name[name] = by_name.get(name, 0.0) + seconds_of_pid
-    return Usage(seconds, max(cpu, sampled), sampler.peak, process.returncode,
-                 None if watch is None else watch - started, cpu, sampled, by_name)
+    return Usage(
+        seconds,
+        max(cpu, sampled),
+        sampler.peak,
+        process.returncode,
+        None if watch is None else watch - started,
+        cpu,
+        sampled,
+        by_name,
+    )

@@ -94,8 +94,16 @@ class Result:
         top = sorted(usage.sampled_by_name.items(), key=lambda item: -item[1])[:3]
         split = ", ".join(f"{proc} {secs:.1f}" for proc, secs in top if secs >= 0.05)
         note = "; ".join(n for n in (note, f"CPU s: {split}" if split else "") if n)
-        return cls(name, usage.seconds, size, records, usage.peak_rss, note, usage.cpu_seconds,
-                   usage.until_watch)
+        return cls(
+            name,
+            usage.seconds,
+            size,
+            records,
+            usage.peak_rss,
+            note,
+            usage.cpu_seconds,
+            usage.until_watch,
+        )
 
     @property
     def cpu_per_gb(self) -> float | None:
@@ -130,13 +138,21 @@ def keyed_partition(i: int) -> int:
     raise AssertionError(slot)
 
 
-def produce(broker: str, topic: str, total_bytes: int, value_bytes: int,
-            keyed: bool) -> tuple[int, int, list[int]]:
+def produce(
+    broker: str, topic: str, total_bytes: int, value_bytes: int, keyed: bool
+) -> tuple[int, int, list[int]]:
     """Records, value bytes, and value bytes per partition produced."""
     admin = AdminClient({"bootstrap.servers": broker})
     admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50, "batch.size": 1_000_000,
-                         "queue.buffering.max.kbytes": 1_048_576, "compression.type": "none"})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "compression.type": "none",
+        }
+    )
     sent = count = 0
     per_partition = [0] * PARTITIONS
     while sent < total_bytes:
@@ -146,13 +162,14 @@ def produce(broker: str, topic: str, total_bytes: int, value_bytes: int,
             # A key belongs to one partition (as with a hash partitioner), ~1,000 per partition.
             key: bytes | None = f"customer-{partition}-{count % 997}".encode()
             headers: list[tuple[str, bytes]] | None = [
-                ("source", b"bench"), ("trace-id", f"{count:016x}".encode())]
+                ("source", b"bench"),
+                ("trace-id", f"{count:016x}".encode()),
+            ]
         else:
             partition, key, headers = count % PARTITIONS, None, None
         while True:
             try:
-                producer.produce(topic, value=value, key=key, headers=headers,
-                                 partition=partition)
+                producer.produce(topic, value=value, key=key, headers=headers, partition=partition)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -171,7 +188,8 @@ def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> t
     admin = AdminClient({"bootstrap.servers": broker})
     topics = [f"wide-{t:02d}" for t in range(WIDE_TOPICS)]
     for future in admin.create_topics(
-            [NewTopic(t, num_partitions=WIDE_PARTITIONS) for t in topics]).values():
+        [NewTopic(t, num_partitions=WIDE_PARTITIONS) for t in topics]
+    ).values():
         future.result(timeout=120)
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
     count = size = 0
@@ -222,10 +240,16 @@ def object_count(s3: object, bucket: str, prefix: str) -> int:
 
 
 def consume_all(broker: str, topic: str, out: io.BufferedWriter | None = None) -> tuple[int, int]:
-    consumer = Consumer({"bootstrap.servers": broker, "group.id": f"bench-{time.time_ns()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         "fetch.max.bytes": 64 * 1024 * 1024,
-                         "max.partition.fetch.bytes": 16 * 1024 * 1024})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker,
+            "group.id": f"bench-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     done: set[int] = set()
     records = size = 0
@@ -267,15 +291,28 @@ def machine() -> str:
 
 def commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=HERE, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
 def archive_command(bindir: Path, kcql: str, broker: str, endpoint: str) -> list[str]:
-    return [str(bindir / "kafka-archive"), "run", "--kcql", kcql,
-            "--bootstrap-servers", broker, "--endpoint-url", endpoint]
+    return [
+        str(bindir / "kafka-archive"),
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+    ]
 
 
 def outcome(usage: Usage) -> str:
@@ -302,22 +339,35 @@ def services(kind: str, work: Path) -> Iterator[tuple[str, str, dict[str, str]]]
         s3.stop()
 
 
-def bench_topic(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
-                env: dict[str, str], work: Path) -> tuple[list[Result], str]:
+def bench_topic(
+    args: argparse.Namespace,
+    formats: list[str],
+    broker: str,
+    endpoint: str,
+    env: dict[str, str],
+    work: Path,
+) -> tuple[list[Result], str]:
     """The keyed or even shape: ceilings, the peer, kafka-archive per STOREAS, no-op run."""
     bindir = Path(sys.executable).parent
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
     topic = "bench"
     keyed = args.shape == "keyed"
-    print(f"producing {args.mb} MB of ~{args.value_bytes} B values over {PARTITIONS} "
-          f"partitions ({args.shape}) ...", flush=True)
+    print(
+        f"producing {args.mb} MB of ~{args.value_bytes} B values over {PARTITIONS} "
+        f"partitions ({args.shape}) ...",
+        flush=True,
+    )
     started = time.monotonic()
-    records, size, per_partition = produce(broker, topic, args.mb * 1_000_000,
-                                           args.value_bytes, keyed)
+    records, size, per_partition = produce(
+        broker, topic, args.mb * 1_000_000, args.value_bytes, keyed
+    )
     split = " / ".join(f"{b / 1e6:.0f}" for b in per_partition)
-    print(f"  {records} records, {size / 1e6:.1f} MB ({split} MB per partition) in "
-          f"{time.monotonic() - started:.1f} s", flush=True)
+    print(
+        f"  {records} records, {size / 1e6:.1f} MB ({split} MB per partition) in "
+        f"{time.monotonic() - started:.1f} s",
+        flush=True,
+    )
     results: list[Result] = []
 
     started = time.monotonic()
@@ -346,23 +396,34 @@ def bench_topic(args: argparse.Namespace, formats: list[str], broker: str, endpo
     usage = measure(["bash", "-o", "pipefail", "-c", peer_cmd], env)
     uploaded = bucket_size(s3, "bench", "peer/")
     expected = size + records  # values plus one newline each
-    note = "" if usage.code == 0 and uploaded == expected else (
-        f"VOID: exit {usage.code}, uploaded {uploaded} != consumed {expected}")
+    note = (
+        ""
+        if usage.code == 0 and uploaded == expected
+        else (f"VOID: exit {usage.code}, uploaded {uploaded} != consumed {expected}")
+    )
     results.append(Result.of("hand-rolled peer", usage, size, records, note))
-    print(f"  hand-rolled peer: {results[-1].mb_s:.1f} MB/s, "
-          f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB {note}", flush=True)
+    print(
+        f"  hand-rolled peer: {results[-1].mb_s:.1f} MB/s, "
+        f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB {note}",
+        flush=True,
+    )
     empty_bucket(s3, "bench")
 
     env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
     for fmt in formats:
-        kcql = (f"INSERT INTO bench:{fmt.lower()} SELECT * FROM {topic} "
-                f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000")
+        kcql = (
+            f"INSERT INTO bench:{fmt.lower()} SELECT * FROM {topic} "
+            f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
+        )
         command = archive_command(bindir, kcql, broker, endpoint)
         usage = measure(command, env, stdout=subprocess.DEVNULL)
         results.append(Result.of(f"kafka-archive {fmt}", usage, size, records, outcome(usage)))
-        print(f"  kafka-archive {fmt}: {results[-1].mb_s:.1f} MB/s, "
-              f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB, peak RSS {usage.peak_rss / 1e6:.0f} MB "
-              f"{outcome(usage)}", flush=True)
+        print(
+            f"  kafka-archive {fmt}: {results[-1].mb_s:.1f} MB/s, "
+            f"{results[-1].cpu_per_gb or 0:.0f} CPU-s/GB, peak RSS {usage.peak_rss / 1e6:.0f} MB "
+            f"{outcome(usage)}",
+            flush=True,
+        )
         if fmt == formats[-1]:
             usage = measure(command, env, stdout=subprocess.DEVNULL)
             results.append(Result.of("no-op run (nothing new)", usage, 0, 0, outcome(usage)))
@@ -372,74 +433,120 @@ def bench_topic(args: argparse.Namespace, formats: list[str], broker: str, endpo
         evolving = "bench-evolve"
         evolve_size = produce_evolving(broker, evolving, args.evolve_records, args.value_bytes)
         for mode in ("NONE", "BACKWARD"):
-            kcql = (f"INSERT INTO bench:evolve-{mode.lower()} SELECT * FROM {evolving} "
-                    "STOREAS `PARQUET` PROPERTIES('flush.count'=1000000, "
-                    f"'schema.compatibility'='{mode}')")
-            usage = measure(archive_command(bindir, kcql, broker, endpoint), env,
-                            stdout=subprocess.DEVNULL)
+            kcql = (
+                f"INSERT INTO bench:evolve-{mode.lower()} SELECT * FROM {evolving} "
+                "STOREAS `PARQUET` PROPERTIES('flush.count'=1000000, "
+                f"'schema.compatibility'='{mode}')"
+            )
+            usage = measure(
+                archive_command(bindir, kcql, broker, endpoint), env, stdout=subprocess.DEVNULL
+            )
             objects = object_count(s3, "bench", f"evolve-{mode.lower()}/")
             note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
-            results.append(Result.of(f"PARQUET v1/v2 interleaved, {mode}", usage, evolve_size,
-                                     args.evolve_records, note))
+            results.append(
+                Result.of(
+                    f"PARQUET v1/v2 interleaved, {mode}",
+                    usage,
+                    evolve_size,
+                    args.evolve_records,
+                    note,
+                )
+            )
             print(f"  v1/v2 interleaved {mode}: {results[-1].mb_s:.2f} MB/s, {note}", flush=True)
-    title = (f"{args.mb} MB, {args.shape} shape ({split} MB per partition), "
-             f"~{args.value_bytes} B values, {records} records")
+    title = (
+        f"{args.mb} MB, {args.shape} shape ({split} MB per partition), "
+        f"~{args.value_bytes} B values, {records} records"
+    )
     return results, title
 
 
-def bench_wide(args: argparse.Namespace, formats: list[str], broker: str, endpoint: str,
-               env: dict[str, str], work: Path) -> tuple[list[Result], str]:
+def bench_wide(
+    args: argparse.Namespace,
+    formats: list[str],
+    broker: str,
+    endpoint: str,
+    env: dict[str, str],
+    work: Path,
+) -> tuple[list[Result], str]:
     """The wide shape: 1,000 partitions of few records; plan, run and no-op run times."""
     bindir = Path(sys.executable).parent
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
     partitions = WIDE_TOPICS * WIDE_PARTITIONS
-    print(f"producing {args.wide_records} records of ~{args.value_bytes} B into each of "
-          f"{partitions} partitions ({WIDE_TOPICS} topics x {WIDE_PARTITIONS}) ...", flush=True)
+    print(
+        f"producing {args.wide_records} records of ~{args.value_bytes} B into each of "
+        f"{partitions} partitions ({WIDE_TOPICS} topics x {WIDE_PARTITIONS}) ...",
+        flush=True,
+    )
     started = time.monotonic()
     records, size = produce_wide(broker, args.wide_records, args.value_bytes)
-    print(f"  {records} records, {size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s",
-          flush=True)
+    print(
+        f"  {records} records, {size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s",
+        flush=True,
+    )
     env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
     results: list[Result] = []
     for fmt in formats:
         kcql = ";\n".join(
             f"INSERT INTO bench:wide-{fmt.lower()} SELECT * FROM wide-{t:02d} "
-            f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000" for t in range(WIDE_TOPICS))
+            f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
+            for t in range(WIDE_TOPICS)
+        )
         command = archive_command(bindir, kcql, broker, endpoint)
         usage = measure(command, env, stdout=subprocess.DEVNULL)
         objects = object_count(s3, "bench", f"wide-{fmt.lower()}/")
         note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
-        results.append(Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size,
-                                 records, note))
-        print(f"  kafka-archive {fmt}: {usage.seconds:.1f} s (plan {usage.until_watch or 0:.1f} s)"
-              f", peak RSS {usage.peak_rss / 1e6:.0f} MB, {note}", flush=True)
+        results.append(
+            Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size, records, note)
+        )
+        print(
+            f"  kafka-archive {fmt}: {usage.seconds:.1f} s (plan {usage.until_watch or 0:.1f} s)"
+            f", peak RSS {usage.peak_rss / 1e6:.0f} MB, {note}",
+            flush=True,
+        )
         usage = measure(command, env, stdout=subprocess.DEVNULL)
-        results.append(Result.of(f"no-op run, {partitions} partitions", usage, 0, 0,
-                                 outcome(usage)))
+        results.append(
+            Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, outcome(usage))
+        )
         print(f"  no-op run: {usage.seconds:.1f} s {outcome(usage)}", flush=True)
-    title = (f"wide shape: {WIDE_TOPICS} topics x {WIDE_PARTITIONS} partitions, "
-             f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records")
+    title = (
+        f"wide shape: {WIDE_TOPICS} topics x {WIDE_PARTITIONS} partitions, "
+        f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records"
+    )
     return results, title
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=SHAPES, default=os.environ.get("BENCH_SHAPE", "keyed"))
-    parser.add_argument("--broker", choices=BROKERS, default=os.environ.get("BENCH_BROKER"),
-                        help="tansu (default; wide: kafka): tansu answers offsets of many "
-                        "partitions slowly (a fetch per partition)")
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default=os.environ.get("BENCH_BROKER"),
+        help="tansu (default; wide: kafka): tansu answers offsets of many "
+        "partitions slowly (a fetch per partition)",
+    )
     parser.add_argument("--mb", type=int, default=int(os.environ.get("BENCH_MB", "256")))
-    parser.add_argument("--value-bytes", type=int,
-                        default=int(os.environ.get("BENCH_VALUE_BYTES", "1000")))
-    parser.add_argument("--formats", default=os.environ.get("BENCH_FORMATS"),
-                        help=f"STOREAS to run (default: {','.join(FORMATS)}; wide: JSON)")
-    parser.add_argument("--wide-records", type=int,
-                        default=int(os.environ.get("BENCH_WIDE_RECORDS", "10")),
-                        help="records per partition of the wide shape")
-    parser.add_argument("--evolve-records", type=int,
-                        default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
-                        help="records of the schema evolution case (0: skip it)")
+    parser.add_argument(
+        "--value-bytes", type=int, default=int(os.environ.get("BENCH_VALUE_BYTES", "1000"))
+    )
+    parser.add_argument(
+        "--formats",
+        default=os.environ.get("BENCH_FORMATS"),
+        help=f"STOREAS to run (default: {','.join(FORMATS)}; wide: JSON)",
+    )
+    parser.add_argument(
+        "--wide-records",
+        type=int,
+        default=int(os.environ.get("BENCH_WIDE_RECORDS", "10")),
+        help="records per partition of the wide shape",
+    )
+    parser.add_argument(
+        "--evolve-records",
+        type=int,
+        default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
+        help="records of the schema evolution case (0: skip it)",
+    )
     parser.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
     parser.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     args = parser.parse_args()
@@ -449,8 +556,7 @@ def main() -> int:
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
     default_formats = "JSON" if args.shape == "wide" else ",".join(FORMATS)
-    formats = [f.strip().upper() for f in (args.formats or default_formats).split(",")
-               if f.strip()]
+    formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
     become_subreaper()
     # A SIGTERM (a timeout, a CI limit) unwinds like ^C: the services and the measured
@@ -474,14 +580,27 @@ def main() -> int:
     print()
     print(table)
     if not args.no_record:
-        size = (("BENCH_WIDE_RECORDS", args.wide_records) if args.shape == "wide"
-                else ("BENCH_MB", args.mb))
-        settings = " ".join(f"{k}={v}" for k, v in (
-            ("BENCH_SHAPE", args.shape), ("BENCH_BROKER", args.broker), size,
-            ("BENCH_VALUE_BYTES", args.value_bytes), ("BENCH_FORMATS", ",".join(formats))))
-        header = (f"\n## {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit "
-                  f"{commit()} · {machine()} · {args.broker} · {title}\n\n`make bench {settings}`"
-                  + (f" — {args.note}" if args.note else "") + "\n\n")
+        size = (
+            ("BENCH_WIDE_RECORDS", args.wide_records)
+            if args.shape == "wide"
+            else ("BENCH_MB", args.mb)
+        )
+        settings = " ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("BENCH_SHAPE", args.shape),
+                ("BENCH_BROKER", args.broker),
+                size,
+                ("BENCH_VALUE_BYTES", args.value_bytes),
+                ("BENCH_FORMATS", ",".join(formats)),
+            )
+        )
+        header = (
+            f"\n## {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit "
+            f"{commit()} · {machine()} · {args.broker} · {title}\n\n`make bench {settings}`"
+            + (f" — {args.note}" if args.note else "")
+            + "\n\n"
+        )
         with open(HERE / "RESULTS.md", "a") as f:
             f.write(header + table + "\n")
     return 0
@@ -492,9 +611,11 @@ def render(results: list[Result]) -> str:
     consume, upload = by_name.get("consume ceiling"), by_name.get("upload ceiling")
     peer = by_name.get("hand-rolled peer")
     ceiling = min(consume.mb_s, upload.mb_s) if consume and upload else 0.0
-    lines = ["| step | seconds | plan s | MB/s | records/s | × ceiling | × peer | CPU s "
-             "| CPU s/GB | peak RSS MB | note |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| step | seconds | plan s | MB/s | records/s | × ceiling | × peer | CPU s "
+        "| CPU s/GB | peak RSS MB | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for r in results:
         rss = f"{r.peak_rss / 1e6:.0f}" if r.peak_rss else ""
         ratio = f"{r.mb_s / ceiling:.2f}" if r.bytes and ceiling else ""
@@ -503,8 +624,10 @@ def render(results: list[Result]) -> str:
         cpu = f"{r.cpu_seconds:.1f}" if r.cpu_seconds is not None else ""
         per_gb = f"{r.cpu_per_gb:.1f}" if r.cpu_per_gb is not None else ""
         mb_s = f"{r.mb_s:.1f}" if r.mb_s >= 1 or not r.bytes else f"{r.mb_s:.3f}"
-        lines.append(f"| {r.name} | {r.seconds:.1f} | {plan} | {mb_s} | {r.rec_s:,.0f} "
-                     f"| {ratio} | {vs_peer} | {cpu} | {per_gb} | {rss} | {r.note} |")
+        lines.append(
+            f"| {r.name} | {r.seconds:.1f} | {plan} | {mb_s} | {r.rec_s:,.0f} "
+            f"| {ratio} | {vs_peer} | {cpu} | {per_gb} | {rss} | {r.note} |"
+        )
     return "\n".join(lines)
 
 

@@ -36,21 +36,31 @@ def archive(stack: LocalStack, env: dict[str, str]) -> None:
     command = [
         str(Path(sys.executable).with_name("kafka-archive")),
         "run",
-        "--kcql", KCQL,
-        "--bootstrap-servers", stack.bootstrap_servers,
-        "--endpoint-url", stack.endpoint_url,
+        "--kcql",
+        KCQL,
+        "--bootstrap-servers",
+        stack.bootstrap_servers,
+        "--endpoint-url",
+        stack.endpoint_url,
     ]
-    print("$ kafka-archive run --kcql \"" + KCQL.replace("`", "\\`") + "\" \\\n"
-          f"    --bootstrap-servers {stack.bootstrap_servers} --endpoint-url {stack.endpoint_url}",
-          flush=True)
+    print(
+        '$ kafka-archive run --kcql "' + KCQL.replace("`", "\\`") + '" \\\n'
+        f"    --bootstrap-servers {stack.bootstrap_servers} --endpoint-url {stack.endpoint_url}",
+        flush=True,
+    )
     code = subprocess.call(command, env=env)
     if code != 0:
         raise SystemExit(f"kafka-archive run exited with {code}")
 
 
 def main() -> int:
-    env = {**os.environ, **MOTO_CREDENTIALS, **TANSU_ENV, "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        **MOTO_CREDENTIALS,
+        **TANSU_ENV,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }
     os.environ.update(MOTO_CREDENTIALS)
     logs = Path(tempfile.mkdtemp(prefix="kafka-archive-demo-"))
     say("starting a local Kafka broker and S3 endpoint")

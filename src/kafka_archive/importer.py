@@ -24,12 +24,20 @@ from kafka_archive.secrets import is_secret
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
 # read by librdkafka, values read as bytes).
 _CONNECT_NOISE = {
-    "connector.class", "key.converter", "value.converter", "header.converter",
-    "key.converter.schemas.enable", "value.converter.schemas.enable",
-    "value.converter.schema.registry.url", "key.converter.schema.registry.url",
-    "errors.log.enable", "errors.log.include.messages", "storage.class", "schema.generator.class",
+    "connector.class",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "key.converter.schemas.enable",
+    "value.converter.schemas.enable",
+    "value.converter.schema.registry.url",
+    "key.converter.schema.registry.url",
+    "errors.log.enable",
+    "errors.log.include.messages",
+    "storage.class",
+    "schema.generator.class",
     "locale",
-}  # fmt: skip
+}
 
 _CONFLUENT_FORMATS = {
     "io.confluent.connect.s3.format.json.JsonFormat": "JSON",
@@ -103,15 +111,19 @@ def _common(settings: dict[str, str], result: Imported) -> None:
             result.config[key.replace(".", "_")] = settings.pop(key)
     tasks = settings.pop("tasks.max", None)
     if tasks is not None:
-        result.warnings.append(f"tasks.max={tasks}: not needed; a run has one Spark task per "
-                               "topic-partition (use --master for more cores)")  # fmt: skip
+        result.warnings.append(
+            f"tasks.max={tasks}: not needed; a run has one Spark task per "
+            "topic-partition (use --master for more cores)"
+        )
     for key in sorted(settings):
         if key in _CONNECT_NOISE:
             settings.pop(key)
         elif is_secret(key):
             settings.pop(key)
-            result.warnings.append(f"{key}: credentials are not carried over; kafka-archive uses "
-                                   "the AWS credential chain (environment, profile, role)")
+            result.warnings.append(
+                f"{key}: credentials are not carried over; kafka-archive uses "
+                "the AWS credential chain (environment, profile, role)"
+            )
 
 
 def _rest(settings: dict[str, str], result: Imported) -> None:
@@ -135,13 +147,16 @@ def _lenses(settings: dict[str, str]) -> Imported:
             result.config[target] = settings.pop(source)
     for key in ("connect.s3.aws.auth.mode", "connect.s3.vhost.bucket"):
         if key in settings:
-            result.warnings.append(f"{key}={settings.pop(key)}: not needed; boto3 chooses "
-                                   "credentials and addressing")  # fmt: skip
+            result.warnings.append(
+                f"{key}={settings.pop(key)}: not needed; boto3 chooses credentials and addressing"
+            )
     policy = settings.pop("connect.s3.error.policy", None)
     if policy is not None:
         mapped = {"THROW": "fail", "NOOP": "skip", "RETRY": "fail"}.get(policy.upper(), "fail")
-        result.warnings.append(f"connect.s3.error.policy={policy}: add "
-                               f"PROPERTIES('error.policy'='{mapped}') to the statements")
+        result.warnings.append(
+            f"connect.s3.error.policy={policy}: add "
+            f"PROPERTIES('error.policy'='{mapped}') to the statements"
+        )
     _rest(settings, result)
     return result
 
@@ -171,11 +186,16 @@ def _confluent(settings: dict[str, str]) -> Imported:
     _common(settings, result)
     bucket = settings.pop("s3.bucket.name")
     prefix = settings.pop("topics.dir", "topics").strip("/")
-    for source, target in (("s3.region", "region"), ("store.url", "endpoint_url"),
-                           ("s3.ssea.name", "s3_sse"), ("s3.sse.kms.key.id", "s3_sse_kms_key_id"),
-                           ("s3.acl.canned", "s3_acl"), ("sts.role.arn", "s3_role_arn"),
-                           ("sts.role.external.id", "s3_external_id"),
-                           ("sts.role.session.name", "s3_role_session_name")):  # fmt: skip
+    for source, target in (
+        ("s3.region", "region"),
+        ("store.url", "endpoint_url"),
+        ("s3.ssea.name", "s3_sse"),
+        ("s3.sse.kms.key.id", "s3_sse_kms_key_id"),
+        ("s3.acl.canned", "s3_acl"),
+        ("sts.role.arn", "s3_role_arn"),
+        ("sts.role.external.id", "s3_external_id"),
+        ("sts.role.session.name", "s3_role_session_name"),
+    ):
         if settings.get(source):
             result.config[target] = settings.pop(source)
         settings.pop(source, None)  # empty: Confluent's "not set"
@@ -191,12 +211,15 @@ def _confluent(settings: dict[str, str]) -> Imported:
     if "flush.size" in settings:
         props["flush.count"] = settings.pop("flush.size")
     if "rotate.interval.ms" in settings:
-        props["flush.interval"] = str(max(1, math.ceil(int(settings.pop("rotate.interval.ms"))
-                                                       / 1000)))  # fmt: skip
+        props["flush.interval"] = str(
+            max(1, math.ceil(int(settings.pop("rotate.interval.ms")) / 1000))
+        )
     if "rotate.schedule.interval.ms" in settings:
-        result.warnings.append(f"rotate.schedule.interval.ms={settings.pop('rotate.schedule.interval.ms')}"
-                               ": wall-clock rotation is not deterministic; flush.interval (record "
-                               "time) and --follow cover it")  # fmt: skip
+        result.warnings.append(
+            f"rotate.schedule.interval.ms={settings.pop('rotate.schedule.interval.ms')}"
+            ": wall-clock rotation is not deterministic; flush.interval (record "
+            "time) and --follow cover it"
+        )
     codec = settings.pop("s3.compression.type", "none")
     if codec == "gzip" and fmt in ("JSON", "BYTES"):
         props["store.compression"] = "'gzip'"
@@ -212,13 +235,17 @@ def _confluent(settings: dict[str, str]) -> Imported:
         fields = settings.pop("partition.field.name", "")
         partition_by = [f"_value.{f.strip()}" for f in fields.split(",") if f.strip()]
     elif partitioner in ("TimeBasedPartitioner", "HourlyPartitioner", "DailyPartitioner"):
-        path = settings.pop("path.format", _HIVE_PATH if partitioner != "DailyPartitioner"
-                            else "'year'=YYYY/'month'=MM/'day'=dd")  # fmt: skip
+        path = settings.pop(
+            "path.format",
+            _HIVE_PATH if partitioner != "DailyPartitioner" else "'year'=YYYY/'month'=MM/'day'=dd",
+        )
         if path.replace(" ", "") == _HIVE_PATH:
             props["layout"] = "'hive'"
         else:
-            result.warnings.append(f"path.format={path}: only {_HIVE_PATH} maps to a layout "
-                                   "(hive); set 'layout.template' by hand")  # fmt: skip
+            result.warnings.append(
+                f"path.format={path}: only {_HIVE_PATH} maps to a layout "
+                "(hive); set 'layout.template' by hand"
+            )
             props["layout"] = "'hive'"
         settings.pop("partition.duration.ms", None)
         extractor = settings.pop("timestamp.extractor", "Wallclock")
@@ -226,27 +253,34 @@ def _confluent(settings: dict[str, str]) -> Imported:
         if extractor == "RecordField" and field:
             props["partition.time.field"] = f"'_value.{field.strip()}'"
         elif extractor != "Record":
-            result.warnings.append(f"timestamp.extractor={extractor}: kafka-archive partitions by "
-                                   "the record timestamp (Record), which makes re-runs "
-                                   "deterministic")  # fmt: skip
+            result.warnings.append(
+                f"timestamp.extractor={extractor}: kafka-archive partitions by "
+                "the record timestamp (Record), which makes re-runs "
+                "deterministic"
+            )
         if "timezone" in settings:
             props["partition.timezone"] = f"'{settings.pop('timezone')}'"
     elif partitioner != "DefaultPartitioner":
-        result.warnings.append(f"partitioner.class={partitioner}: not supported; the default "
-                               "layout is used")  # fmt: skip
+        result.warnings.append(
+            f"partitioner.class={partitioner}: not supported; the default layout is used"
+        )
     compatibility = settings.pop("schema.compatibility", "NONE").upper()
     if compatibility in ("BACKWARD", "FORWARD", "FULL") and fmt in ("AVRO", "PARQUET"):
         props["schema.compatibility"] = f"'{compatibility}'"
     elif compatibility != "NONE":
-        result.warnings.append(f"schema.compatibility={compatibility}: applies to AVRO and "
-                               f"PARQUET; {fmt} objects have no schema to evolve")
+        result.warnings.append(
+            f"schema.compatibility={compatibility}: applies to AVRO and "
+            f"PARQUET; {fmt} objects have no schema to evolve"
+        )
     tolerance = settings.pop("errors.tolerance", None)
     if tolerance == "all":
         props["error.policy"] = "'skip'"
     behavior = settings.pop("behavior.on.null.values", None)
     if behavior is not None and behavior != "fail":
-        result.warnings.append(f"behavior.on.null.values={behavior}: tombstones follow "
-                               "error.policy (or are kept with 'store.envelope'=true)")
+        result.warnings.append(
+            f"behavior.on.null.values={behavior}: tombstones follow "
+            "error.policy (or are kept with 'store.envelope'=true)"
+        )
     target = f"`{bucket}:{prefix}`" if prefix else f"`{bucket}`"
     tail = ""
     if partition_by:
@@ -257,9 +291,7 @@ def _confluent(settings: dict[str, str]) -> Imported:
     if topics and "topics_regex" not in result.config:
         names = [t.strip() for t in topics.split(",") if t.strip()]
         del result.config["topics"]
-        result.config["kcql"] = [
-            f"INSERT INTO {target} SELECT * FROM `{t}`{tail}" for t in names
-        ]
+        result.config["kcql"] = [f"INSERT INTO {target} SELECT * FROM `{t}`{tail}" for t in names]
     else:
         result.config["kcql"] = [f"INSERT INTO {target} SELECT * FROM `*`{tail}"]
     _rest(settings, result)

@@ -57,9 +57,10 @@ def schema_files(plan: Plan, cache_dir: Path) -> tuple[Path, ...]:
 def package_zip(package: Path, cache_dir: Path) -> Path:
     """A zip holding the package directory ``package`` (under its own name)."""
     files = sorted(
-        p for p in package.rglob("*")
+        p
+        for p in package.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    )  # fmt: skip
+    )
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(package)).encode())

@@ -29,21 +29,31 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def produce_ids(
-    broker: str, topic: str, first: int, count: int, *, partitions: int = 2,
+    broker: str,
+    topic: str,
+    first: int,
+    count: int,
+    *,
+    partitions: int = 2,
     timestamp: int | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Records ``{"id": i}`` for i in [first, first + count), record i into partition
     ``i % partitions`` (at ``timestamp + i`` ms when a timestamp is given)."""
-    produce(broker, topic, (
-        {"value": json.dumps({"id": i}).encode(), "partition": i % partitions,
-         **({} if timestamp is None else {"timestamp": timestamp + i})}
-        for i in range(first, first + count)
-    ))  # fmt: skip
+    produce(
+        broker,
+        topic,
+        (
+            {
+                "value": json.dumps({"id": i}).encode(),
+                "partition": i % partitions,
+                **({} if timestamp is None else {"timestamp": timestamp + i}),
+            }
+            for i in range(first, first + count)
+        ),
+    )
 
 
-def produce(
-    broker: str, topic: str, records: Iterable[Mapping[str, Any]], **config: Any
-) -> None:
+def produce(broker: str, topic: str, records: Iterable[Mapping[str, Any]], **config: Any) -> None:
     """Each record (the keyword arguments of ``Producer.produce``: value, partition, key,
     headers, timestamp) into ``topic``, then wait until all are acknowledged. ``config``
     adds producer settings (``batch_size=...`` for ``batch.size``)."""
@@ -76,11 +86,14 @@ def kafka_records(
 ) -> list[KafkaRecord]:
     """Every record of the topic's first ``partitions`` partitions as a plain consumer reads
     it (``read_committed`` unless told otherwise), in (partition, offset) order."""
-    consumer = Consumer({
-        "bootstrap.servers": broker, "group.id": f"test-reader-{topic}",
-        "enable.partition.eof": True,
-        "isolation.level": "read_committed" if committed else "read_uncommitted",
-    })  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker,
+            "group.id": f"test-reader-{topic}",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
     consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
     found: list[KafkaRecord] = []
     at_end: set[int] = set()
@@ -90,8 +103,16 @@ def kafka_records(
             if m.error() is not None:
                 at_end.add(m.partition())
                 continue
-            found.append(KafkaRecord(m.partition(), m.offset(), m.key(), m.value(),
-                                     tuple(m.headers() or ()), m.timestamp()[1]))  # fmt: skip
+            found.append(
+                KafkaRecord(
+                    m.partition(),
+                    m.offset(),
+                    m.key(),
+                    m.value(),
+                    tuple(m.headers() or ()),
+                    m.timestamp()[1],
+                )
+            )
     consumer.close()
     assert len(at_end) == partitions, "the reference consumer did not reach the end"
     return sorted(found, key=lambda r: (r.partition, r.offset))

@@ -21,8 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 FAULTS = ("503", "500", "reset", "stall")
-_ERROR = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>"
-          "<Message>injected</Message></Error>")  # fmt: skip
+_ERROR = (
+    '<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+    "<Message>injected</Message></Error>"
+)
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -112,16 +114,20 @@ class FaultProxy:
                 if fault == "500":
                     return self._error(500, "InternalError")
                 if fault == "reset":
-                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                               b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                    )
                     self.close_connection = True
                     self.connection.close()
                     return None
                 if fault == "stall":
                     time.sleep(proxy.stall_seconds)
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in ("transfer-encoding", "content-length",
-                                                *proxy.strip_headers)}  # fmt: skip
+                headers = {
+                    k: v
+                    for k, v in self.headers.items()
+                    if k.lower()
+                    not in ("transfer-encoding", "content-length", *proxy.strip_headers)
+                }
                 headers["Content-Length"] = str(len(body))
                 drop = proxy.drop_response is not None and proxy.drop_response(
                     self.command, self.path, dict(self.headers.items())
@@ -138,8 +144,7 @@ class FaultProxy:
                         return None
                     self.send_response(response.status)
                     for key, value in response.getheaders():
-                        if key.lower() not in ("transfer-encoding", "content-length",
-                                               "connection"):
+                        if key.lower() not in ("transfer-encoding", "content-length", "connection"):
                             self.send_header(key, value)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

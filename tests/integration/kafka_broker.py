@@ -118,8 +118,16 @@ def ensure_libs(pom: Path = POM) -> Path:
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     try:
         result = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(pom), f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(pom),
+                f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+                f"-DoutputDirectory={staging}",
+                "-DincludeScope=runtime",
+            ],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -180,15 +188,27 @@ class KafkaBroker:
 
     def _java(self, main_class: str, *args: str) -> list[str]:
         return [
-            "java", *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={self._log4j}",
-            "-cp", str(self._libs / "*"), main_class, *args,
-        ]  # fmt: skip
+            "java",
+            *_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={self._log4j}",
+            "-cp",
+            str(self._libs / "*"),
+            main_class,
+            *args,
+        ]
 
     def _format(self) -> None:
-        argv = self._java("kafka.tools.StorageTool", "format", "--cluster-id", _cluster_id(),
-                          "--config", str(self._config))  # fmt: skip
-        result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                timeout=120)  # fmt: skip
+        argv = self._java(
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            _cluster_id(),
+            "--config",
+            str(self._config),
+        )
+        result = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120
+        )
         if result.returncode != 0:
             raise StackError(f"kafka StorageTool format failed:\n{result.stdout}{result.stderr}")
 

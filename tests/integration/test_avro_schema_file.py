@@ -25,13 +25,16 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 SCHEMA = {
-    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
         {"name": "id", "type": "long"},
         {"name": "amount", "type": "double"},
         {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
         {"name": "note", "type": ["null", "string"], "default": None},
     ],
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
@@ -62,8 +65,10 @@ def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
     for value in values:
         producer.produce(name, value=json.dumps(value).encode(), partition=0)
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} "
-            f"PROPERTIES('avro.schema.file'='{avsc}', 'error.policy'='skip')")  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} "
+        f"PROPERTIES('avro.schema.file'='{avsc}', 'error.policy'='skip')"
+    )
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
@@ -80,14 +85,17 @@ def test_objects_use_the_schema_file_and_values_that_do_not_match_are_refused(
         rows = table.to_pylist()
         assert table.schema.names == ["id", "amount", "tags", "note"]
         assert table.schema.field("amount").type == pa.float64()
-    expected = [{"tags": [], "note": None, **v, "amount": float(v["amount"])}
-                for i, v in enumerate(values) if i != 7]  # fmt: skip
+    expected = [
+        {"tags": [], "note": None, **v, "amount": float(v["amount"])}
+        for i, v in enumerate(values)
+        if i != 7
+    ]
     assert rows == expected
     capsys.readouterr()
     assert main(["verify", *args]) == 0, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content", [None, "{\"type\": \"record\"}"], ids=["missing", "bad"])
+@pytest.mark.parametrize("content", [None, '{"type": "record"}'], ids=["missing", "bad"])
 def test_a_schema_file_that_cannot_be_used_stops_the_run_before_it_starts(
     broker: str,
     s3_endpoint: str,
@@ -102,10 +110,13 @@ def test_a_schema_file_that_cannot_be_used_stops_the_run_before_it_starts(
     if content is not None:
         avsc.write_text(content)
     name, bkt = topic(partitions=1), bucket()
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO "
-            f"PROPERTIES('avro.schema.file'='{avsc}')")  # fmt: skip
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO "
+        f"PROPERTIES('avro.schema.file'='{avsc}')"
+    )
+    code = main(
+        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     # One error line, pointed at the setting (the KCQL excerpt and caret follow it).

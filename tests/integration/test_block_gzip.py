@@ -29,8 +29,10 @@ def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
     produce_ids(broker, name, 0, 2000, partitions=1)
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('store.compression'="
-            "'gzip', 'store.gzip.block.bytes'=4096, 'flush.count'=1000)")  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('store.compression'="
+        "'gzip', 'store.gzip.block.bytes'=4096, 'flush.count'=1000)"
+    )
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
@@ -52,13 +54,29 @@ def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
     capsys.readouterr()
 
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
-        code = main(["cat", "--from", f"{bkt}:arch", "--topic", name, "--partition", "0",
-                     "--offset", "1500", "--endpoint-url", proxy.url])  # fmt: skip
+        code = main(
+            [
+                "cat",
+                "--from",
+                f"{bkt}:arch",
+                "--topic",
+                name,
+                "--partition",
+                "0",
+                "--offset",
+                "1500",
+                "--endpoint-url",
+                proxy.url,
+            ]
+        )
         out = capsys.readouterr().out
     assert code == 0
     record = json.loads(out)
     assert record["offset"] == 1500 and record["value"] == {"id": 1500}
     assert record["offset_exact"] is True
-    reads = [(path, rng) for method, path, rng in proxy.requests
-             if method == "GET" and path.split("?")[0].endswith(".json.gz")]  # fmt: skip
+    reads = [
+        (path, rng)
+        for method, path, rng in proxy.requests
+        if method == "GET" and path.split("?")[0].endswith(".json.gz")
+    ]
     assert len(reads) == 1 and reads[0][1] is not None, proxy.requests

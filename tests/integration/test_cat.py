@@ -41,9 +41,18 @@ def json_archive(
 def cat(capsys: pytest.CaptureFixture[str], archive: tuple[str, str, str], *args: str) -> Any:
     name, location, endpoint = archive
     return cli(
-        capsys, "cat", "--from", location, "--topic", name, "--partition", "0",
-        "--endpoint-url", endpoint, *args,
-    )  # fmt: skip
+        capsys,
+        "cat",
+        "--from",
+        location,
+        "--topic",
+        name,
+        "--partition",
+        "0",
+        "--endpoint-url",
+        endpoint,
+        *args,
+    )
 
 
 @pytest.mark.parametrize(
@@ -83,9 +92,19 @@ def test_cat_beyond_the_archive_and_a_wrong_place_fail_with_one_line(
 
     name, location, endpoint = json_archive
     code, _, err = cli(
-        capsys, "cat", "--from", location + "/other", "--topic", name, "--partition", "0",
-        "--offset", "0", "--endpoint-url", endpoint,
-    )  # fmt: skip
+        capsys,
+        "cat",
+        "--from",
+        location + "/other",
+        "--topic",
+        name,
+        "--partition",
+        "0",
+        "--offset",
+        "0",
+        "--endpoint-url",
+        endpoint,
+    )
     assert code == 13
     assert "no archived objects" in err and "--kcql" in err
 
@@ -107,9 +126,21 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
     )
     assert code == 0, err
     code, out, err = cli(
-        capsys, "cat", "--from", f"{bkt}:raw", "--topic", name, "--partition", "0",
-        "--offset", "0", "--count", "4", "--endpoint-url", s3_endpoint,
-    )  # fmt: skip
+        capsys,
+        "cat",
+        "--from",
+        f"{bkt}:raw",
+        "--topic",
+        name,
+        "--partition",
+        "0",
+        "--offset",
+        "0",
+        "--count",
+        "4",
+        "--endpoint-url",
+        s3_endpoint,
+    )
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     assert [(line["value"], line["value_encoding"]) for line in lines] == [

@@ -52,17 +52,35 @@ def test_cat_of_an_envelope_archive_prints_each_record_exactly(
     name, bkt = topic(partitions=1), bucket()
     producer = Producer({"bootstrap.servers": broker})
     for key, value, headers, timestamp in RECORDS:
-        producer.produce(name, key=key, value=value, headers=headers, partition=0,
-                         timestamp=timestamp)  # fmt: skip
+        producer.produce(
+            name, key=key, value=value, headers=headers, partition=0, timestamp=timestamp
+        )
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:env SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = 2 "
-            "PROPERTIES('store.envelope'=true)")  # fmt: skip
-    assert main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint]) == 0, capsys.readouterr().err  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:env SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = 2 "
+        "PROPERTIES('store.envelope'=true)"
+    )
+    assert (
+        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
+        == 0
+    ), capsys.readouterr().err
     capsys.readouterr()
     for offset, (key, value, headers, timestamp) in enumerate(RECORDS):
-        code = main(["cat", "--from", f"{bkt}:env", "--topic", name, "--partition", "0",
-                     "--offset", str(offset), "--endpoint-url", s3_endpoint])  # fmt: skip
+        code = main(
+            [
+                "cat",
+                "--from",
+                f"{bkt}:env",
+                "--topic",
+                name,
+                "--partition",
+                "0",
+                "--offset",
+                str(offset),
+                "--endpoint-url",
+                s3_endpoint,
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
         (line,) = out.splitlines()
@@ -88,13 +106,29 @@ def test_cat_output_raw_writes_the_value_bytes(
         producer.produce(name, value=value, partition=0)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:raw SELECT * FROM {name} STOREAS BYTES"
-    assert main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint]) == 0  # fmt: skip
+    assert (
+        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
+        == 0
+    )
     capfdbinary.readouterr()
     for offset, value in enumerate(values):
-        code = main(["cat", "--from", f"{bkt}:raw", "--topic", name, "--partition", "0",
-                     "--offset", str(offset), "--output", "raw",
-                     "--endpoint-url", s3_endpoint])  # fmt: skip
+        code = main(
+            [
+                "cat",
+                "--from",
+                f"{bkt}:raw",
+                "--topic",
+                name,
+                "--partition",
+                "0",
+                "--offset",
+                str(offset),
+                "--output",
+                "raw",
+                "--endpoint-url",
+                s3_endpoint,
+            ]
+        )
         out, err = capfdbinary.readouterr()
         assert code == 0, err
         assert out == value

@@ -48,15 +48,27 @@ def wait_for(check: Callable[[], bool], seconds: float, what: str) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, stack: Any) -> Iterator[str]:
     logs = tmp_path_factory.mktemp("spark-cluster")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_WORKER_DIR": str(logs / "work"), "SPARK_LOG_DIR": str(logs)}  # fmt: skip
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_WORKER_DIR": str(logs / "work"),
+        "SPARK_LOG_DIR": str(logs),
+    }
     port, ui = free_port(), free_port()
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(name: str, *args: str) -> None:
         out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        processes.append(subprocess.Popen([spark_class(), *args], env=env, stdout=out,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+        processes.append(
+            subprocess.Popen(
+                [spark_class(), *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def alive_workers() -> int:
         try:
@@ -67,12 +79,31 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, stack: Any) -> Iterator[st
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(ui))  # fmt: skip
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        )
         url = f"spark://127.0.0.1:{port}"
         for n in (1, 2):
-            start(f"worker{n}", "org.apache.spark.deploy.worker.Worker", url, "--cores", "1",
-                  "--memory", "1g", "--host", "127.0.0.1", "--webui-port", str(free_port()))
+            start(
+                f"worker{n}",
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(free_port()),
+            )
         wait_for(lambda: alive_workers() == 2, 120, "two Spark workers")
         yield url
     finally:
@@ -105,18 +136,45 @@ def test_submit_runs_the_job_on_both_workers_exactly_once(
     events.mkdir()
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 500"
     command = [
-        str(SPARK_BIN / "kafka-archive"), "submit", "--master", cluster,
-        "--conf", "spark.cores.max=2", "--executor-cores", "1", "--executor-memory", "512m",
-        "--conf", f"spark.pyspark.python={sys.executable}",
-        "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
-        "--conf", "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-        "--conf", "spark.eventLog.compress=false",
-        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-        "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-    ]  # fmt: skip
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+        str(SPARK_BIN / "kafka-archive"),
+        "submit",
+        "--master",
+        cluster,
+        "--conf",
+        "spark.cores.max=2",
+        "--executor-cores",
+        "1",
+        "--executor-memory",
+        "512m",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        "spark.scheduler.minRegisteredResourcesRatio=1.0",
+        "--conf",
+        "spark.scheduler.maxRegisteredResourcesWaitingTime=120s",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events}",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "total: 4000 records" in done.stdout

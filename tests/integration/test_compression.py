@@ -24,8 +24,7 @@ DECOMPRESS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
 }
 
 
-@pytest.mark.parametrize(("fmt", "codec"), [("JSON", "gzip"), ("TEXT", "zstd"),
-                                             ("CSV", "bzip2")])  # fmt: skip
+@pytest.mark.parametrize(("fmt", "codec"), [("JSON", "gzip"), ("TEXT", "zstd"), ("CSV", "bzip2")])
 def test_compressed_objects_are_named_for_their_codec_and_read_back(
     broker: str,
     s3_endpoint: str,
@@ -69,8 +68,21 @@ def test_compressed_objects_are_named_for_their_codec_and_read_back(
     assert main(["verify", *args]) == 0, capsys.readouterr().out
     capsys.readouterr()
     if fmt != "CSV":  # cat tells the format by the extension
-        code = main(["cat", "--from", f"{bkt}:arch", "--topic", name, "--partition", "0",
-                     "--offset", "150", "--endpoint-url", s3_endpoint])  # fmt: skip
+        code = main(
+            [
+                "cat",
+                "--from",
+                f"{bkt}:arch",
+                "--topic",
+                name,
+                "--partition",
+                "0",
+                "--offset",
+                "150",
+                "--endpoint-url",
+                s3_endpoint,
+            ]
+        )
         out = capsys.readouterr().out
         assert code == 0
         found = json.loads(out)

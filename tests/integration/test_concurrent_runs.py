@@ -31,12 +31,25 @@ def test_two_runs_of_one_job_at_once_archive_exactly_once(
         producer.produce(name, value=json.dumps({"id": i}).encode(), partition=i % 2)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
-               "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-               "--master", "local[1]"]  # fmt: skip
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[1]",
+    ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]  # fmt: skip
+    runs = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outcomes = [(run.wait(timeout=300), *run.communicate()) for run in runs]
     codes = sorted(code for code, _, _ in outcomes)
     assert codes in ([0, 0], [0, 8]), outcomes

@@ -65,16 +65,20 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     name, bkt = topic(partitions=PARTITIONS), bucket()
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    command = [KAFKA_ARCHIVE, "run", *args,
-               "--master", "local[2]"]  # fmt: skip
+    command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = 0
     interrupted = 0  # trials killed with uploaded, uncommitted objects (intent markers) left
     for trial in range(TRIALS):
         produce_ids(broker, name, produced, PER_TRIAL, partitions=PARTITIONS)
         produced += PER_TRIAL
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         # Even trials: kill at a random moment before the first upload (start-up, planning,
         # reading). Odd trials: wait until a unit has written its first intent marker (it is
         # uploading), then kill a random moment later (mid-upload, or between upload and

@@ -44,12 +44,21 @@ def originals(count: int, partitions: int) -> dict[int, list[Original]]:
 
 
 def produce(broker: str, topic: str, records: dict[int, list[Original]]) -> None:
-    produce_records(broker, topic, (
-        {"key": key, "value": value, "headers": list(headers), "partition": partition,
-         "timestamp": timestamp}
-        for partition, items in records.items()
-        for key, value, headers, timestamp in items
-    ))  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {
+                "key": key,
+                "value": value,
+                "headers": list(headers),
+                "partition": partition,
+                "timestamp": timestamp,
+            }
+            for partition, items in records.items()
+            for key, value, headers, timestamp in items
+        ),
+    )
 
 
 def read_back(broker: str, topic: str, partitions: int) -> dict[int, list[Original]]:
@@ -84,8 +93,9 @@ def test_envelope_archive_verifies_and_restores_every_record_exactly(
     assert main(["verify", "--kcql", kcql, *kafka]) == 0, capsys.readouterr().out
     assert "verified against Kafka" in capsys.readouterr().out
 
-    code = main(["restore", "--from", f"{bkt}:arch", "--topic", source, "--to-topic", target,
-                 *kafka])  # fmt: skip
+    code = main(
+        ["restore", "--from", f"{bkt}:arch", "--topic", source, "--to-topic", target, *kafka]
+    )
     assert code == 0, capsys.readouterr().err
     assert read_back(broker, target, 2) == records
 
@@ -102,8 +112,10 @@ def test_json_envelope_lines_are_readable_json_with_offsets(
     source, bkt = topic(partitions=1), bucket()
     produce(broker, source, originals(12, partitions=1))
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {source} PROPERTIES('store.envelope'=true)"
-    assert main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint]) == 0  # fmt: skip
+    assert (
+        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
+        == 0
+    )
     body = s3_client.get_object(Bucket=bkt, Key=f"arch/{source}/0/000000000000.json")["Body"]
     lines = [json.loads(line) for line in body.read().decode().splitlines()]
     assert [line["metadata"]["offset"] for line in lines] == list(range(12))

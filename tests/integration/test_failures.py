@@ -40,15 +40,25 @@ pytestmark = pytest.mark.integration
 
 
 def produce(
-    broker: str, topic: str, count: int, *, partitions: int = 2, pad: int = 0,
+    broker: str,
+    topic: str,
+    count: int,
+    *,
+    partitions: int = 2,
+    pad: int = 0,
     batch_bytes: int = 1_000_000,
-) -> None:  # fmt: skip
+) -> None:
     """Records {"id": i, "pad": "x" * pad}, record i into partition i % partitions, in
     record batches of at most ``batch_bytes``."""
-    produce_records(broker, topic, (
-        {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
-        for i in range(count)
-    ), batch_size=batch_bytes)  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
+            for i in range(count)
+        ),
+        batch_size=batch_bytes,
+    )
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -90,8 +100,9 @@ def report_counts_only_commits(report: Path, s3: Any, bucket: str) -> None:
 @contextlib.contextmanager
 def tmpfs(path: Path, *options: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(path)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(path)], check=True
+    )
     try:
         yield path
     finally:
@@ -99,10 +110,16 @@ def tmpfs(path: Path, *options: str) -> Iterator[Path]:
 
 
 def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 6000, pad=200)  # ~700 KiB per partition, one object each
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000"
@@ -123,13 +140,24 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
 
 
 def test_a_missing_or_read_only_spool_fails_before_the_run(
-    broker: str, s3_endpoint: str, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     name, bkt = topic(partitions=1), bucket()
-    args = ["--kcql", f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-            "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     missing = tmp_path / "no-such-dir"
     monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(missing))
     code, _, err = cli(capsys, *args)
@@ -142,8 +170,9 @@ def test_a_missing_or_read_only_spool_fails_before_the_run(
     assert "is on a read-only file system (EROFS)" in error_line(err)
 
 
-def _run_units(spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[str, Any],
-               env: dict[str, str]) -> list[Any]:  # fmt: skip
+def _run_units(
+    spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[str, Any], env: dict[str, str]
+) -> list[Any]:
     """Plan with good settings on the driver, then run the units on Spark's executors with
     the given ones (what an executor meets that the driver did not)."""
     good = load_settings(None, {}, {"bootstrap_servers": broker, "endpoint_url": endpoint})
@@ -151,10 +180,17 @@ def _run_units(spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[st
     store = S3Store(good.settings.s3)
     with KafkaAdmin(good.settings.kafka, "g") as admin:
         topics = tuple(sorted({r.topic for r in plan.routes}))
-        work = jobs.plan_work(plan, admin.partitions(topics), store=store, admin=admin,
-                              settings=good.settings, job="j", run_id="r", now_ms=0)  # fmt: skip
-    bad = load_settings(None, env, {"bootstrap_servers": broker, "endpoint_url": endpoint,
-                                    **flags})  # fmt: skip
+        work = jobs.plan_work(
+            plan,
+            admin.partitions(topics),
+            store=store,
+            admin=admin,
+            settings=good.settings,
+            job="j",
+            run_id="r",
+            now_ms=0,
+        )
+    bad = load_settings(None, env, {"bootstrap_servers": broker, "endpoint_url": endpoint, **flags})
     task = functools.partial(archive_units, settings=bad.settings)
     return driver.map_units(driver.SparkOnDemand.running(spark, bad.settings), work.units, task)
 
@@ -162,23 +198,38 @@ def _run_units(spark: Any, broker: str, endpoint: str, kcql: str, flags: dict[st
 @pytest.mark.parametrize(
     ("flags", "env", "error", "message"),
     [
-        ({}, {"KAFKA_ARCHIVE_SPOOL_DIR": "/nonexistent/spool"}, errors.SpoolError,
-         "the spool directory /nonexistent/spool does not exist (ENOENT)"),
-        ({"kafka_properties": {"fetch.wait.max.ms": "soon"}}, {}, errors.ConfigError,
-         'librdkafka refused the Kafka client configuration: Invalid value for configuration '
-         'property "fetch.wait.max.ms"'),
+        (
+            {},
+            {"KAFKA_ARCHIVE_SPOOL_DIR": "/nonexistent/spool"},
+            errors.SpoolError,
+            "the spool directory /nonexistent/spool does not exist (ENOENT)",
+        ),
+        (
+            {"kafka_properties": {"fetch.wait.max.ms": "soon"}},
+            {},
+            errors.ConfigError,
+            "librdkafka refused the Kafka client configuration: Invalid value for configuration "
+            'property "fetch.wait.max.ms"',
+        ),
     ],
     ids=["missing-spool", "bad-property"],
-)  # fmt: skip
+)
 def test_executor_errors_cross_back_as_ours(
-    broker: str, s3_endpoint: str, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], flags: dict[str, Any], env: dict[str, str],
-    error: type[errors.ArchiveError], message: str,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    flags: dict[str, Any],
+    env: dict[str, str],
+    error: type[errors.ArchiveError],
+    message: str,
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 10)
-    results = _run_units(spark, broker, s3_endpoint,
-                         f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env)  # fmt: skip
+    results = _run_units(
+        spark, broker, s3_endpoint, f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env
+    )
     assert len(results) == 2 and all(isinstance(r, UnitFailure) for r in results), results
     for result in results:
         raised = result.to_error()
@@ -187,23 +238,44 @@ def test_executor_errors_cross_back_as_ours(
 
 
 def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
-    broker: str, s3_endpoint: str, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     name, bkt = topic(partitions=1), bucket()
-    code, _, err = cli(capsys, "--kcql", f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-                       "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-                       "-X", "no.such.property=1")  # fmt: skip
+    code, _, err = cli(
+        capsys,
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "-X",
+        "no.such.property=1",
+    )
     assert code == 2
-    assert ('librdkafka refused the Kafka client configuration: No such configuration '
-            'property: "no.such.property"') in error_line(err)  # fmt: skip
+    assert (
+        "librdkafka refused the Kafka client configuration: No such configuration "
+        'property: "no.such.property"'
+    ) in error_line(err)
 
 
 def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exactly_once(
-    kafka: KafkaBroker, broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
-    topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:  # fmt: skip
+    kafka: KafkaBroker,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 20000, pad=300, batch_bytes=4096)  # ~12 records a batch
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
@@ -229,11 +301,22 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
     try:
         # Fetches of 2 KiB, 100 ms apart: the read would take about a minute, so the
         # broker stops in the middle of it.
-        code, _, err = cli(capsys, *args, "--report", str(report),
-                           "-X", "fetch.max.bytes=2048", "-X", "message.max.bytes=1000",
-                           "-X", "max.partition.fetch.bytes=2048",
-                           "-X", "queued.max.messages.kbytes=1",
-                           "-X", "fetch.queue.backoff.ms=100")  # fmt: skip
+        code, _, err = cli(
+            capsys,
+            *args,
+            "--report",
+            str(report),
+            "-X",
+            "fetch.max.bytes=2048",
+            "-X",
+            "message.max.bytes=1000",
+            "-X",
+            "max.partition.fetch.bytes=2048",
+            "-X",
+            "queued.max.messages.kbytes=1",
+            "-X",
+            "fetch.queue.backoff.ms=100",
+        )
     finally:
         saboteur.join(timeout=60)
         kafka.freeze(False)
@@ -279,34 +362,55 @@ class TrippingProxy(FaultProxy):
 
 
 def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exactly_once(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 2000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     monkeypatch.setenv("KAFKA_ARCHIVE_LOCK_TTL_SECONDS", "3")  # its release fails too
     report = tmp_path / "report.json"
     with TrippingProxy(s3_endpoint, f"/arch/{name}/", 3, 400, "ExpiredToken") as proxy:
-        code, _, err = cli(capsys, "--kcql", kcql, "--bootstrap-servers", broker,
-                           "--endpoint-url", proxy.url, "--report", str(report))  # fmt: skip
+        code, _, err = cli(
+            capsys,
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            proxy.url,
+            "--report",
+            str(report),
+        )
     assert proxy.tripped.is_set()
     line = error_line(err)
     assert code == errors.S3UnavailableError.exit_code == 5, line
     assert "the AWS credentials expired (ExpiredToken)" in line
     report_counts_only_commits(report, s3_client, bkt)
     time.sleep(4)  # the lock's lease runs out
-    code, _, err = cli(capsys, "--kcql", kcql, "--bootstrap-servers", broker,
-                       "--endpoint-url", s3_endpoint)  # fmt: skip
+    code, _, err = cli(
+        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
+    )
     assert code == 0, err
     assert archived_ids(s3_client, bkt) == list(range(2000))
 
 
 def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_once(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 4000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 20"
@@ -330,8 +434,9 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
                     if keys:
                         s3_client.delete_objects(Bucket=bkt, Delete={"Objects": keys})
                 for upload in s3_client.list_multipart_uploads(Bucket=bkt).get("Uploads", []):
-                    s3_client.abort_multipart_upload(Bucket=bkt, Key=upload["Key"],
-                                                     UploadId=upload["UploadId"])  # fmt: skip
+                    s3_client.abort_multipart_upload(
+                        Bucket=bkt, Key=upload["Key"], UploadId=upload["UploadId"]
+                    )
                 s3_client.delete_bucket(Bucket=bkt)
                 deleted.set()
             except Exception as exc:

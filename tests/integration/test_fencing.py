@@ -32,20 +32,42 @@ TTL = 6  # seconds of lease: the driver renews every TTL/6, a frozen run loses i
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-            "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL), **extra}  # fmt: skip
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
+        **extra,
+    }
 
 
 def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
-    return [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
-            "--endpoint-url", endpoint, "--master", "local[1]", *more]  # fmt: skip
+    return [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+        "--master",
+        "local[1]",
+        *more,
+    ]
 
 
 @contextlib.contextmanager
 def _process(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """A run in its own process group; whatever is left of the group is killed at the end."""
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         yield process
     finally:
@@ -57,8 +79,9 @@ def _process(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Pop
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """A whole run, to its end."""
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def _finish(process: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
@@ -109,9 +132,10 @@ def _archived_once(s3: Any, bucket: str, command: list[str], expected: list[int]
 
 
 @pytest.mark.parametrize(
-    ("follow", "flush_b"), [(False, 1000), (True, 1000), (False, 700)],
+    ("follow", "flush_b"),
+    [(False, 1000), (True, 1000), (False, 700)],
     ids=["bounded", "follow", "bounded-B-with-another-flush-count"],
-)  # fmt: skip
+)
 def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     follow: bool,
     flush_b: int,
@@ -133,8 +157,9 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     follow_args = ("--follow", "--poll-interval", "1") if follow else ()
     command = _command(kcql, broker, s3_endpoint, *follow_args)
     command_b = _command(kcql_b, broker, s3_endpoint, *follow_args)
-    with _started(command, _env(), lambda: bool(_pending(s3_client, bkt)),
-                  "run A to start uploading") as run_a:  # fmt: skip
+    with _started(
+        command, _env(), lambda: bool(_pending(s3_client, bkt)), "run A to start uploading"
+    ) as run_a:
         os.killpg(run_a.pid, signal.SIGSTOP)
         assert run_a.poll() is None, "run A finished before it could be frozen"
         produce_ids(broker, name, first, 3_000, timestamp=DAYS_AGO + first)
@@ -153,8 +178,9 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
                 os.killpg(run_a.pid, signal.SIGTERM)
         code_a, _, err_a = _finish(run_a)
     # The next run of the job finds nothing to repair and nothing new.
-    _archived_once(s3_client, bkt, _command(kcql_b, broker, s3_endpoint),
-                   list(range(first + 3_000)))  # fmt: skip
+    _archived_once(
+        s3_client, bkt, _command(kcql_b, broker, s3_endpoint), list(range(first + 3_000))
+    )
     assert code_a == 18, err_a
     assert "lease" in err_a.lower(), err_a
 
@@ -185,15 +211,22 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
 
         def first_renewal(method: str, path: str, headers: dict[str, str]) -> bool:
             conditional = any(k.lower() == "if-match" for k in headers)
-            return (method == "PUT" and path.split("?")[0].endswith("/lock.json")
-                    and conditional and proxy.dropped == 0)  # fmt: skip
+            return (
+                method == "PUT"
+                and path.split("?")[0].endswith("/lock.json")
+                and conditional
+                and proxy.dropped == 0
+            )
 
         proxy.drop_response = first_renewal
         first = _run(_command(kcql, broker, proxy.url), _env())
     assert proxy.dropped == 1, "no renewal was sent through the proxy"
     assert first.returncode == 0, first.stderr
-    lock_puts = [i for i, (method, path, _) in enumerate(proxy.requests)
-                 if method == "PUT" and path.split("?")[0].endswith("/lock.json")]  # fmt: skip
+    lock_puts = [
+        i
+        for i, (method, path, _) in enumerate(proxy.requests)
+        if method == "PUT" and path.split("?")[0].endswith("/lock.json")
+    ]
     # Acquisition, the renewal whose answer was lost, its retry (412), then the renewals
     # went on (the run kept its lease) and the release.
     assert len(lock_puts) >= 5, proxy.requests
@@ -228,13 +261,22 @@ def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
         boot_id = file.read().strip()
     pid_ns = os.readlink("/proc/self/ns/pid")
     expires = int(time.time() * 1000) + 600_000
-    held = {"job": "fence-host", "run_id": "elsewhere", "epoch": 7, "host": socket.gethostname(),
-            "boot_id": boot_id if same_kernel else "another-boot-id",
-            "pid_ns": pid_ns if same_kernel else "pid:[4026532999]", "pid": gone.pid,
-            "renewal": 3, "expires_at_ms": expires, "expires_at": "2099-01-01T00:00:00Z",
-            "released": False}  # fmt: skip
-    s3_client.put_object(Bucket=bkt, Key="arch/.kafka-archive/fence-host/lock.json",
-                         Body=json.dumps(held).encode())  # fmt: skip
+    held = {
+        "job": "fence-host",
+        "run_id": "elsewhere",
+        "epoch": 7,
+        "host": socket.gethostname(),
+        "boot_id": boot_id if same_kernel else "another-boot-id",
+        "pid_ns": pid_ns if same_kernel else "pid:[4026532999]",
+        "pid": gone.pid,
+        "renewal": 3,
+        "expires_at_ms": expires,
+        "expires_at": "2099-01-01T00:00:00Z",
+        "released": False,
+    }
+    s3_client.put_object(
+        Bucket=bkt, Key="arch/.kafka-archive/fence-host/lock.json", Body=json.dumps(held).encode()
+    )
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
     run = _run(_command(kcql, broker, s3_endpoint, "--job-name", "fence-host"), _env())
     if same_kernel:
@@ -293,8 +335,7 @@ def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
         page = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
         return bool(page.get("Contents"))
 
-    with _started(_command(kcql, broker, s3_endpoint), _env(), uploaded,
-                  "the first upload") as run:  # fmt: skip
+    with _started(_command(kcql, broker, s3_endpoint), _env(), uploaded, "the first upload") as run:
         os.killpg(run.pid, signal.SIGKILL)
     assert _pending(s3_client, bkt), "the kill did not land between upload and commit"
     assert _committed(s3_client, bkt) < 6_500
@@ -325,21 +366,38 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
     name, bkt = topic(partitions=1), bucket()
     bad = {100, 500, 1100, 1200}
     now = int(time.time() * 1000)
-    produce(broker, name, (
-        {"value": f"not json {i}".encode() if i in bad else json.dumps({"id": i}).encode(),
-         "partition": 0, "timestamp": (DAYS_AGO + i) if i < 1000 else now}
-        for i in range(1300)
-    ))  # fmt: skip
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
-            "PROPERTIES('flush.count'=1000, 'error.policy'='dead-letter')")  # fmt: skip
+    produce(
+        broker,
+        name,
+        (
+            {
+                "value": f"not json {i}".encode() if i in bad else json.dumps({"id": i}).encode(),
+                "partition": 0,
+                "timestamp": (DAYS_AGO + i) if i < 1000 else now,
+            }
+            for i in range(1300)
+        ),
+    )
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
+        "PROPERTIES('flush.count'=1000, 'error.policy'='dead-letter')"
+    )
     service_command = _command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")
-    with _started(service_command, _env(), lambda: _committed(s3_client, bkt) >= 1000,
-                  "the old records to be committed") as service:  # fmt: skip
+    with _started(
+        service_command,
+        _env(),
+        lambda: _committed(s3_client, bkt) >= 1000,
+        "the old records to be committed",
+    ) as service:
         assert _committed(s3_client, bkt) < 1300, "the young tail was not held back"
         time.sleep(8)  # several more micro-batches read the held-back tail again
         service.send_signal(signal.SIGTERM)
         code, _, err = _finish(service)
     assert code == 0, err
-    _archived_once(s3_client, bkt, _command(kcql, broker, s3_endpoint),
-                   [i for i in range(1300) if i not in bad])  # fmt: skip
+    _archived_once(
+        s3_client,
+        bkt,
+        _command(kcql, broker, s3_endpoint),
+        [i for i in range(1300) if i not in bad],
+    )
     assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)

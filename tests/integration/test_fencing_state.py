@@ -68,8 +68,7 @@ def test_an_older_run_is_fenced_off_a_partition_a_newer_run_stamped(
     old = checkpoint.PartitionState(next_offset=10, run_id="a", committed_at="t", epoch=5)
     checkpoint.commit(store, target, "job", TP, old, expected_etag=None)
     loaded_by_a = checkpoint.load(store, target, "job", TP)
-    fenced_b = checkpoint.fence(store, target, "job", TP, loaded_by_a, epoch=7,
-                                initial_offset=0)  # fmt: skip
+    fenced_b = checkpoint.fence(store, target, "job", TP, loaded_by_a, epoch=7, initial_offset=0)
     assert fenced_b.state is not None and fenced_b.state.epoch == 7
     assert fenced_b.state.next_offset == 10
     # Run A (epoch 5) commits against the ETag it read: refused as fenced.
@@ -78,19 +77,35 @@ def test_an_older_run_is_fenced_off_a_partition_a_newer_run_stamped(
         checkpoint.commit(store, target, "job", TP, later, expected_etag=loaded_by_a.etag)
     # ... and cannot fence it back either.
     with pytest.raises(FencedError):
-        checkpoint.fence(store, target, "job", TP, checkpoint.load(store, target, "job", TP),
-                         epoch=5, initial_offset=0)  # fmt: skip
+        checkpoint.fence(
+            store,
+            target,
+            "job",
+            TP,
+            checkpoint.load(store, target, "job", TP),
+            epoch=5,
+            initial_offset=0,
+        )
     # Fencing twice with one epoch writes nothing.
     again = checkpoint.fence(store, target, "job", TP, fenced_b, epoch=7, initial_offset=0)
     assert again.etag == fenced_b.etag
 
 
-def _unit(
-    bucket: str, *, run: str, epoch: int, etag: str | None, stop: int = 100
-) -> WorkUnit:
+def _unit(bucket: str, *, run: str, epoch: int, etag: str | None, stop: int = 100) -> WorkUnit:
     plan = kcql.parse(f"INSERT INTO {bucket}:archive SELECT * FROM orders")
-    return WorkUnit(0, plan.routes[0], TP, 0, stop, run, "job", "g", state_etag=etag,
-                    epoch=epoch, lease_ttl_seconds=600)  # fmt: skip
+    return WorkUnit(
+        0,
+        plan.routes[0],
+        TP,
+        0,
+        stop,
+        run,
+        "job",
+        "g",
+        state_etag=etag,
+        epoch=epoch,
+        lease_ttl_seconds=600,
+    )
 
 
 def test_an_object_is_created_never_overwritten_unless_provably_garbage(
@@ -100,9 +115,15 @@ def test_an_object_is_created_never_overwritten_unless_provably_garbage(
     lock = JobLock(store, target, "job", "run-b", ttl_seconds=600)
     lock.acquire()
     try:
-        fenced = checkpoint.fence(store, target, "job", TP,
-                                  checkpoint.load(store, target, "job", TP), epoch=lock.epoch,
-                                  initial_offset=0)  # fmt: skip
+        fenced = checkpoint.fence(
+            store,
+            target,
+            "job",
+            TP,
+            checkpoint.load(store, target, "job", TP),
+            epoch=lock.epoch,
+            initial_offset=0,
+        )
         unit = _unit(target.bucket, run="run-b", epoch=lock.epoch, etag=fenced.etag)
         fencing = UnitFencing(store, unit)
         key = "archive/orders/0/000000000000.json"
@@ -110,9 +131,13 @@ def test_an_object_is_created_never_overwritten_unless_provably_garbage(
         def put(body: bytes) -> Callable[[], None]:
             return lambda: store.put_bytes(target.bucket, key, body)
 
-        s3_client.put_object(Bucket=target.bucket, Key=key, Body=b"stale run's\n",
-                             IfNoneMatch="*",
-                             Metadata=pending.writer_metadata("run-a", 1, "u"))  # fmt: skip
+        s3_client.put_object(
+            Bucket=target.bucket,
+            Key=key,
+            Body=b"stale run's\n",
+            IfNoneMatch="*",
+            Metadata=pending.writer_metadata("run-a", 1, "u"),
+        )
         with pytest.raises(PreconditionFailed), store.creating(target.bucket, key):
             store.put_bytes(target.bucket, key, b"again\n")
         # Another run's uncommitted object, the partition unchanged since this run fenced
@@ -129,14 +154,16 @@ def test_an_object_is_created_never_overwritten_unless_provably_garbage(
         # fenced, the object untouched.
         done = checkpoint.PartitionState(100, "run-b", "t", epoch=lock.epoch)
         checkpoint.commit(store, target, "job", TP, done, expected_etag=fenced.etag)
-        stale = UnitFencing(store, _unit(target.bucket, run="run-b", epoch=lock.epoch,
-                                         etag=fenced.etag, stop=50))  # fmt: skip
+        stale = UnitFencing(
+            store, _unit(target.bucket, run="run-b", epoch=lock.epoch, etag=fenced.etag, stop=50)
+        )
         with pytest.raises(FencedError, match="another run wrote the partition's state"):
             stale.create(key, put(b"stale\n"))
         assert s3_client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == b"run b\n"
         # A unit of an epoch that no longer holds the lease stops before it writes at all.
-        old = UnitFencing(store, _unit(target.bucket, run="run-a", epoch=lock.epoch - 1,
-                                       etag=fenced.etag))  # fmt: skip
+        old = UnitFencing(
+            store, _unit(target.bucket, run="run-a", epoch=lock.epoch - 1, etag=fenced.etag)
+        )
         with pytest.raises(FencedError, match="took the job's lease over"):
             old.create("archive/orders/0/000000000100.json", put(b"x\n"))
         assert "Contents" not in s3_client.list_objects_v2(
@@ -157,8 +184,12 @@ def test_recovery_removes_a_fenced_runs_object_below_the_committed_offset(
     writers = {0: ("run-b", 7), 50: ("run-a", 5), 100: ("run-b", 7), 150: ("run-b", 7)}
     for offset, key in keys.items():
         run, epoch = writers[offset]
-        s3_client.put_object(Bucket=target.bucket, Key=key, Body=b"{}\n",
-                             Metadata=pending.writer_metadata(run, epoch, "u"))  # fmt: skip
+        s3_client.put_object(
+            Bucket=target.bucket,
+            Key=key,
+            Body=b"{}\n",
+            Metadata=pending.writer_metadata(run, epoch, "u"),
+        )
     pending.mark(store, target, "job", TP, 50, keys[50], "run-a", 5)
     pending.mark(store, target, "job", TP, 150, keys[150], "run-a", 5)
     pending.mark(store, target, "job", TP, 100, keys[100], "run-b", 7)  # B crashed pre-clear

@@ -70,13 +70,29 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
     port = free_port()
     with FaultProxy(s3_endpoint, rate=0.0, seed=3) as proxy:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
-        command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
-                   "--bootstrap-servers", broker, "--endpoint-url", proxy.url, "--follow",
-                   "--poll-interval", "0.3", "--master", "local[1]", "--metrics-port",
-                   str(port), "--health-max-age", "4"]  # fmt: skip
+        command = [
+            KAFKA_ARCHIVE,
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            proxy.url,
+            "--follow",
+            "--poll-interval",
+            "0.3",
+            "--master",
+            "local[1]",
+            "--metrics-port",
+            str(port),
+            "--health-max-age",
+            "4",
+        ]
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "KAFKA_ARCHIVE_S3_MAX_ATTEMPTS": "2"}
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         try:
             deadline = time.monotonic() + 90
             while archived_ids(s3_client, bkt) != list(range(50)):
@@ -127,15 +143,33 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         port = probe.getsockname()[1]
     # Objects roll at 1000 records, or once their first record is 1 s old (an open object
     # is held back until then, so --follow does not write a crop of small files).
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
-            "PROPERTIES('flush.count'=1000, 'flush.interval'=1)")  # fmt: skip
-    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql,
-               "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint, "--follow",
-               "--poll-interval", "0.5", "--master", "local[1]", "--metrics-port", str(port),
-               "--health-max-lag", "0"]  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
+        "PROPERTIES('flush.count'=1000, 'flush.interval'=1)"
+    )
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--follow",
+        "--poll-interval",
+        "0.5",
+        "--master",
+        "local[1]",
+        "--metrics-port",
+        str(port),
+        "--health-max-lag",
+        "0",
+    ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     lagging: list[str] = []  # /health bodies seen while a wave was produced, not archived
     try:
         for wave in range(3):  # records produced while it runs are archived in later batches
@@ -159,7 +193,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
             assert time.monotonic() < deadline, get(port, "/health")
             time.sleep(0.3)
         code, metrics = get(port, "/metrics")
-        assert code == 200 and 'kafka_archive_lag_records{job=' in metrics
+        assert code == 200 and "kafka_archive_lag_records{job=" in metrics
         assert f'topic="{name}",partition="1"}} 0' in metrics
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
@@ -187,8 +221,18 @@ def test_start_positions_for_a_job_without_state(
 
     def run(bkt: str, *extra: str) -> int:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-        return main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                     "--endpoint-url", s3_endpoint, *extra])  # fmt: skip
+        return main(
+            [
+                "run",
+                "--kcql",
+                kcql,
+                "--bootstrap-servers",
+                broker,
+                "--endpoint-url",
+                s3_endpoint,
+                *extra,
+            ]
+        )
 
     latest = bucket()
     assert run(latest, "--start", "latest") == 0
@@ -199,8 +243,10 @@ def test_start_positions_for_a_job_without_state(
 
     # group:<g> adopts a consumer group's committed offsets (a migrated Connect sink's).
     consumer = Consumer({"bootstrap.servers": broker, "group.id": f"connect-{name}"})
-    consumer.commit(offsets=[KafkaTopicPartition(name, 0, 10), KafkaTopicPartition(name, 1, 5)],
-                    asynchronous=False)  # fmt: skip
+    consumer.commit(
+        offsets=[KafkaTopicPartition(name, 0, 10), KafkaTopicPartition(name, 1, 5)],
+        asynchronous=False,
+    )
     consumer.close()
     adopted = bucket()
     assert run(adopted, "--start", f"group:connect-{name}") == 0
@@ -220,6 +266,20 @@ def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 0, 50, timestamp=1_700_000_000_000)  # record i at base + i ms
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    assert main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url",
-                 s3_endpoint, "--start", "2023-11-14T22:13:20.030Z"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                "--kcql",
+                kcql,
+                "--bootstrap-servers",
+                broker,
+                "--endpoint-url",
+                s3_endpoint,
+                "--start",
+                "2023-11-14T22:13:20.030Z",
+            ]
+        )
+        == 0
+    )
     assert archived_ids(s3_client, bkt) == list(range(30, 50))

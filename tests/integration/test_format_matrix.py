@@ -50,8 +50,9 @@ def values(data: bytes, fmt: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitionby"])
-@pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET", "CSV", "CSV_WITHHEADERS", "TEXT",
-                                 "BYTES"])  # fmt: skip
+@pytest.mark.parametrize(
+    "fmt", ["JSON", "AVRO", "PARQUET", "CSV", "CSV_WITHHEADERS", "TEXT", "BYTES"]
+)
 def test_every_format_with_and_without_partitionby(
     broker: str,
     s3_endpoint: str,
@@ -66,8 +67,12 @@ def test_every_format_with_and_without_partitionby(
     name, bkt = topic(partitions=2), bucket()
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
     for i in range(60):
-        producer.produce(name, value=json.dumps({"id": i, "name": f"n{i}"}).encode(),
-                         partition=i % 2, headers=[("country", COUNTRIES[i % 3 % 2].encode())])
+        producer.produce(
+            name,
+            value=json.dumps({"id": i, "name": f"n{i}"}).encode(),
+            partition=i % 2,
+            headers=[("country", COUNTRIES[i % 3 % 2].encode())],
+        )
     assert producer.flush(30) == 0
     clause = "PARTITIONBY _header.country " if partitioned else ""
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} {clause}STOREAS {fmt} WITH_FLUSH_COUNT = 7"

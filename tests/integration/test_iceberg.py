@@ -45,13 +45,15 @@ def reader_table(uri: str, s3_endpoint: str) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
 
     catalog = SqlCatalog(
-        "default", uri=uri, **{
+        "default",
+        uri=uri,
+        **{
             "s3.endpoint": s3_endpoint,
             "s3.access-key-id": MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             "s3.secret-access-key": MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
         },
-    )  # fmt: skip
+    )
     return catalog.load_table(TABLE)
 
 
@@ -63,8 +65,7 @@ def table_ids(table: Any) -> list[int]:
 def data_keys(s3: Any, bucket: str) -> set[str]:
     keys: set[str] = set()
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="tables/"):
-        keys.update(item["Key"] for item in page.get("Contents", [])
-                    if "/data/" in item["Key"])  # fmt: skip
+        keys.update(item["Key"] for item in page.get("Contents", []) if "/data/" in item["Key"])
     return keys
 
 
@@ -74,19 +75,33 @@ def referenced(table: Any, bucket: str) -> set[str]:
 
 
 def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> str:
-    return (f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS PARQUET "
-            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
-            f"'flush.count'={flush})")  # fmt: skip
+    return (
+        f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS PARQUET "
+        f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+        f"'flush.count'={flush})"
+    )
 
 
 def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     name, bkt = topic(partitions=PARTITIONS), bucket()
-    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
-            "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "run",
+        "--kcql",
+        kcql_for(name, bkt, 100),
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     produce_ids(broker, name, 0, 500, partitions=PARTITIONS)
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
@@ -124,7 +139,8 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     assert main(["status", *args[1:], "--output", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["partitions"]
     assert {(r["partition"], r["archived_offset"], r["lag"]) for r in rows} == {
-        (0, 400, 0), (1, 400, 0)
+        (0, 400, 0),
+        (1, 400, 0),
     }
     assert all(r["last_commit"] and r["last_commit"].endswith("Z") for r in rows)
     assert main(["verify", *args[1:]]) == 2
@@ -139,15 +155,27 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     "trials", [1, pytest.param(6, marks=pytest.mark.full, id="many")], ids=["once", "many"]
 )
 def test_a_run_killed_before_its_commit_leaves_no_record_twice(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], trials: int,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    trials: int,
+) -> None:
     """Each trial: produce, start a run, SIGKILL its process group as soon as a file of it
     is in S3 (mid-upload, or between the uploads and the commit), then run to the end."""
     name, bkt = topic(partitions=PARTITIONS), bucket()
-    args = ["--kcql", kcql_for(name, bkt, 50), "--bootstrap-servers", broker,
-            "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "--kcql",
+        kcql_for(name, bkt, 50),
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = orphaned = 0
@@ -155,8 +183,13 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
         produce_ids(broker, name, produced, 2000, partitions=PARTITIONS)
         produced += 2000
         before = data_keys(s3_client, bkt)
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while not data_keys(s3_client, bkt) - before and process.poll() is None:
             assert time.monotonic() < deadline, "the run never wrote a file"
@@ -184,10 +217,15 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
 
 
 def test_state_conflict_when_another_writer_moved_the_partitions(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Two jobs on one table and topic, writing their files under different prefixes (so
     their leases do not exclude each other; one prefix has one lease): the second one's
     commit finds the partitions moved by the first since it planned, and stops (exit 9)
@@ -195,8 +233,15 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
     from kafka_archive.archiver import iceberg
 
     name, bkt = topic(partitions=1), bucket()
-    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
-            "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "run",
+        "--kcql",
+        kcql_for(name, bkt, 100),
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     produce_ids(broker, name, 0, 100, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     produce_ids(broker, name, 100, 100, partitions=1)
@@ -224,10 +269,14 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
 
 
 def test_partitionby_value_fields_become_identity_partitions(
-    broker: str, s3_endpoint: str, spark: Any, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     from pyiceberg.transforms import IdentityTransform
 
     name, bkt = topic(partitions=1), bucket()
@@ -237,8 +286,10 @@ def test_partitionby_value_fields_become_identity_partitions(
         value = {"id": i, "country": countries[i % 3]}
         producer.produce(name, value=json.dumps(value).encode(), partition=0)
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} PARTITIONBY country "
-            f"STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}')")
+    kcql = (
+        f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} PARTITIONBY country "
+        f"STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}')"
+    )
     args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
@@ -257,22 +308,40 @@ def test_partitionby_value_fields_become_identity_partitions(
 
 @pytest.mark.full
 def test_follow_commits_once_per_micro_batch(
-    broker: str, s3_endpoint: str, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
     """`run --follow`: each micro-batch with something old enough is one snapshot holding
     every task's files; waves produced while it runs are each in the table exactly once."""
     name, bkt = topic(partitions=PARTITIONS), bucket()
-    kcql = (f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
-            f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
-            "'flush.count'=1000, 'flush.interval'=1)")  # fmt: skip
-    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
-               "--endpoint-url", s3_endpoint, "--follow", "--poll-interval", "0.5",
-               "--master", "local[1]"]  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} STOREAS PARQUET "
+        f"PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}', "
+        "'flush.count'=1000, 'flush.interval'=1)"
+    )
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--follow",
+        "--poll-interval",
+        "0.5",
+        "--master",
+        "local[1]",
+    ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produce_ids(broker, name, 0, 100, partitions=PARTITIONS)
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
     def ids() -> list[int]:
         try:
@@ -306,13 +375,25 @@ def test_follow_commits_once_per_micro_batch(
 
 @pytest.mark.full
 def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, catalog_uri: str,
-    topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     name, bkt = topic(partitions=1), bucket()
-    args = ["run", "--kcql", kcql_for(name, bkt, 100), "--bootstrap-servers", broker,
-            "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "run",
+        "--kcql",
+        kcql_for(name, bkt, 100),
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     produce_ids(broker, name, 0, 10, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     producer = Producer({"bootstrap.servers": broker})

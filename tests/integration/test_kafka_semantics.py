@@ -56,10 +56,14 @@ def archived(s3: Any, bucket: str, prefix: str = "arch/") -> list[Row]:
 def in_kafka(broker: str, topic: str, partitions: int = 1, committed: bool = True) -> list[Row]:
     """Every record a plain consumer reads (``read_committed`` unless told otherwise)."""
     return [
-        (r.partition, r.offset, r.key.decode() if r.key is not None else None,
-         json.loads(r.value) if r.value is not None else None)
+        (
+            r.partition,
+            r.offset,
+            r.key.decode() if r.key is not None else None,
+            json.loads(r.value) if r.value is not None else None,
+        )
         for r in kafka_records(broker, topic, partitions, committed=committed)
-    ]  # fmt: skip
+    ]
 
 
 def ids(rows: list[Row]) -> list[int]:
@@ -71,10 +75,12 @@ def compact(document: Any) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-def record(producer: Producer, topic: str, i: int, *, key: str | None = None,
-           partition: int = 0) -> None:  # fmt: skip
-    producer.produce(topic, key=(key or f"k{i}").encode(), value=compact({"id": i}),
-                     partition=partition)  # fmt: skip
+def record(
+    producer: Producer, topic: str, i: int, *, key: str | None = None, partition: int = 0
+) -> None:
+    producer.produce(
+        topic, key=(key or f"k{i}").encode(), value=compact({"id": i}), partition=partition
+    )
 
 
 def transactional(broker: str, name: str) -> Producer:
@@ -83,10 +89,21 @@ def transactional(broker: str, name: str) -> Producer:
     return producer
 
 
-def run(capsys: pytest.CaptureFixture[str], broker: str, s3_endpoint: str, kcql: str,
-        *extra: str) -> tuple[int, str, str]:  # fmt: skip
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint, *extra])  # fmt: skip
+def run(
+    capsys: pytest.CaptureFixture[str], broker: str, s3_endpoint: str, kcql: str, *extra: str
+) -> tuple[int, str, str]:
+    code = main(
+        [
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            s3_endpoint,
+            *extra,
+        ]
+    )
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -177,8 +194,13 @@ def test_an_open_transaction_neither_fails_nor_blocks_a_run(
 
 def _compacted_topic(admin: AdminClient) -> str:
     name = f"c-{time.time_ns() % 10**10}"
-    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.compaction.lag.ms": "0",
-              "min.cleanable.dirty.ratio": "0.01", "max.compaction.lag.ms": "100"}  # fmt: skip
+    config = {
+        "cleanup.policy": "compact",
+        "segment.ms": "100",
+        "min.compaction.lag.ms": "0",
+        "min.cleanable.dirty.ratio": "0.01",
+        "max.compaction.lag.ms": "100",
+    }
     admin.create_topics([NewTopic(name, num_partitions=1, config=config)])[name].result(30)
     return name
 
@@ -215,8 +237,9 @@ def test_a_compacted_topic_with_gaps_and_tombstones(
     name, bkt = _compacted_topic(admin), bucket()
     producer = Producer({"bootstrap.servers": broker})
     # Offsets 0..5: a, b, a', c, tombstone of b, d (the last one rolls the segment before it).
-    _write_rolling(producer, name, [("a", 0), ("b", 1), ("a", 2), ("c", 3), ("b", None),
-                                    ("d", 4), ("e", 5)])  # fmt: skip
+    _write_rolling(
+        producer, name, [("a", 0), ("b", 1), ("a", 2), ("c", 3), ("b", None), ("d", 4), ("e", 5)]
+    )
     _wait_compacted(broker, name, gone={0, 1})
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} {ENVELOPE}"
     code, _, err = run(capsys, broker, s3_endpoint, kcql)
@@ -233,8 +256,8 @@ def test_a_compacted_topic_with_gaps_and_tombstones(
     assert code == 0, err
     after = archived(s3_client, bkt)
     assert after[: len(rows)] == rows
-    assert [r[1] for r in after[len(rows):]] == [8, 9], "from the record after the gap, once"
-    assert [r[3] for r in after[len(rows):]] == [{"id": 7}, {"id": 8}]
+    assert [r[1] for r in after[len(rows) :]] == [8, 9], "from the record after the gap, once"
+    assert [r[3] for r in after[len(rows) :]] == [{"id": 7}, {"id": 8}]
 
 
 def _delete_records(admin: AdminClient, topic: str, partition: int, before: int) -> None:
@@ -268,22 +291,31 @@ def test_records_deleted_before_they_were_archived_are_a_reported_gap(
     _delete_records(admin, name, 0, 15)  # offsets 10..14 of partition 0 never archived
 
     report, metrics = tmp_path / "report.json", tmp_path / "archive.prom"
-    code, out, err = run(capsys, broker, s3_endpoint, kcql, "--report", str(report),
-                         "--metrics-file", str(metrics))  # fmt: skip
+    code, out, err = run(
+        capsys, broker, s3_endpoint, kcql, "--report", str(report), "--metrics-file", str(metrics)
+    )
     assert code == 16, err
     assert f"{name}-0: GAP offsets 10..14 (5 records) deleted by Kafka" in out
     assert "--allow-gaps" in err and len(err.strip().splitlines()) >= 1
     document = json.loads(report.read_text())
     assert document["ok"] is False
-    assert document["gaps"] == [{"topic": name, "partition": 0, "first_offset": 10,
-                                 "last_offset": 14, "records": 5, "passed": False}]  # fmt: skip
-    assert (f'kafka_archive_run_lost_records{{job="{document["job"]}",topic="{name}",'
-            f'partition="0"}} 5') in metrics.read_text()  # fmt: skip
+    assert document["gaps"] == [
+        {
+            "topic": name,
+            "partition": 0,
+            "first_offset": 10,
+            "last_offset": 14,
+            "records": 5,
+            "passed": False,
+        }
+    ]
+    assert (
+        f'kafka_archive_run_lost_records{{job="{document["job"]}",topic="{name}",partition="0"}} 5'
+    ) in metrics.read_text()
     # Partition 1 was archived; partition 0 stays where it was, its gap not passed.
     assert ids(archived(s3_client, bkt)) == list(range(20)) + list(range(21, 40, 2))
 
-    code, out, err = run(capsys, broker, s3_endpoint, kcql, "--allow-gaps", "--report",
-                         str(report))  # fmt: skip
+    code, out, err = run(capsys, broker, s3_endpoint, kcql, "--allow-gaps", "--report", str(report))
     assert code == 0, err
     assert "continued at offset 15 (allow_gaps)" in out
     assert json.loads(report.read_text())["gaps"][0]["passed"] is True
@@ -354,21 +386,42 @@ def test_a_broker_restart_mid_run_is_ridden_out_exactly_once(
     assert producer.flush(30) == 0
     # Small objects and a small read-ahead, so that the run is still fetching when the
     # broker goes away.
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
-            "PROPERTIES('store.envelope'=true, 'flush.count'=25)")
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+        "PROPERTIES('store.envelope'=true, 'flush.count'=25)"
+    )
     outcome: list[int] = []
-    runner = threading.Thread(target=lambda: outcome.append(main([
-        "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-        "-X", "fetch.max.bytes=4096", "-X", "message.max.bytes=2048",
-        "-X", "max.partition.fetch.bytes=1024", "-X", "queued.max.messages.kbytes=1",
-        "-X", "fetch.queue.backoff.ms=100",  # fetches 100 ms apart: the read takes a while
-    ])))  # fmt: skip
+    runner = threading.Thread(
+        target=lambda: outcome.append(
+            main(
+                [
+                    "run",
+                    "--kcql",
+                    kcql,
+                    "--bootstrap-servers",
+                    broker,
+                    "--endpoint-url",
+                    s3_endpoint,
+                    "-X",
+                    "fetch.max.bytes=4096",
+                    "-X",
+                    "message.max.bytes=2048",
+                    "-X",
+                    "max.partition.fetch.bytes=1024",
+                    "-X",
+                    "queued.max.messages.kbytes=1",
+                    "-X",
+                    "fetch.queue.backoff.ms=100",  # fetches 100 ms apart: the read takes a while
+                ]
+            )
+        )
+    )
     runner.start()
     try:
         deadline = time.monotonic() + 240
-        while s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/").get(
-            "KeyCount", 0
-        ) < 8:  # the run is reading and writing (8 objects of 25 records)
+        while (
+            s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/").get("KeyCount", 0) < 8
+        ):  # the run is reading and writing (8 objects of 25 records)
             assert runner.is_alive() and time.monotonic() < deadline, outcome
             time.sleep(0.2)
         # Frozen first, so that the broker stops serving at once (a clean shutdown takes
@@ -419,11 +472,15 @@ def test_planning_looks_up_the_offsets_of_all_partitions_at_once(
         elapsed = time.monotonic() - started
     # The reference: one ListOffsets per partition, at each isolation level.
     for isolation, attribute in (("read_uncommitted", "high"), ("read_committed", "end")):
-        reference = Consumer({"bootstrap.servers": broker, "group.id": "plan-reference",
-                              "isolation.level": isolation})  # fmt: skip
+        reference = Consumer(
+            {
+                "bootstrap.servers": broker,
+                "group.id": "plan-reference",
+                "isolation.level": isolation,
+            }
+        )
         for tp in tps:
-            low, high = reference.get_watermark_offsets(KafkaTopicPartition(name, tp.partition),
-                                                        10)  # fmt: skip
+            low, high = reference.get_watermark_offsets(KafkaTopicPartition(name, tp.partition), 10)
             assert (offsets[tp].low, getattr(offsets[tp], attribute)) == (low, high)
         reference.close()
     assert offsets[TopicPartition(name, 7)].low == 4

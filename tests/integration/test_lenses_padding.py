@@ -89,8 +89,27 @@ def test_padding_of_twelve_names_objects_as_lenses_and_reads_back(
 
     assert main(["verify", *common]) == 0, capsys.readouterr().out
     capsys.readouterr()
-    assert main(["cat", "--from", f"{bkt}:plain", "--topic", name, "--partition", "1",
-                 "--offset", "3", "--count", "4", "--kcql", kcql,
-                 "--endpoint-url", s3_endpoint]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "cat",
+                "--from",
+                f"{bkt}:plain",
+                "--topic",
+                name,
+                "--partition",
+                "1",
+                "--offset",
+                "3",
+                "--count",
+                "4",
+                "--kcql",
+                kcql,
+                "--endpoint-url",
+                s3_endpoint,
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["offset"] for line in lines] == [3, 4, 5, 6]

@@ -34,10 +34,14 @@ RECORDS = 10_000
 
 def produce_keyed(broker: str, topic: str, values: int) -> None:
     """RECORDS records {"id": i, "k": i % values} into partition 0."""
-    produce_records(broker, topic, (
-        {"value": json.dumps({"id": i, "k": i % values}).encode(), "partition": 0}
-        for i in range(RECORDS)
-    ))  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {"value": json.dumps({"id": i, "k": i % values}).encode(), "partition": 0}
+            for i in range(RECORDS)
+        ),
+    )
 
 
 def _limit_open_files() -> None:
@@ -83,15 +87,32 @@ class WorkerMemory:
             self._stop.wait(0.2)
 
 
-def run_limited(broker: str, endpoint: str, kcql: str, tmp_path: Path,
-                **env: str) -> tuple[subprocess.CompletedProcess[str], int, float]:  # fmt: skip
-    command = [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
-               "--endpoint-url", endpoint, "--master", "local[1]"]  # fmt: skip
+def run_limited(
+    broker: str, endpoint: str, kcql: str, tmp_path: Path, **env: str
+) -> tuple[subprocess.CompletedProcess[str], int, float]:
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+        "--master",
+        "local[1]",
+    ]
     environ = {**os.environ, **env}
     started = time.monotonic()
-    process = subprocess.Popen(command, env=environ, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=_limit_open_files)  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_limit_open_files,
+    )
     with WorkerMemory(process.pid) as memory:
         try:
             out, err = process.communicate(timeout=1200)
@@ -103,9 +124,13 @@ def run_limited(broker: str, endpoint: str, kcql: str, tmp_path: Path,
 
 
 def test_ten_thousand_values_under_ulimit_1024_memory_flat_and_exactly_once(
-    broker: str, s3_endpoint: str, s3_client: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], tmp_path: Path,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    tmp_path: Path,
+) -> None:
     figures = {}
     for values in (10, RECORDS):
         name, bkt = topic(partitions=1), bucket()
@@ -123,14 +148,18 @@ def test_ten_thousand_values_under_ulimit_1024_memory_flat_and_exactly_once(
 
 
 def test_without_the_bound_the_same_run_fails_in_one_line(
-    broker: str, s3_endpoint: str, topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     name, bkt = topic(partitions=1), bucket()
     produce_keyed(broker, name, RECORDS)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY k"
-    done, _, _ = run_limited(broker, s3_endpoint, kcql, tmp_path,
-                             KAFKA_ARCHIVE_MAX_OPEN_WRITERS="100000")  # fmt: skip
+    done, _, _ = run_limited(
+        broker, s3_endpoint, kcql, tmp_path, KAFKA_ARCHIVE_MAX_OPEN_WRITERS="100000"
+    )
     assert done.returncode == 20, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert "cannot take another open file (too many open files) (EMFILE)" in last, last
@@ -145,13 +174,22 @@ def test_a_writer_rolled_early_keeps_the_commit_cut_exact(
     before every held-back one, so [start, cut) is archived exactly once."""
     bkt = bucket()
     route = parse(f"INSERT INTO {bkt}:arch SELECT * FROM t PARTITIONBY k").routes[0]
-    unit = WorkUnit(route_index=0, route=route, tp=TopicPartition("t", 0), start=0, stop=6,
-                    run_id="r", job="j", group="g")  # fmt: skip
+    unit = WorkUnit(
+        route_index=0,
+        route=route,
+        tp=TopicPartition("t", 0),
+        start=0,
+        stop=6,
+        run_id="r",
+        job="j",
+        group="g",
+    )
     store = S3Store(S3Settings(endpoint_url=s3_endpoint, region="us-east-1"))
     chunks = ChunkSet(unit, store, str(tmp_path), max_open=2)
     old, young = 1_000, 10_000
-    for offset, (k, ts) in enumerate([("a", old), ("b", old), ("c", young), ("b", old),
-                                      ("c", young), ("a", young)]):  # fmt: skip
+    for offset, (k, ts) in enumerate(
+        [("a", old), ("b", old), ("c", young), ("b", old), ("c", young), ("a", young)]
+    ):
         chunks.add(Record("t", 0, offset, ts, None, json.dumps({"k": k}).encode(), ()))
     # c (offset 2) evicted a (offset 0); the second a (offset 5) evicted b (offsets 1, 3).
     assert [(o.first_offset, o.last_offset) for o in chunks.written] == [(0, 0), (1, 3)]

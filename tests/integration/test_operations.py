@@ -39,9 +39,18 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     (decoy / "python3").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
     env.update(PATH=f"{decoy}:{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
-    command = [KAFKA_ARCHIVE, "run", "--kcql",
-               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
-               "--endpoint-url", s3_endpoint, "--master", "local[2]"]  # fmt: skip
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[2]",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     assert archived_ids(s3_client, bkt) == list(range(200))
@@ -61,13 +70,21 @@ def test_a_terminal_gets_a_live_progress_display(
     read while Spark works, and prints each finished partition above the display."""
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 0, 400)
-    command = [KAFKA_ARCHIVE, "run", "--kcql",
-               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
-               "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[1]",
+    ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "120", "TERM": "xterm"}
     leader, follower = pty.openpty()
-    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower,
-                               env=env)  # fmt: skip
+    process = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower, env=env)
     os.close(follower)
     screen = b""
     while True:
@@ -103,16 +120,31 @@ def test_report_and_metrics_describe_the_run_without_secrets(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")  # moto accepts any secret
     report, metrics = tmp_path / "out" / "report.json", tmp_path / "out" / "archive.prom"
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url",
-                 s3_endpoint, "-X", "sasl.password=hunter2", "--report", str(report),
-                 "--metrics-file", str(metrics)])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            s3_endpoint,
+            "-X",
+            "sasl.password=hunter2",
+            "--report",
+            str(report),
+            "--metrics-file",
+            str(metrics),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
 
     document = json.loads(report.read_text())
     assert document["ok"] is True and document["records"] == 300
     by_partition = {p["partition"]: p for p in document["partitions"]}
     assert {p: (v["start_offset"], v["next_offset"]) for p, v in by_partition.items()} == {
-        0: (0, 150), 1: (0, 150)
+        0: (0, 150),
+        1: (0, 150),
     }
     assert [o["first_offset"] for o in by_partition[0]["objects"]] == [0, 100]
 
@@ -241,8 +273,7 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(broker, name, 0, 60)  # 30 records per partition
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
-            "PROPERTIES('flush.count'=8)")  # fmt: skip
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=8)"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
 
     def status(*extra: str) -> tuple[int, str, str]:
@@ -255,18 +286,22 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
     assert code == 0
     rows = json.loads(out)["partitions"]  # nothing archived yet: the whole partition lags
     assert [(r["archived_offset"], r["end_offset"], r["lag"], r["objects"]) for r in rows] == [
-        (None, 30, 30, 0), (None, 30, 30, 0)
+        (None, 30, 30, 0),
+        (None, 30, 30, 0),
     ]
     assert main(["run", *args, "--max-records-per-partition", "20"]) == 0
     code, out, err = status("--output", "json", "--max-lag", "9")
     assert code == 1 and err.strip() == "kafka-archive: lag 10 exceeds --max-lag 9"
     rows = json.loads(out)["partitions"]
     for row in rows:
-        listing = s3_client.list_objects_v2(
-            Bucket=bkt, Prefix=f"arch/{name}/{row['partition']}/"
-        )["Contents"]
+        listing = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/{row['partition']}/")[
+            "Contents"
+        ]
         assert (row["topic"], row["archived_offset"], row["end_offset"], row["lag"]) == (
-            name, 20, 30, 10
+            name,
+            20,
+            30,
+            10,
         )
         assert row["objects"] == len(listing) == 3  # 8 + 8 + 4 records
         assert row["bytes"] == sum(item["Size"] for item in listing)
@@ -301,9 +336,18 @@ def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
         )
         (home / "bin" / "java").chmod(0o755)
     env = {**os.environ, "JAVA_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
-    command = [KAFKA_ARCHIVE, "run", "--kcql",
-               f"INSERT INTO {bkt}:arch SELECT * FROM {name}", "--bootstrap-servers", broker,
-               "--endpoint-url", s3_endpoint, "--master", "local[1]"]  # fmt: skip
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[1]",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 15, done.stderr
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr

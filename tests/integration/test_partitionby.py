@@ -24,11 +24,20 @@ KINDS = ("retail", "b2b")
 
 
 def produce(broker: str, topic: str, count: int, partitions: int) -> None:
-    produce_records(broker, topic, (
-        {"value": json.dumps({"id": i, "kind": KINDS[i % 2]}).encode(), "partition": i % partitions,
-         "headers": [] if COUNTRIES[i % 3] is None else [("country", COUNTRIES[i % 3].encode())]}
-        for i in range(count)
-    ))  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {
+                "value": json.dumps({"id": i, "kind": KINDS[i % 2]}).encode(),
+                "partition": i % partitions,
+                "headers": []
+                if COUNTRIES[i % 3] is None
+                else [("country", COUNTRIES[i % 3].encode())],
+            }
+            for i in range(count)
+        ),
+    )
 
 
 def objects(s3: Any, bucket: str) -> dict[str, list[dict[str, Any]]]:
@@ -104,12 +113,15 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
 @pytest.mark.parametrize(
     ("layout", "pattern"),
     [
-        ("'layout'='confluent'",
-         r"^archive/{t}/partition=0/{t}\+0\+\d{{12}}\.json$"),
-        ("'layout'='hive'",
-         r"^archive/{t}/year=\d{{4}}/month=\d\d/day=\d\d/hour=\d\d/{t}\+0\+\d{{12}}\.json$"),
-        ("'layout.template'='{topic}/{date}/{partition}-{offset}.{ext}'",
-         r"^archive/{t}/\d{{4}}-\d\d-\d\d/0-\d{{12}}\.json$"),
+        ("'layout'='confluent'", r"^archive/{t}/partition=0/{t}\+0\+\d{{12}}\.json$"),
+        (
+            "'layout'='hive'",
+            r"^archive/{t}/year=\d{{4}}/month=\d\d/day=\d\d/hour=\d\d/{t}\+0\+\d{{12}}\.json$",
+        ),
+        (
+            "'layout.template'='{topic}/{date}/{partition}-{offset}.{ext}'",
+            r"^archive/{t}/\d{{4}}-\d\d-\d\d/0-\d{{12}}\.json$",
+        ),
     ],
     ids=["confluent", "hive", "template"],
 )
@@ -137,13 +149,19 @@ def test_layouts_chosen_in_kcql_name_the_objects(
 
 
 def test_a_template_that_cannot_name_objects_uniquely_is_refused_before_running(
-    broker: str, s3_endpoint: str, topic: Callable[..., str], bucket: Callable[..., str],
+    broker: str,
+    s3_endpoint: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    kcql = (f"INSERT INTO {bucket()}:archive SELECT * FROM {topic()} "
-            "PROPERTIES('layout.template'='{topic}/{offset}.{ext}')")  # fmt: skip
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bucket()}:archive SELECT * FROM {topic()} "
+        "PROPERTIES('layout.template'='{topic}/{offset}.{ext}')"
+    )
+    code = main(
+        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "partition" in err and "Traceback" not in err
 
@@ -167,8 +185,10 @@ def test_hive_time_layout_from_a_value_field_and_verify_passes(
         value = {"id": i} if days[i % 4] is None else {"id": i, "event": {"at": days[i % 4]}}
         producer.produce(name, value=json.dumps(value).encode(), partition=0)
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
-            "PROPERTIES('layout'='hive', 'partition.time.field'='_value.event.at')")  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
+        "PROPERTIES('layout'='hive', 'partition.time.field'='_value.event.at')"
+    )
     common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)

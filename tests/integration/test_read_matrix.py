@@ -65,8 +65,10 @@ def valid(c: Combo) -> bool:
 
 def full_product() -> list[Combo]:
     names = [n for n in DIMENSIONS if n != "damage"]
-    combos = [dict(zip(names, values, strict=True))
-              for values in itertools.product(*(DIMENSIONS[n] for n in names))]  # fmt: skip
+    combos = [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*(DIMENSIONS[n] for n in names))
+    ]
     out = [c for c in combos if valid({**c, "damage": "delete"})]
     for i, c in enumerate(out):
         c["damage"] = DIMENSIONS["damage"][i % len(DIMENSIONS["damage"])]
@@ -77,8 +79,10 @@ def covering_array() -> list[Combo]:
     """A greedy pairwise covering array of the valid combinations: deterministic, every pair
     of values of two dimensions that some valid combination holds is in one of them."""
     names = list(DIMENSIONS)
-    candidates = [dict(zip(names, values, strict=True))
-                  for values in itertools.product(*(DIMENSIONS[n] for n in names))]  # fmt: skip
+    candidates = [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*(DIMENSIONS[n] for n in names))
+    ]
     candidates = [c for c in candidates if valid(c)]
 
     def pairs(c: Combo) -> set[tuple[str, str, str, str]]:
@@ -89,8 +93,12 @@ def covering_array() -> list[Combo]:
     # Every format, with and without the envelope, in the default layout (cat without --kcql).
     chosen: list[Combo] = []
     for fmt, envelope in itertools.product(DIMENSIONS["fmt"], DIMENSIONS["envelope"]):
-        fits = [i for i, c in enumerate(candidates) if (c["fmt"], c["envelope"], c["layout"],
-                c["partitionby"]) == (fmt, envelope, "lenses", "none")]  # fmt: skip
+        fits = [
+            i
+            for i, c in enumerate(candidates)
+            if (c["fmt"], c["envelope"], c["layout"], c["partitionby"])
+            == (fmt, envelope, "lenses", "none")
+        ]
         if fits:
             best = max(fits, key=lambda i: len(cover[i] & uncovered))
             chosen.append(candidates[best])
@@ -115,17 +123,26 @@ class Produced:
     timestamp: int
 
 
-def shape_records(shape: str) -> list[tuple[bytes | None, bytes | None,
-                                            tuple[tuple[str, bytes | None], ...]]]:  # fmt: skip
+def shape_records(
+    shape: str,
+) -> list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]]:
     out: list[tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]] = []
     for i in range(RECORDS):
         country = ("DE", "FR")[i % 3 % 2]
         if shape == "objects":
-            value = {"id": i, "name": f"nämé-{i} ✓ \"q\", x", "country": country,
-                     "nested": {"tags": ["a", str(i)], "n": i * 7}}  # fmt: skip
-            out.append((f"k{i % 3}".encode(),
-                        json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(),
-                        (("country", country.encode()),)))  # fmt: skip
+            value = {
+                "id": i,
+                "name": f'nämé-{i} ✓ "q", x',
+                "country": country,
+                "nested": {"tags": ["a", str(i)], "n": i * 7},
+            }
+            out.append(
+                (
+                    f"k{i % 3}".encode(),
+                    json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(),
+                    (("country", country.encode()),),
+                )
+            )
         elif shape == "text":
             text = "" if i % 6 == 0 else f"línea {i} ✓ 'x' {'·' * (i % 4)}"
             headers: tuple[tuple[str, bytes | None], ...] = (("country", country.encode()),)
@@ -133,8 +150,9 @@ def shape_records(shape: str) -> list[tuple[bytes | None, bytes | None,
                 headers += (("dup", b"1"), ("dup", b"2"))
             out.append((None if i % 5 == 0 else f"t{i}".encode(), text.encode(), headers))
         else:
-            value_b: bytes | None = (None if i % 6 == 0 else b"" if i % 6 == 1
-                                     else bytes([i, 0, 255, (i * 7) % 256]))  # fmt: skip
+            value_b: bytes | None = (
+                None if i % 6 == 0 else b"" if i % 6 == 1 else bytes([i, 0, 255, (i * 7) % 256])
+            )
             key = None if i % 4 == 0 else b"" if i % 4 == 1 else bytes([255, i, 0])
             headers = () if i % 5 == 0 else (("country", country.encode()),)
             headers += (("dup", b"\xc3\x28"), ("dup", None))[: i % 3]
@@ -148,14 +166,26 @@ def produce_shape(broker: str, topic: str, shape: str) -> list[Produced]:
     for i, (key, value, headers) in enumerate(shape_records(shape)):
         partition, timestamp = i % PARTITIONS, BASE_MS + i * 3 * 3_600_000
 
-        def delivered(err: Any, msg: Any, key: bytes | None = key, value: bytes | None = value,
-                      headers: Any = headers, timestamp: int = timestamp) -> None:  # fmt: skip
+        def delivered(
+            err: Any,
+            msg: Any,
+            key: bytes | None = key,
+            value: bytes | None = value,
+            headers: Any = headers,
+            timestamp: int = timestamp,
+        ) -> None:
             assert err is None, err
-            produced.append(Produced(msg.partition(), msg.offset(), key, value, headers,
-                                     timestamp))  # fmt: skip
+            produced.append(Produced(msg.partition(), msg.offset(), key, value, headers, timestamp))
 
-        producer.produce(topic, key=key, value=value, headers=list(headers), partition=partition,
-                         timestamp=timestamp, on_delivery=delivered)  # fmt: skip
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            headers=list(headers),
+            partition=partition,
+            timestamp=timestamp,
+            on_delivery=delivered,
+        )
     assert producer.flush(30) == 0
     assert len(produced) == RECORDS
     return sorted(produced, key=lambda p: (p.partition, p.offset))
@@ -163,14 +193,22 @@ def produce_shape(broker: str, topic: str, shape: str) -> list[Produced]:
 
 # -- the statements ------------------------------------------------------------------------
 
-PARTITIONBY = {"none": "", "key": "PARTITIONBY _key ", "header": "PARTITIONBY _header.country ",
-               "field": "PARTITIONBY country ", "date": "PARTITIONBY _date.dd "}  # fmt: skip
+PARTITIONBY = {
+    "none": "",
+    "key": "PARTITIONBY _key ",
+    "header": "PARTITIONBY _header.country ",
+    "field": "PARTITIONBY country ",
+    "date": "PARTITIONBY _date.dd ",
+}
 FIELD_NAME = {"key": "key", "header": "country", "field": "country", "date": "day"}
 CODECS = {
     "AVRO": {"gzip": "'avro.codec'='deflate'", "zstd": "'avro.codec'='zstandard'"},
-    "PARQUET": {"none": "'parquet.codec'='none'", "gzip": "'parquet.codec'='gzip'",
-                "zstd": "'parquet.codec'='zstd'"},
-}  # fmt: skip
+    "PARQUET": {
+        "none": "'parquet.codec'='none'",
+        "gzip": "'parquet.codec'='gzip'",
+        "zstd": "'parquet.codec'='zstd'",
+    },
+}
 COMPRESSION = {
     "gzip": "'store.compression'='gzip'",
     "zstd": "'store.compression'='zstd'",
@@ -188,13 +226,14 @@ def statement(c: Combo, bucket: str, prefix: str, topic: str) -> str:
     if c["layout"] in ("confluent", "hive"):
         props.append(f"'layout'='{c['layout']}'")
     elif c["layout"] == "template":
-        field = (f"{{field:{FIELD_NAME[c['partitionby']]}}}/"
-                 if c["partitionby"] != "none" else "")  # fmt: skip
+        field = f"{{field:{FIELD_NAME[c['partitionby']]}}}/" if c["partitionby"] != "none" else ""
         props.append(f"'layout.template'='{{topic}}/part={{partition}}/{field}{{offset}}.{{ext}}'")
     clause = f"PROPERTIES({', '.join(props)})" if props else ""
     flush = 3 * FLUSH if c["compression"] == "gzip-blocks" else FLUSH  # several blocks
-    return (f"INSERT INTO {bucket}:{prefix} SELECT * FROM {topic} {PARTITIONBY[c['partitionby']]}"
-            f"STOREAS {c['fmt']} WITH_FLUSH_COUNT = {flush} {clause}").strip()  # fmt: skip
+    return (
+        f"INSERT INTO {bucket}:{prefix} SELECT * FROM {topic} {PARTITIONBY[c['partitionby']]}"
+        f"STOREAS {c['fmt']} WITH_FLUSH_COUNT = {flush} {clause}"
+    ).strip()
 
 
 def single_group(c: Combo) -> bool:
@@ -227,7 +266,10 @@ def csv_cell(v: Any) -> str:
 def check_printed(c: Combo, doc: dict[str, Any], want: Produced) -> None:
     where = (c, want.partition, want.offset)
     assert (doc["partition"], doc["offset"], doc["offset_exact"]) == (
-        want.partition, want.offset, True), where  # fmt: skip
+        want.partition,
+        want.offset,
+        True,
+    ), where
     if c["envelope"] == "on":
         assert as_bytes(doc["key"], doc["key_encoding"]) == want.key, where
         assert as_bytes(doc["value"], doc["value_encoding"]) == want.value, where
@@ -275,19 +317,21 @@ def start_offset_of(key: str, topic: str) -> tuple[int, int]:
     name = key.rsplit("/", 1)[-1].split(".", 1)[0]
     for pattern in (f"{topic}+", f"{topic}("):
         if name.startswith(pattern):
-            rest = name[len(pattern):].rstrip(")").replace("_", "+")
+            rest = name[len(pattern) :].rstrip(")").replace("_", "+")
             partition, offset = rest.split("+")
             return int(partition), int(offset)
-    folder = (key.rsplit("/", 2)[-2] if "/part=" not in key
-              else key.split("/part=")[1].split("/")[0])  # fmt: skip
+    folder = key.rsplit("/", 2)[-2] if "/part=" not in key else key.split("/part=")[1].split("/")[0]
     return int(folder), int(name)
 
 
 def damage(s3: Any, bucket: str, archive: Archive, index: int) -> tuple[int, int, str]:
     """Damage one object of partition 0 (the first, a middle or the last, by ``index``);
     return its partition, start offset and key."""
-    objects = [(k, s) for k, s in data_objects(s3, bucket, archive.prefix)
-               if start_offset_of(k, archive.topic)[0] == 0]  # fmt: skip
+    objects = [
+        (k, s)
+        for k, s in data_objects(s3, bucket, archive.prefix)
+        if start_offset_of(k, archive.topic)[0] == 0
+    ]
     objects.sort(key=lambda o: start_offset_of(o[0], archive.topic)[1])
     key, _ = objects[(0, len(objects) // 2, len(objects) - 1)[index % 3]]
     partition, start = start_offset_of(key, archive.topic)
@@ -305,22 +349,33 @@ def damage(s3: Any, bucket: str, archive: Archive, index: int) -> tuple[int, int
 
 
 def read_back(broker: str, topic: str) -> list[Produced]:
-    return [Produced(r.partition, -1, r.key, r.value, r.headers, r.timestamp)
-            for r in kafka_records(broker, topic, PARTITIONS)]  # fmt: skip
+    return [
+        Produced(r.partition, -1, r.key, r.value, r.headers, r.timestamp)
+        for r in kafka_records(broker, topic, PARTITIONS)
+    ]
 
 
-def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,
-               topic: Callable[..., str], bucket: Callable[..., str],
-               capsys: pytest.CaptureFixture[str]) -> list[str]:  # fmt: skip
+def run_matrix(
+    combos: list[Combo],
+    broker: str,
+    endpoint: str,
+    s3: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> list[str]:
     """Run the checks over ``combos``; return every failure found (empty: all held)."""
     kafka = ("--bootstrap-servers", broker, "--endpoint-url", endpoint)
     bkt = bucket()
     shapes = sorted({c["shape"] for c in combos})
     topics = {shape: topic(partitions=PARTITIONS) for shape in shapes}
     produced = {shape: produce_shape(broker, topics[shape], shape) for shape in shapes}
-    archives = [Archive(c, f"c{i:03d}", topics[c["shape"]],
-                        statement(c, bkt, f"c{i:03d}", topics[c["shape"]]))
-                for i, c in enumerate(combos)]  # fmt: skip
+    archives = [
+        Archive(
+            c, f"c{i:03d}", topics[c["shape"]], statement(c, bkt, f"c{i:03d}", topics[c["shape"]])
+        )
+        for i, c in enumerate(combos)
+    ]
     plan = "; ".join(a.kcql for a in archives)
     failures: list[str] = []
 
@@ -344,9 +399,19 @@ def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,
             for want in (mine[0], mine[len(mine) // 2], mine[-1]):
                 # Without --kcql for the default layout: the format told by the extension
                 # (not for CSV, which may or may not have a header row: said, exit 2).
-                args = ("cat", "--from", f"{bkt}:{a.prefix}", "--topic", a.topic,
-                        "--partition", str(partition), "--offset", str(want.offset),
-                        "--endpoint-url", endpoint)  # fmt: skip
+                args = (
+                    "cat",
+                    "--from",
+                    f"{bkt}:{a.prefix}",
+                    "--topic",
+                    a.topic,
+                    "--partition",
+                    str(partition),
+                    "--offset",
+                    str(want.offset),
+                    "--endpoint-url",
+                    endpoint,
+                )
                 code, out, err = cli(capsys, *args, "--kcql", a.kcql)
                 if (a.combo["layout"], a.combo["partitionby"]) == ("lenses", "none"):
                     csv = a.combo["fmt"].startswith("CSV")
@@ -354,13 +419,16 @@ def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,
                     if csv and (plain[0] != 2 or "--kcql" not in plain[2]):
                         failures.append(f"cat {a.combo} without --kcql: {plain}")
                     if not csv and plain != (code, out, err):
-                        failures.append(f"cat {a.combo} without --kcql: {plain} differs from "
-                                        f"{(code, out, err)}")  # fmt: skip
+                        failures.append(
+                            f"cat {a.combo} without --kcql: {plain} differs from {(code, out, err)}"
+                        )
                 if a.combo["envelope"] == "off" and not single_group(a.combo):
                     # Offsets of records spread over folders are not stored: said, exit 13.
                     if code != 13 or "store.envelope" not in err or out:
-                        failures.append(f"cat {a.combo} @{partition}:{want.offset}: "
-                                        f"expected exit 13, got {code}: {err.strip()}")  # fmt: skip
+                        failures.append(
+                            f"cat {a.combo} @{partition}:{want.offset}: "
+                            f"expected exit 13, got {code}: {err.strip()}"
+                        )
                     continue
                 try:
                     assert code == 0, err
@@ -381,14 +449,27 @@ def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,
         if a.combo["envelope"] != "on":
             continue
         target = topic(partitions=PARTITIONS)
-        code, _, err = cli(capsys, "restore", "--from", f"{bkt}:{a.prefix}", "--topic",
-                           a.topic, "--to-topic", target, "--kcql", a.kcql, *kafka)  # fmt: skip
+        code, _, err = cli(
+            capsys,
+            "restore",
+            "--from",
+            f"{bkt}:{a.prefix}",
+            "--topic",
+            a.topic,
+            "--to-topic",
+            target,
+            "--kcql",
+            a.kcql,
+            *kafka,
+        )
         if code != 0:
             failures.append(f"restore {a.combo}: exit {code} {err.strip()}")
             continue
         got = sorted(read_back(broker, target), key=lambda r: (r.partition, r.timestamp))
-        want = [Produced(r.partition, -1, r.key, r.value, r.headers, r.timestamp)
-                for r in produced[a.combo["shape"]]]  # fmt: skip
+        want = [
+            Produced(r.partition, -1, r.key, r.value, r.headers, r.timestamp)
+            for r in produced[a.combo["shape"]]
+        ]
         if got != sorted(want, key=lambda r: (r.partition, r.timestamp)):
             failures.append(f"restore {a.combo}: records differ")
 
@@ -402,13 +483,19 @@ def run_matrix(combos: list[Combo], broker: str, endpoint: str, s3: Any,
     for index, a in enumerate(archives):
         partition, start, key = damaged[a.prefix]
         verdict = verdicts[index * PARTITIONS + partition] if verdicts else None
-        named = [d for d in (verdict or {}).get("discrepancies", ())
-                 if d["first_offset"] is not None and d["first_offset"] <= start + 1
-                 and (d["last_offset"] or d["first_offset"]) >= start]  # fmt: skip
+        named = [
+            d
+            for d in (verdict or {}).get("discrepancies", ())
+            if d["first_offset"] is not None
+            and d["first_offset"] <= start + 1
+            and (d["last_offset"] or d["first_offset"]) >= start
+        ]
         if verdict is None or verdict["partition"] != partition or not named:
-            failures.append(f"verify after {a.combo['damage']} of {key} (offset {start}, "
-                            f"{a.combo}): not named; found "
-                            f"{(verdict or {}).get('discrepancies')}")  # fmt: skip
+            failures.append(
+                f"verify after {a.combo['damage']} of {key} (offset {start}, "
+                f"{a.combo}): not named; found "
+                f"{(verdict or {}).get('discrepancies')}"
+            )
     with capsys.disabled():
         print(f"\nread matrix: {len(combos)} combinations, seconds per phase {phases}")
     return failures
@@ -448,8 +535,9 @@ FULL = full_product()
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("batch", list(batches(FULL, 60)),
-                         ids=lambda b: f"{FULL.index(b[0])}-{FULL.index(b[-1])}")  # fmt: skip
+@pytest.mark.parametrize(
+    "batch", list(batches(FULL, 60)), ids=lambda b: f"{FULL.index(b[0])}-{FULL.index(b[-1])}"
+)
 def test_read_side_over_the_full_write_matrix(
     broker: str,
     s3_endpoint: str,

@@ -58,16 +58,27 @@ def archive(
 ) -> Callable[..., tuple[str, str, dict[int, list[bytes | None]]]]:
     """Archive values over partitions in ``fmt``; returns (topic, location, values by partition)."""
 
-    def make(values: list[tuple[int, bytes | None]], partitions: int, fmt: str = "BYTES",
-             flush: int = 100) -> tuple[str, str, dict[int, list[bytes | None]]]:  # fmt: skip
+    def make(
+        values: list[tuple[int, bytes | None]],
+        partitions: int,
+        fmt: str = "BYTES",
+        flush: int = 100,
+    ) -> tuple[str, str, dict[int, list[bytes | None]]]:
         name, bkt = topic(partitions=partitions), bucket()
         produce(broker, name, values)
         kcql = (
-            f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} "
-            f"WITH_FLUSH_COUNT = {flush}"
+            f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = {flush}"
         )
-        code, _, err = cli(capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker,
-                           "--endpoint-url", s3_endpoint)  # fmt: skip
+        code, _, err = cli(
+            capsys,
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            s3_endpoint,
+        )
         assert code == 0, err
         by_partition: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
         for partition, value in values:
@@ -77,10 +88,30 @@ def archive(
     return make
 
 
-def restore(capsys: pytest.CaptureFixture[str], broker: str, endpoint: str, name: str,
-            location: str, to_topic: str, *args: str) -> tuple[int, str, str]:  # fmt: skip
-    return cli(capsys, "restore", "--from", location, "--topic", name, "--to-topic", to_topic,
-               "--bootstrap-servers", broker, "--endpoint-url", endpoint, *args)  # fmt: skip
+def restore(
+    capsys: pytest.CaptureFixture[str],
+    broker: str,
+    endpoint: str,
+    name: str,
+    location: str,
+    to_topic: str,
+    *args: str,
+) -> tuple[int, str, str]:
+    return cli(
+        capsys,
+        "restore",
+        "--from",
+        location,
+        "--topic",
+        name,
+        "--to-topic",
+        to_topic,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+        *args,
+    )
 
 
 def test_values_only_restore_puts_every_value_back_in_its_partition_in_order(
@@ -119,13 +150,23 @@ def test_restore_without_envelope_asks_for_values_only_and_checks_partitions(
     assert code == 2
     assert "has 1 partition(s); the archive has partition(s) 1, 2" in err
 
-    code, _, err = restore(capsys, broker, s3_endpoint, name, location, small, "--values-only",
-                           "--partition-map", "hash")  # fmt: skip
+    code, _, err = restore(
+        capsys,
+        broker,
+        s3_endpoint,
+        name,
+        location,
+        small,
+        "--values-only",
+        "--partition-map",
+        "hash",
+    )
     assert code == 0, err
     assert sorted(read_all(broker, small, 1)[0]) == [b"v", b"v", b"v"]
 
-    code, _, err = restore(capsys, broker, s3_endpoint, name, location, "no-such-topic-x",
-                           "--values-only")  # fmt: skip
+    code, _, err = restore(
+        capsys, broker, s3_endpoint, name, location, "no-such-topic-x", "--values-only"
+    )
     assert code == 4
     assert len(err.strip().splitlines()) == 1
 
@@ -167,8 +208,19 @@ def test_offset_bounds_select_archived_offsets(
     values = [(0, str(i).encode()) for i in range(250)]
     name, location, original = archive(values, partitions=1)
     target = topic(partitions=1)
-    code, _, err = restore(capsys, broker, s3_endpoint, name, location, target, "--values-only",
-                           "--from-offset", "95", "--to-offset", "204")  # fmt: skip
+    code, _, err = restore(
+        capsys,
+        broker,
+        s3_endpoint,
+        name,
+        location,
+        target,
+        "--values-only",
+        "--from-offset",
+        "95",
+        "--to-offset",
+        "204",
+    )
     assert code == 0, err
     assert read_all(broker, target, 1)[0] == original[0][95:205]
 

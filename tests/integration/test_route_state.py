@@ -82,9 +82,10 @@ def test_adding_and_removing_statements_keeps_every_routes_progress(
 
     # One state per route and partition, no job folder.
     states = sorted(
-        i["Key"] for i in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/.kafka-archive/")
-        ["Contents"] if "/state/" in i["Key"]
-    )  # fmt: skip
+        i["Key"]
+        for i in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/.kafka-archive/")["Contents"]
+        if "/state/" in i["Key"]
+    )
     assert states == sorted(f"arch/.kafka-archive/state/{t}/0.json" for t in (a, b, c))
 
 
@@ -94,14 +95,26 @@ def _to_old_layout(s3: Any, bucket: str, topic: str, job: str) -> dict[str, Any]
     new = f"arch/.kafka-archive/state/{topic}/0.json"
     body = json.loads(s3.get_object(Bucket=bucket, Key=new)["Body"].read())
     body["job"] = job
-    s3.put_object(Bucket=bucket, Key=f"arch/.kafka-archive/{job}/state/{topic}/0.json",
-                  Body=json.dumps(body).encode())  # fmt: skip
+    s3.put_object(
+        Bucket=bucket,
+        Key=f"arch/.kafka-archive/{job}/state/{topic}/0.json",
+        Body=json.dumps(body).encode(),
+    )
     s3.delete_object(Bucket=bucket, Key=new)
-    lock = {"job": job, "run_id": "old-run", "epoch": body["epoch"], "host": "h", "pid": 1,
-            "renewal": 4, "expires_at_ms": 0, "expires_at": "2000-01-01T00:00:00Z",
-            "released": True}  # fmt: skip
-    s3.put_object(Bucket=bucket, Key=f"arch/.kafka-archive/{job}/lock.json",
-                  Body=json.dumps(lock).encode())  # fmt: skip
+    lock = {
+        "job": job,
+        "run_id": "old-run",
+        "epoch": body["epoch"],
+        "host": "h",
+        "pid": 1,
+        "renewal": 4,
+        "expires_at_ms": 0,
+        "expires_at": "2000-01-01T00:00:00Z",
+        "released": True,
+    }
+    s3.put_object(
+        Bucket=bucket, Key=f"arch/.kafka-archive/{job}/lock.json", Body=json.dumps(lock).encode()
+    )
     s3.delete_object(Bucket=bucket, Key="arch/.kafka-archive/lock.json")
     return dict(body)
 
@@ -131,9 +144,10 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     digest = hashlib.sha256(stray.encode()).hexdigest()[:16]
     marker = {"key": stray, "start": 100, "run": "crashed", "epoch": old["epoch"] + 1}
     s3_client.put_object(
-        Bucket=bkt, Key=f"arch/.kafka-archive/orders-0a1b2c3d/pending/{name}/0/"
-        f"{100:020d}-{digest}.json", Body=json.dumps(marker).encode(),
-    )  # fmt: skip
+        Bucket=bkt,
+        Key=f"arch/.kafka-archive/orders-0a1b2c3d/pending/{name}/0/{100:020d}-{digest}.json",
+        Body=json.dumps(marker).encode(),
+    )
     produce_ids(broker, name, 100, 40, partitions=1)
 
     out = _run(capsys, [statement], *flags, "--job-name", "renamed")
@@ -141,8 +155,11 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     assert _ids(s3_client, bkt, name) == list(range(140))
     keys = {i["Key"] for i in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]}
     assert not any("/orders-0a1b2c3d/state/" in k or "/pending/" in k for k in keys), keys
-    state = json.loads(s3_client.get_object(
-        Bucket=bkt, Key=f"arch/.kafka-archive/state/{name}/0.json")["Body"].read())  # fmt: skip
+    state = json.loads(
+        s3_client.get_object(Bucket=bkt, Key=f"arch/.kafka-archive/state/{name}/0.json")[
+            "Body"
+        ].read()
+    )
     assert state["next_offset"] == 140
     lock = "arch/.kafka-archive/orders-0a1b2c3d/lock.json"
     retired = json.loads(s3_client.get_object(Bucket=bkt, Key=lock)["Body"].read())
@@ -160,8 +177,11 @@ def test_two_old_jobs_with_state_for_one_partition_need_a_choice(
     target, tp = Target(bucket(), "arch"), TopicPartition("orders", 0)
     for job, offset in (("first", 10), ("second", 20)):
         body = checkpoint.PartitionState(offset, job, "t").to_json(tp, job)
-        s3_client.put_object(Bucket=target.bucket, Key=f"arch/.kafka-archive/{job}/state/"
-                             "orders/0.json", Body=json.dumps(body).encode())  # fmt: skip
+        s3_client.put_object(
+            Bucket=target.bucket,
+            Key=f"arch/.kafka-archive/{job}/state/orders/0.json",
+            Body=json.dumps(body).encode(),
+        )
     assert listing.committed_offsets(store, target) == {}  # two old jobs: no one answer
     found = legacy.scan(store, target)
     assert legacy.adopt(store, target, {"payments"}, "any", found) == 0

@@ -25,11 +25,19 @@ KEY = re.compile(r"^archive/(?P<topic>[^/]+)/(?P<partition>\d+)/(?P<offset>\d{12
 
 def produce(broker: str, topic: str, first: int, count: int, partitions: int = 3) -> None:
     """Record i goes to partition i % partitions with value {"id": i}."""
-    produce_records(broker, topic, (
-        {"key": f"k{i}".encode(), "value": json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
-         "partition": i % partitions, "headers": [("n", str(i).encode())]}
-        for i in range(first, first + count)
-    ))  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {
+                "key": f"k{i}".encode(),
+                "value": json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
+                "partition": i % partitions,
+                "headers": [("n", str(i).encode())],
+            }
+            for i in range(first, first + count)
+        ),
+    )
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -131,8 +139,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
 
     code, _, err = run_cli(
         capsys,
-        "--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
-        "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
+        "--kcql",
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
     )
     assert code == 0, err
     (body,) = objects(s3_client, bkt).values()
@@ -152,8 +164,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
     assert producer.flush(30) == 0
     code, _, err = run_cli(
         capsys,
-        "--kcql", f"insert into {bkt}:text select * from {text_topic} storeas `text`",
-        "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
+        "--kcql",
+        f"insert into {bkt}:text select * from {text_topic} storeas `text`",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
     )
     assert code == 0, err
     (text,) = objects(s3_client, bkt, "text/").values()
@@ -177,8 +193,12 @@ def test_value_that_is_not_json_fails_naming_offset_and_keeps_what_came_before(
     producer.produce(name, value=b'{"id": 6}', partition=0)
     assert producer.flush(30) == 0
     args = (
-        "--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON`",
-        "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
+        "--kcql",
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON`",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
     )
 
     code, _, err = run_cli(capsys, *args)
@@ -188,7 +208,11 @@ def test_value_that_is_not_json_fails_naming_offset_and_keeps_what_came_before(
     assert "not json" not in err, "payloads never appear in messages"
     found = objects(s3_client, bkt)
     assert [json.loads(x)["id"] for body in found.values() for x in body.splitlines()] == [
-        0, 1, 2, 3, 4,
+        0,
+        1,
+        2,
+        3,
+        4,
     ]
 
     # The committed offset is 5: a re-run stops at the same record, duplicating nothing.
@@ -254,10 +278,13 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         value = b"not json {" if i in (7, 21) else json.dumps({"id": i}).encode()
         producer.produce(name, key=f"k{i}".encode(), value=value, partition=0)
     assert producer.flush(30) == 0
-    kcql = (f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
-            f"PROPERTIES('error.policy'='{policy}', 'flush.count'=10)")  # fmt: skip
-    code, out, err = run_cli(capsys, "--kcql", kcql, "--bootstrap-servers", broker,
-                             "--endpoint-url", s3_endpoint)  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
+        f"PROPERTIES('error.policy'='{policy}', 'flush.count'=10)"
+    )
+    code, out, err = run_cli(
+        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
+    )
     assert code == 0, err
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -273,10 +300,12 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         assert f"2 record(s) the format cannot store went to {key}" in out
         lines = [json.loads(line) for line in letters[key].splitlines()]
         assert [(d["metadata"]["offset"], d["key"], d["value"]) for d in lines] == [
-            (7, "k7", "not json {"), (21, "k21", "not json {")
+            (7, "k7", "not json {"),
+            (21, "k21", "not json {"),
         ]
         assert all("not JSON" in d["error"] for d in lines)
     # Verify agrees: the refused records are in no object by design, not missing.
-    code = main(["verify", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    code = main(
+        ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     assert code == 0, capsys.readouterr().out

@@ -56,10 +56,11 @@ class RecordingProxy(FaultProxy):
     def writes(self, bucket: str) -> list[tuple[str, str, dict[str, str]]]:
         """PUTs (objects, parts) and multipart creations into ``bucket``."""
         return [
-            (method, path, headers) for method, path, headers, _ in self.seen
+            (method, path, headers)
+            for method, path, headers, _ in self.seen
             if path.startswith(f"/{bucket}/")
             and (method == "PUT" or (method == "POST" and "uploads" in path))
-        ]  # fmt: skip
+        ]
 
 
 def _is_data(path: str) -> bool:
@@ -67,34 +68,45 @@ def _is_data(path: str) -> bool:
 
 
 def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
     for i in range(14000):  # partition 0: one ~6 MB object, streamed in 5 MiB parts
         pad = "x" * 900 if i % 2 == 0 else ""
-        producer.produce(name, value=json.dumps({"id": i, "pad": pad}).encode(),
-                         partition=i % 2)  # fmt: skip
+        producer.produce(name, value=json.dumps({"id": i, "pad": pad}).encode(), partition=i % 2)
         if i % 2000 == 0:
             producer.poll(0)
     assert producer.flush(60) == 0
     kms = boto3.client("kms", endpoint_url=s3_endpoint, region_name="us-east-1")
     key_id = kms.create_key()["KeyMetadata"]["KeyId"]
     settings = {
-        "S3_SSE": "SSE-KMS", "S3_SSE_KMS_KEY_ID": key_id, "S3_BUCKET_KEY": "true",
-        "S3_STORAGE_CLASS": "standard_ia", "S3_ADDRESSING_STYLE": "path",
-        "S3_CHECKSUM": "sha256", "S3_ACL": "bucket-owner-full-control",
-    }  # fmt: skip
+        "S3_SSE": "SSE-KMS",
+        "S3_SSE_KMS_KEY_ID": key_id,
+        "S3_BUCKET_KEY": "true",
+        "S3_STORAGE_CLASS": "standard_ia",
+        "S3_ADDRESSING_STYLE": "path",
+        "S3_CHECKSUM": "sha256",
+        "S3_ACL": "bucket-owner-full-control",
+    }
     for option, value in settings.items():
         monkeypatch.setenv(f"KAFKA_ARCHIVE_{option}", value)
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_STREAM_PART_MB", "5")
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000 "
-            "WITH_FLUSH_SIZE = 100000000")  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000 "
+        "WITH_FLUSH_SIZE = 100000000"
+    )
     with RecordingProxy(s3_endpoint) as proxy:
-        code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                     "--endpoint-url", proxy.url])  # fmt: skip
+        code = main(
+            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
+        )
         assert code == 0, capsys.readouterr().err
     assert archived_ids(s3_client, bkt) == list(range(14000))
 
@@ -131,10 +143,15 @@ def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
 
 
 def test_an_assumed_role_with_external_id_signs_every_request(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    bucket: Callable[..., str], capsys: pytest.CaptureFixture[str],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce_ids(broker, name, 0, 500)
     role = "arn:aws:iam::123456789012:role/archiver"
@@ -144,12 +161,16 @@ def test_an_assumed_role_with_external_id_signs_every_request(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     with RecordingProxy(s3_endpoint) as proxy:
         monkeypatch.setenv("KAFKA_ARCHIVE_STS_ENDPOINT_URL", proxy.url)
-        code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                     "--endpoint-url", proxy.url])  # fmt: skip
+        code = main(
+            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
+        )
         assert code == 0, capsys.readouterr().err
     assert archived_ids(s3_client, bkt) == list(range(500))
-    assumed = [parse_qs(body.decode()) for method, _, _, body in proxy.seen
-               if method == "POST" and b"Action=AssumeRole" in body]  # fmt: skip
+    assumed = [
+        parse_qs(body.decode())
+        for method, _, _, body in proxy.seen
+        if method == "POST" and b"Action=AssumeRole" in body
+    ]
     assert assumed, "the role was assumed through STS"
     for form in assumed:
         assert form["RoleArn"] == [role] and form["ExternalId"] == ["ext-4711"]
@@ -166,35 +187,54 @@ def test_settings_are_checked_before_the_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_STORAGE_CLASS", "COLD")
-    code = main(["run", "--kcql", "INSERT INTO b:p SELECT * FROM t",
-                 "--bootstrap-servers", "127.0.0.1:9"])  # fmt: skip
+    code = main(
+        ["run", "--kcql", "INSERT INTO b:p SELECT * FROM t", "--bootstrap-servers", "127.0.0.1:9"]
+    )
     err = capsys.readouterr().err
     assert code == 2
-    assert ("s3_storage_class from environment KAFKA_ARCHIVE_S3_STORAGE_CLASS is 'COLD', "
-            "not one of: STANDARD") in err  # fmt: skip
+    assert (
+        "s3_storage_class from environment KAFKA_ARCHIVE_S3_STORAGE_CLASS is 'COLD', "
+        "not one of: STANDARD"
+    ) in err
 
 
 def test_an_object_lock_bucket_takes_the_checksummed_writes(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, topic: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     name = topic(partitions=2)
     bkt = f"lock-{name}"
     s3_client.create_bucket(Bucket=bkt, ObjectLockEnabledForBucket=True)
-    s3_client.put_object_lock_configuration(Bucket=bkt, ObjectLockConfiguration={
-        "ObjectLockEnabled": "Enabled",
-        "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
-    })  # fmt: skip
+    s3_client.put_object_lock_configuration(
+        Bucket=bkt,
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+        },
+    )
     produce_ids(broker, name, 0, 300)
-    args = ["run", "--kcql", f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
-            "WITH_FLUSH_COUNT = 100", "--bootstrap-servers", broker,
-            "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "run",
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_CHECKSUM", "off")  # S3 refuses: one clear line
     code = main(args)
     err = capsys.readouterr().err
     assert code == 2
-    assert (f"kafka-archive: error: s3://{bkt}/arch/.kafka-archive/" in err
-            and "has Object Lock: S3 refuses uploads without a checksum" in err), err
+    assert (
+        f"kafka-archive: error: s3://{bkt}/arch/.kafka-archive/" in err
+        and "has Object Lock: S3 refuses uploads without a checksum" in err
+    ), err
     monkeypatch.delenv("KAFKA_ARCHIVE_S3_CHECKSUM")  # CRC32, boto3's default
     code = main(args)
     assert code == 0, capsys.readouterr().err

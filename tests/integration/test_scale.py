@@ -66,8 +66,13 @@ def _cli(args: list[str]) -> tuple[float, int, str]:
     """Run ``kafka-archive`` as a whole process: (seconds, driver peak RSS in KiB, stderr)."""
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     started = time.monotonic()
-    process = subprocess.Popen([KAFKA_ARCHIVE, *args], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        [KAFKA_ARCHIVE, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     peak = _Peak(process.pid)
     _, err = process.communicate(timeout=600)
     seconds = time.monotonic() - started
@@ -77,9 +82,13 @@ def _cli(args: list[str]) -> tuple[float, int, str]:
 
 
 def test_a_thousand_partitions(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, admin: AdminClient,
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    admin: AdminClient,
     bucket: Callable[..., str],
-) -> None:  # fmt: skip
+) -> None:
     prefix = f"scale-{time.monotonic_ns() % 10**8}"
     topics = [f"{prefix}-{i:02d}" for i in range(TOPICS)]
     futures = admin.create_topics([NewTopic(t, num_partitions=PARTITIONS) for t in topics])
@@ -89,28 +98,46 @@ def test_a_thousand_partitions(
     for t in topics:
         for p in range(PARTITIONS):
             for i in range(PER_PARTITION):
-                producer.produce(t, value=json.dumps({"t": t, "p": p, "i": i}).encode(),
-                                 partition=p)  # fmt: skip
+                producer.produce(
+                    t, value=json.dumps({"t": t, "p": p, "i": i}).encode(), partition=p
+                )
     assert producer.flush(60) == 0
     bkt = bucket()
     text = kcql_for(bkt, topics)
     plan = kcql.parse(text)
-    settings = Settings(KafkaSettings(broker), S3Settings(endpoint_url=s3_endpoint,
-                                                          region="us-east-1"))  # fmt: skip
+    settings = Settings(
+        KafkaSettings(broker), S3Settings(endpoint_url=s3_endpoint, region="us-east-1")
+    )
 
     # Planning alone, in process (no lease: nothing is written): every state and the
     # markers read, one batched offsets lookup.
     with KafkaAdmin(settings.kafka, "scale-plan") as kafka_admin:
         partitions = kafka_admin.partitions(tuple(topics))
         started = time.monotonic()
-        work = jobs.plan_work(plan, partitions, store=S3Store(settings.s3), admin=kafka_admin,
-                              settings=settings, job="scale", run_id="plan",
-                              now_ms=int(time.time() * 1000))  # fmt: skip
+        work = jobs.plan_work(
+            plan,
+            partitions,
+            store=S3Store(settings.s3),
+            admin=kafka_admin,
+            settings=settings,
+            job="scale",
+            run_id="plan",
+            now_ms=int(time.time() * 1000),
+        )
         plan_seconds = time.monotonic() - started
     assert len(work.units) == TOPICS * PARTITIONS
 
-    args = ["run", "--kcql", text, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-            "--master", "local[2]"]  # fmt: skip
+    args = [
+        "run",
+        "--kcql",
+        text,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[2]",
+    ]
     run_seconds, run_kib, _ = _cli(args)
     noop_seconds, noop_kib, _ = _cli(args)
     keys = [
@@ -122,9 +149,11 @@ def test_a_thousand_partitions(
     records = sum(
         len(s3_client.get_object(Bucket=bkt, Key=k)["Body"].read().splitlines()) for k in keys
     )
-    print(f"\n1,000 partitions: plan {plan_seconds:.1f} s, run {run_seconds:.1f} s "
-          f"(driver peak RSS {run_kib / 1024:.0f} MiB), no-op run {noop_seconds:.1f} s "
-          f"(driver peak RSS {noop_kib / 1024:.0f} MiB), {len(keys)} objects")  # fmt: skip
+    print(
+        f"\n1,000 partitions: plan {plan_seconds:.1f} s, run {run_seconds:.1f} s "
+        f"(driver peak RSS {run_kib / 1024:.0f} MiB), no-op run {noop_seconds:.1f} s "
+        f"(driver peak RSS {noop_kib / 1024:.0f} MiB), {len(keys)} objects"
+    )
     assert records == TOPICS * PARTITIONS * PER_PARTITION and len(keys) == TOPICS * PARTITIONS
     assert plan_seconds < 10
     assert run_seconds < 60
@@ -149,16 +178,26 @@ def test_planning_ten_thousand_partitions(s3_endpoint: str, bucket: Callable[...
     topics = [f"many-{i:03d}" for i in range(500)]
     plan = kcql.parse(kcql_for(bkt, topics))
     partitions = {t: tuple(range(20)) for t in topics}
-    settings = Settings(KafkaSettings("unused:9092"), S3Settings(endpoint_url=s3_endpoint,
-                                                                 region="us-east-1"))  # fmt: skip
+    settings = Settings(
+        KafkaSettings("unused:9092"), S3Settings(endpoint_url=s3_endpoint, region="us-east-1")
+    )
     tracemalloc.start()
     started = time.monotonic()
-    work = jobs.plan_work(plan, partitions, store=S3Store(settings.s3), admin=_StubAdmin(),  # type: ignore[arg-type]
-                          settings=settings, job="scale", run_id="plan",
-                          now_ms=int(time.time() * 1000))  # fmt: skip
+    work = jobs.plan_work(
+        plan,
+        partitions,
+        store=S3Store(settings.s3),
+        admin=_StubAdmin(),  # type: ignore[arg-type]
+        settings=settings,
+        job="scale",
+        run_id="plan",
+        now_ms=int(time.time() * 1000),
+    )
     seconds = time.monotonic() - started
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(f"\n10,000 partitions: plan {seconds:.1f} s, planning's peak Python heap "
-          f"{peak / 2**20:.0f} MiB")  # fmt: skip
+    print(
+        f"\n10,000 partitions: plan {seconds:.1f} s, planning's peak Python heap "
+        f"{peak / 2**20:.0f} MiB"
+    )
     assert len(work.units) == 10_000

@@ -22,16 +22,31 @@ from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
 
-V1 = {"type": "record", "name": "User", "namespace": "evo", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"}]}  # fmt: skip
+V1 = {
+    "type": "record",
+    "name": "User",
+    "namespace": "evo",
+    "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": "string"}],
+}
 # v2 adds a field with a default: compatible both ways (FULL).
-V2 = {"type": "record", "name": "User", "namespace": "evo", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-    {"name": "email", "type": ["null", "string"], "default": None}]}  # fmt: skip
+V2 = {
+    "type": "record",
+    "name": "User",
+    "namespace": "evo",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": "string"},
+        {"name": "email", "type": ["null", "string"], "default": None},
+    ],
+}
 V1_ID, V2_ID = 71, 72
 # v3 changes a field's type: no projection either way.
-V3 = {"type": "record", "name": "User", "namespace": "evo", "fields": [
-    {"name": "id", "type": "string"}, {"name": "name", "type": "string"}]}  # fmt: skip
+V3 = {
+    "type": "record",
+    "name": "User",
+    "namespace": "evo",
+    "fields": [{"name": "id", "type": "string"}, {"name": "name", "type": "string"}],
+}
 V3_ID = 73
 SCHEMAS = {V1_ID: V1, V2_ID: V2, V3_ID: V3}
 N, COUNT = 100, 25
@@ -74,8 +89,9 @@ def registry_value(i: int) -> bytes:
 
 def json_value(i: int) -> bytes:
     # v2 renames 'name' to 'label': neither shape fits the other's inferred schema.
-    return json.dumps({"id": i, "name": f"n{i}"} if i % 2 == 0 else
-                      {"id": i, "label": f"l{i}"}).encode()  # fmt: skip
+    return json.dumps(
+        {"id": i, "name": f"n{i}"} if i % 2 == 0 else {"id": i, "label": f"l{i}"}
+    ).encode()
 
 
 def produce_interleaved(broker: str, topic: str, value: Callable[[int], bytes]) -> None:
@@ -104,9 +120,14 @@ def read_objects(s3: Any, bucket: str, fmt: str) -> list[tuple[int, list[str], l
 
 
 def archive(
-    broker: str, s3: str, topic: str, bucket: str, fmt: str, mode: str | None,
+    broker: str,
+    s3: str,
+    topic: str,
+    bucket: str,
+    fmt: str,
+    mode: str | None,
     registry: str | None,
-) -> None:  # fmt: skip
+) -> None:
     props = f"'flush.count'={COUNT}" + (f", 'schema.compatibility'='{mode}'" if mode else "")
     kcql = f"INSERT INTO {bucket}:arch SELECT * FROM {topic} STOREAS `{fmt}` PROPERTIES({props})"
     args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3]
@@ -124,9 +145,16 @@ FORWARD_STARTS = [0, 25, 50, 75]  # v1 objects holding v2 projected: only the co
 @pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
 @pytest.mark.parametrize("source", ["registry", "json"])
 def test_interleaved_schema_versions_in_every_mode(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, registry: str,
-    topic: Callable[..., str], bucket: Callable[..., str], fmt: str, source: str,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    registry: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    fmt: str,
+    source: str,
+) -> None:
     name = topic(partitions=1)
     produce_interleaved(broker, name, registry_value if source == "registry" else json_value)
     url = registry if source == "registry" else None
@@ -142,8 +170,10 @@ def test_interleaved_schema_versions_in_every_mode(
         assert all(r["name"] == f"n{r['id']}" for r in rows if r["id"] % 2 == 0)
 
     # verify reads the projected records back as what Kafka holds (a null field is absent).
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `{fmt}` "
-            f"PROPERTIES('flush.count'={COUNT}, 'schema.compatibility'='BACKWARD')")
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `{fmt}` "
+        f"PROPERTIES('flush.count'={COUNT}, 'schema.compatibility'='BACKWARD')"
+    )
     args = ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     assert main([*args, *(["--schema-registry-url", url] if url else [])]) == 0
     # A rerun from the same offset writes the same objects.
@@ -164,7 +194,7 @@ def test_interleaved_schema_versions_in_every_mode(
         for _, names, rows in objects[1:]:
             assert newer in names and "id" in names
             for r in rows:
-                expected = (f"u{r['id']}@x" if source == "registry" else f"l{r['id']}")
+                expected = f"u{r['id']}@x" if source == "registry" else f"l{r['id']}"
                 assert r[newer] == (expected if r["id"] % 2 else None)
 
     # FORWARD: objects keep the older schema; v2 records are projected onto it (the newer
@@ -181,14 +211,23 @@ def test_interleaved_schema_versions_in_every_mode(
 
 @pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
 def test_an_incompatible_change_still_rolls(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any, registry: str,
-    topic: Callable[..., str], bucket: Callable[..., str], fmt: str,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    registry: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    fmt: str,
+) -> None:
     name, bkt = topic(partitions=1), bucket()
     producer = Producer({"bootstrap.servers": broker})
     for i in range(6):  # v1, v3, v1, v3 …: v1 (id long) and v3 (id string) do not resolve
-        value = (framed(V1_ID, {"id": i, "name": f"n{i}"}) if i % 2 == 0
-                 else framed(V3_ID, {"id": str(i), "name": f"n{i}"}))  # fmt: skip
+        value = (
+            framed(V1_ID, {"id": i, "name": f"n{i}"})
+            if i % 2 == 0
+            else framed(V3_ID, {"id": str(i), "name": f"n{i}"})
+        )
         producer.produce(name, value=value, partition=0)
     assert producer.flush(30) == 0
     archive(broker, s3_endpoint, name, bkt, fmt, "BACKWARD", registry)

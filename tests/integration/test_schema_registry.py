@@ -22,24 +22,31 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 SCHEMA = {
-    "type": "record", "name": "Order", "fields": [
+    "type": "record",
+    "name": "Order",
+    "fields": [
         {"name": "id", "type": "long"},
         {"name": "country", "type": "string"},
         {"name": "amount", "type": "double"},
         {"name": "note", "type": ["null", "string"], "default": None},
     ],
-}  # fmt: skip
+}
 SCHEMA_ID = 42
 # Version 2 of the subject: adds a field, with logical types Avro readers must get back.
 SCHEMA_V2 = {
-    "type": "record", "name": "Order", "namespace": "shop", "fields": [
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
         {"name": "id", "type": "long"},
         {"name": "paid", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
-                                   "scale": 2}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+        },
         {"name": "note", "type": ["null", "string"], "default": None},
     ],
-}  # fmt: skip
+}
 SCHEMA_V2_ID = 43
 SCHEMAS = {SCHEMA_ID: SCHEMA, SCHEMA_V2_ID: SCHEMA_V2}
 
@@ -78,8 +85,12 @@ def framed(datum: dict[str, Any], ident: int = SCHEMA_ID) -> bytes:
 
 
 def order(i: int) -> dict[str, Any]:
-    return {"id": i, "country": ("DE", "FR")[i % 2], "amount": i / 4,
-            "note": None if i % 3 else f"n{i}"}  # fmt: skip
+    return {
+        "id": i,
+        "country": ("DE", "FR")[i % 2],
+        "amount": i / 4,
+        "note": None if i % 3 else f"n{i}",
+    }
 
 
 @pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET"])
@@ -100,8 +111,16 @@ def test_registry_framed_avro_values_are_decoded_partitioned_and_verified(
         producer.produce(name, value=framed(order(i)), partition=0)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY country STOREAS {fmt}"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-            "--schema-registry-url", registry]  # fmt: skip
+    args = [
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--schema-registry-url",
+        registry,
+    ]
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
     rows: dict[str, list[dict[str, Any]]] = {}
@@ -141,8 +160,19 @@ def test_an_unknown_schema_id_stops_the_run_with_one_line(
     producer.produce(name, value=b"\x00\x00\x00\x00\x07" + b"\x02", partition=0)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO"
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url",
-                 s3_endpoint, "--schema-registry-url", registry])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            broker,
+            "--endpoint-url",
+            s3_endpoint,
+            "--schema-registry-url",
+            registry,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "HTTP 404 for schema id 7" in err and "Traceback" not in err
@@ -169,8 +199,15 @@ def test_objects_take_their_schema_from_the_registry_one_schema_id_per_object(
 
     name, bkt = topic(partitions=1), bucket()
     paid = datetime.datetime(2026, 11, 23, 10, 0, tzinfo=datetime.UTC)
-    v2 = [{"id": 100 + i, "paid": paid, "price": decimal.Decimal(f"{i}.25"),
-           "note": None if i < 5 else "late"} for i in range(10)]  # fmt: skip
+    v2 = [
+        {
+            "id": 100 + i,
+            "paid": paid,
+            "price": decimal.Decimal(f"{i}.25"),
+            "note": None if i < 5 else "late",
+        }
+        for i in range(10)
+    ]
     producer = Producer({"bootstrap.servers": broker})
     for i in range(10):
         producer.produce(name, value=framed(order(i)), partition=0)
@@ -178,8 +215,16 @@ def test_objects_take_their_schema_from_the_registry_one_schema_id_per_object(
         producer.produce(name, value=framed(datum, SCHEMA_V2_ID), partition=0)
     assert producer.flush(30) == 0
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt}"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-            "--schema-registry-url", registry]  # fmt: skip
+    args = [
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--schema-registry-url",
+        registry,
+    ]
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
     listing = s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]

@@ -78,23 +78,48 @@ def test_no_secret_on_any_command_line_log_or_report(
     events.mkdir()
     report = tmp_path / "report.json"
     command = [
-        KAFKA_ARCHIVE, "submit", "--master", "local[1]",
-        "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}",
-        "--conf", "spark.eventLog.compress=false",
-        "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-        "--conf", f"spark.pyspark.python={sys.executable}",
-        "--kcql", f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50",
-        "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
+        KAFKA_ARCHIVE,
+        "submit",
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.eventLog.enabled=true",
+        "--conf",
+        f"spark.eventLog.dir={events}",
+        "--conf",
+        "spark.eventLog.compress=false",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--kcql",
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
         # PLAINTEXT: librdkafka accepts and ignores the SASL password.
-        "-X", f"sasl.password={password}", "-X", "sasl.username=archiver",
-        "--schema-registry-url", f"http://archiver:{registry_password}@127.0.0.1:9/",
-        "--report", str(report),
-    ]  # fmt: skip
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
-           "XDG_CACHE_HOME": str(tmp_path / "cache")}  # fmt: skip
+        "-X",
+        f"sasl.password={password}",
+        "-X",
+        "sasl.username=archiver",
+        "--schema-registry-url",
+        f"http://archiver:{registry_password}@127.0.0.1:9/",
+        "--report",
+        str(report),
+    ]
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     needles = [password.encode(), registry_password.encode()]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
     with ProcSampler(needles, exclude={process.pid, os.getpid()}) as sampler:
         try:
             out, err = process.communicate(timeout=600)
@@ -111,7 +136,11 @@ def test_no_secret_on_any_command_line_log_or_report(
     event_text = b"".join(p.read_bytes() for p in logs)
     assert b"sun.java.command" in event_text  # the run's command line is in the log
     for needle in needles:
-        for what, data in (("stdout", out), ("stderr", err), ("event log", event_text),
-                           ("report", report.read_bytes())):  # fmt: skip
+        for what, data in (
+            ("stdout", out),
+            ("stderr", err),
+            ("event log", event_text),
+            ("report", report.read_bytes()),
+        ):
             assert needle not in data, f"secret in {what}"
     assert json.loads(report.read_text())["records"] == 200

@@ -37,8 +37,9 @@ def produce_skewed(broker: str, topic: str, first: int = 0, *, bad: int | None =
     for partition, count in ((0, HOT), (1, COLD), (2, COLD), (3, COLD)):
         for _ in range(count):
             value = b"not json {" if i == bad else json.dumps({"id": i}).encode()
-            producer.produce(topic, key=f"key-{partition}".encode(), value=value,
-                             partition=partition)  # fmt: skip
+            producer.produce(
+                topic, key=f"key-{partition}".encode(), value=value, partition=partition
+            )
             i += 1
     assert producer.flush(30) == 0
     return i - first
@@ -89,8 +90,14 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     name, bkt = topic(partitions=4), bucket()
     produced = produce_skewed(broker, name)
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "1000")
-    args = ["--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 500",
-            "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "--kcql",
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 500",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     assert main(["run", *args]) == 0, capsys.readouterr().err
     # Spark ran the hot partition as 4 tasks of 1,000 offsets; the cold ones (small units)
     # share a task per core.
@@ -141,8 +148,11 @@ def test_a_failed_piece_commits_only_the_pieces_before_it(
     # The partition is committed up to the bad record; the fourth piece [3000, 4000) did
     # its work, but above a failed piece it is not committed.
     assert states(s3_client, bkt)[0] == bad
-    hot = {int(m["offset"]) for k in data_objects(s3_client, bkt) if (m := KEY.match(k))
-           and m["partition"] == "0"}  # fmt: skip
+    hot = {
+        int(m["offset"])
+        for k in data_objects(s3_client, bkt)
+        if (m := KEY.match(k)) and m["partition"] == "0"
+    }
     assert {3000, 3500} <= hot
     page = s3_client.list_objects_v2(Bucket=bkt, Prefix="archive/.kafka-archive/")
     assert any("/pending/" in item["Key"] for item in page.get("Contents", []))
@@ -170,16 +180,26 @@ def test_sigkill_with_split_partitions_resumes_to_exactly_once(
 ) -> None:
     rng = random.Random(20261123)
     name, bkt = topic(partitions=4), bucket()
-    args = ["--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-            "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]  # fmt: skip
+    args = [
+        "--kcql",
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "500")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = interrupted = 0
     for trial in range(6):
         produced += produce_skewed(broker, name, produced)
-        process = subprocess.Popen([KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"],
-                                   env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 120
         while not _pending(s3_client, bkt) and process.poll() is None:
             assert time.monotonic() < deadline, "the run never started uploading"
@@ -219,35 +239,55 @@ def test_measure_a_skewed_topic_split_and_whole(
     partition split into pieces of 100,000 offsets and once as one task per partition.
     Prints both wall times (``pytest -s``); asserts each archive holds every record once."""
     name = topic(partitions=4)
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50,
-                         "batch.size": 1_000_000})  # fmt: skip
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50, "batch.size": 1_000_000})
     pad = "x" * 480
     i = 0
     for partition, count in ((0, 300_000), (1, 30_000), (2, 30_000), (3, 30_000)):
         for _ in range(count):
-            producer.produce(name, key=f"key-{partition}".encode(),
-                             value=json.dumps({"id": i, "pad": pad}).encode(),
-                             partition=partition)  # fmt: skip
+            producer.produce(
+                name,
+                key=f"key-{partition}".encode(),
+                value=json.dumps({"id": i, "pad": pad}).encode(),
+                partition=partition,
+            )
             i += 1
             if i % 50_000 == 0:
                 producer.flush(60)
     assert producer.flush(60) == 0
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     seconds: dict[str, float] = {}
-    for label, per_unit in (("whole", 10**9), ("split", 100_000), ("whole again", 10**9),
-                            ("split again", 100_000)):  # fmt: skip
+    for label, per_unit in (
+        ("whole", 10**9),
+        ("split", 100_000),
+        ("whole again", 10**9),
+        ("split again", 100_000),
+    ):
         bkt = bucket()
         kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 50000"
         started = time.monotonic()
         done = subprocess.run(
-            [KAFKA_ARCHIVE, "run", "--kcql", kcql, "--bootstrap-servers", broker,
-             "--endpoint-url", s3_endpoint, "--master", "local[2]"],
+            [
+                KAFKA_ARCHIVE,
+                "run",
+                "--kcql",
+                kcql,
+                "--bootstrap-servers",
+                broker,
+                "--endpoint-url",
+                s3_endpoint,
+                "--master",
+                "local[2]",
+            ],
             env={**env, "KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT": str(per_unit)},
-            capture_output=True, timeout=900, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            timeout=900,
+            check=False,
+        )
         seconds[label] = time.monotonic() - started
         assert done.returncode == 0, done.stderr.decode()[-2000:]
         ids = ids_of(data_objects(s3_client, bkt))
         assert len(ids) == i and len(set(ids)) == i
-    print("\nskewed topic (300,000 + 3 x 30,000 records of ~500 B), local[2]: "
-          + ", ".join(f"{label} {s:.1f} s" for label, s in seconds.items()))  # fmt: skip
+    print(
+        "\nskewed topic (300,000 + 3 x 30,000 records of ~500 B), local[2]: "
+        + ", ".join(f"{label} {s:.1f} s" for label, s in seconds.items())
+    )

@@ -91,8 +91,11 @@ def test_recovery_deletes_only_objects_at_or_beyond_the_committed_offset(
     store: S3Store, bucket: Callable[..., str], s3_client: Any
 ) -> None:
     target = Target(bucket(), "archive")
-    keys = {0: "archive/x/orders(0_000000000000).json", 50: "archive/y/orders(0_000000000050).json",
-            70: "archive/x/orders(0_000000000070).json"}
+    keys = {
+        0: "archive/x/orders(0_000000000000).json",
+        50: "archive/y/orders(0_000000000050).json",
+        70: "archive/x/orders(0_000000000070).json",
+    }
     for start, key in keys.items():
         pending.mark(store, target, "job", TP, start, key, "run-crashed")
         s3_client.put_object(Bucket=target.bucket, Key=key, Body=b"{}\n")

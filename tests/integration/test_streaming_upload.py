@@ -22,10 +22,15 @@ RECORDS = 12_000  # ~1 KB each: ~12 MB, three 5 MiB parts per object when whole
 
 
 def produce(broker: str, topic: str) -> None:
-    produce_records(broker, topic, (
-        {"value": json.dumps({"id": i, "pad": "x" * 1000}).encode(), "partition": 0}
-        for i in range(RECORDS)
-    ), linger_ms=20)  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {"value": json.dumps({"id": i, "pad": "x" * 1000}).encode(), "partition": 0}
+            for i in range(RECORDS)
+        ),
+        linger_ms=20,
+    )
 
 
 def data_objects(s3: Any, bucket: str) -> dict[str, dict[str, Any]]:
@@ -49,8 +54,9 @@ def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
 
     def run(flush: str) -> int:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` {flush}"
-        return main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                     "--endpoint-url", s3_endpoint])  # fmt: skip
+        return main(
+            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+        )
 
     # Records are seconds old, the interval an hour: the one open object (~12 MB, two parts
     # already sent) is held back for a later run, and its upload is aborted, not left open.

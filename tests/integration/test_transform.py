@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 SAMPLES = Path(__file__).parents[2] / "samples" / "transforms"
 
-TEST_MODULE = '''
+TEST_MODULE = """
 import dataclasses
 import json
 import time
@@ -37,7 +37,7 @@ def fail_on_poison(records):
 def stamp_time(records):
     now = str(time.perf_counter_ns()).encode()
     return [dataclasses.replace(r, key=now) for r in records]
-'''
+"""
 
 
 def objects(s3: Any, bucket: str, prefix: str = "arch/") -> dict[str, bytes]:
@@ -50,33 +50,52 @@ def objects(s3: Any, bucket: str, prefix: str = "arch/") -> dict[str, bytes]:
 
 
 def produce(broker: str, topic: str, values: list[dict[str, Any]]) -> None:
-    produce_records(broker, topic, (
-        {"value": json.dumps(value).encode(), "partition": 0,
-         "headers": [("x-user-email", b"a@example.com"), ("n", str(i).encode())]}
-        for i, value in enumerate(values)
-    ))  # fmt: skip
+    produce_records(
+        broker,
+        topic,
+        (
+            {
+                "value": json.dumps(value).encode(),
+                "partition": 0,
+                "headers": [("x-user-email", b"a@example.com"), ("n", str(i).encode())],
+            }
+            for i, value in enumerate(values)
+        ),
+    )
 
 
 def test_the_sample_pii_transform_archives_scrubbed_records(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
-    topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The driver imports pii from samples/transforms; the Spark workers do not have it on
     # their path and import it from the directory the driver found it in.
     monkeypatch.syspath_prepend(str(SAMPLES))
     name, bkt = topic(partitions=1), bucket()
     values = [
-        {"id": i, "email": f"u{i}@example.com", "user": {"name": f"n{i}", "phone": "555"},
-         **({"test": True} if i % 10 == 9 else {})}
+        {
+            "id": i,
+            "email": f"u{i}@example.com",
+            "user": {"name": f"n{i}", "phone": "555"},
+            **({"test": True} if i % 10 == 9 else {}),
+        }
         for i in range(250)
-    ]  # fmt: skip
+    ]
     produce(broker, name, values)
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
-            "PROPERTIES('transform'='pii:drop_pii', 'flush.count'=100, "
-            "'store.envelope'=true)")  # fmt: skip
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+        "PROPERTIES('transform'='pii:drop_pii', 'flush.count'=100, "
+        "'store.envelope'=true)"
+    )
+    code = main(
+        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     found = objects(s3_client, bkt)
@@ -84,12 +103,8 @@ def test_the_sample_pii_transform_archives_scrubbed_records(
     documents = [json.loads(line) for key in sorted(found) for line in found[key].splitlines()]
     kept = [i for i in range(250) if i % 10 != 9]
     assert [d["metadata"]["offset"] for d in documents] == kept
-    assert [d["value"] for d in documents] == [
-        {"id": i, "user": {"name": f"n{i}"}} for i in kept
-    ]
-    assert all(
-        d["headers"] == [{"name": "n", "value": d["metadata"]["offset"]}] for d in documents
-    )
+    assert [d["value"] for d in documents] == [{"id": i, "user": {"name": f"n{i}"}} for i in kept]
+    assert all(d["headers"] == [{"name": "n", "value": d["metadata"]["offset"]}] for d in documents)
     assert "total: 225 records" in out
 
 
@@ -103,17 +118,26 @@ def test_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.mark.parametrize("policy", ["fail", "skip", "dead-letter"])
 def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
-    topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], test_module: str, policy: str,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    test_module: str,
+    policy: str,
+) -> None:
     name, bkt = topic(partitions=1), bucket()
     produce(broker, name, [{"id": i, "poison": i in (12, 31)} for i in range(40)])
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
-            f"PROPERTIES('transform'='{test_module}:fail_on_poison', 'flush.count'=10, "
-            f"'error.policy'='{policy}')")  # fmt: skip
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+        f"PROPERTIES('transform'='{test_module}:fail_on_poison', 'flush.count'=10, "
+        f"'error.policy'='{policy}')"
+    )
+    code = main(
+        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     out, err = capsys.readouterr()
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -139,16 +163,24 @@ def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
 
 
 def test_a_transform_that_is_not_deterministic_fails_the_run(
-    broker: str, s3_endpoint: str, s3_client: Any, spark: Any,
-    topic: Callable[..., str], bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str], test_module: str,
-) -> None:  # fmt: skip
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    test_module: str,
+) -> None:
     name, bkt = topic(partitions=1), bucket()
     produce(broker, name, [{"id": i} for i in range(20)])
-    kcql = (f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
-            f"PROPERTIES('transform'='{test_module}:stamp_time', 'store.envelope'=true)")
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", broker,
-                 "--endpoint-url", s3_endpoint])  # fmt: skip
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
+        f"PROPERTIES('transform'='{test_module}:stamp_time', 'store.envelope'=true)"
+    )
+    code = main(
+        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    )
     err = capsys.readouterr().err
     assert code == 22, err
     assert "is not deterministic" in err and "offset 0" in err

@@ -25,9 +25,13 @@ def archived(
     name, bkt = topic(partitions=2), bucket()
     produce_ids(broker, name, 0, 600, partitions=2)
     conn = (
-        "--kcql", f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint,
-    )  # fmt: skip
+        "--kcql",
+        f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    )
     code, _, err = cli(capsys, "run", *conn)
     assert code == 0, err
     return name, bkt, conn

@@ -49,8 +49,7 @@ def test_verify_reports_each_partition_as_it_is_compared(
     name, bkt = topic(partitions=2), bucket()
     produce_ids(broker, name, 0, 40, partitions=2)
     plan = kcql.parse(f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 7")
-    settings = load_settings(None, {}, {"bootstrap_servers": broker,
-                                        "endpoint_url": s3_endpoint})  # fmt: skip
+    settings = load_settings(None, {}, {"bootstrap_servers": broker, "endpoint_url": s3_endpoint})
     api.run(settings.settings, plan)
 
     recorder = Recorder()

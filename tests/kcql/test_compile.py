@@ -705,8 +705,9 @@ def test_avro_schema_file_is_a_path_for_avro_and_parquet_only() -> None:
     assert dict(r.properties).get("avro.schema.file") == "order.avsc"
     err = error(f"{HEAD} STOREAS JSON PROPERTIES('avro.schema.file'='order.avsc')")
     assert err.label == "property-format" and "AVRO, PARQUET" in (err.hint or "")
-    err = error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='order.avsc', "
-                "'store.envelope'=true)")  # fmt: skip
+    err = error(
+        f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'='order.avsc', 'store.envelope'=true)"
+    )
     assert err.label == "schema-file-with-envelope"
     assert error(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.file'=' ')").label == (
         "bad-property-value"

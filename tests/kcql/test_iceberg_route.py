@@ -23,8 +23,10 @@ def column_of(text: str, needle: str) -> int:
 
 
 def test_iceberg_route_compiles_into_a_typed_field_and_round_trips() -> None:
-    text = (f"{HEAD} STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
-            "'iceberg.table'='db.orders', 'iceberg.catalog'='prod')")  # fmt: skip
+    text = (
+        f"{HEAD} STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+        "'iceberg.table'='db.orders', 'iceberg.catalog'='prod')"
+    )
     plan = kcql.parse(text)
     assert plan.routes[0].iceberg == IcebergTable("db.orders", "prod")
     assert kcql.parse(render(plan.routes[0])) == plan
@@ -38,8 +40,10 @@ def test_catalog_defaults_to_default_and_objects_means_no_table() -> None:
 
 
 def test_value_fields_partition_a_table() -> None:
-    text = (f"{HEAD} PARTITIONBY country, _value.a.b STOREAS PARQUET "
-            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')")  # fmt: skip
+    text = (
+        f"{HEAD} PARTITIONBY country, _value.a.b STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
     route = kcql.parse(text).routes[0]
     assert [ref.path for ref in route.partition_by] == [("country",), ("a", "b")]
     assert route.iceberg is not None
@@ -48,27 +52,62 @@ def test_value_fields_partition_a_table() -> None:
 @pytest.mark.parametrize(
     ("tail", "at", "label"),
     [
-        ("STOREAS JSON PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.o')", "JSON",
-         "iceberg-format"),
-        ("STOREAS PARQUET PROPERTIES('iceberg.table'='db.o')", "'iceberg.table'",
-         "iceberg-without-table-format"),
-        ("STOREAS PARQUET PROPERTIES('table.format'='objects', 'iceberg.catalog'='x')",
-         "'iceberg.catalog'", "iceberg-without-table-format"),
+        (
+            "STOREAS JSON PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.o')",
+            "JSON",
+            "iceberg-format",
+        ),
+        (
+            "STOREAS PARQUET PROPERTIES('iceberg.table'='db.o')",
+            "'iceberg.table'",
+            "iceberg-without-table-format",
+        ),
+        (
+            "STOREAS PARQUET PROPERTIES('table.format'='objects', 'iceberg.catalog'='x')",
+            "'iceberg.catalog'",
+            "iceberg-without-table-format",
+        ),
         ("STOREAS PARQUET PROPERTIES('table.format'='delta')", "'delta'", "bad-property-value"),
-        ("STOREAS PARQUET PROPERTIES('table.format'='iceberg')", "'table.format'",
-         "iceberg-without-table"),
-        ("STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='orders')",
-         "'orders'", "bad-property-value"),
-        ("STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o', "
-         "'iceberg.catalog'='a b')", "'a b'", "bad-property-value"),
-        ("STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o', "
-         "'layout'='hive')", "'layout'", "iceberg-layout"),
-        ("PARTITIONBY country, _header.h STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
-         "'iceberg.table'='d.o')", "_header.h", "iceberg-partition"),
-        ("PARTITIONBY _date.uuuu STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
-         "'iceberg.table'='d.o')", "_date.uuuu", "iceberg-partition"),
-        ("PARTITIONBY country STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
-         "'iceberg.table'='d.o', 'store.envelope'=true)", "country", "iceberg-partition"),
+        (
+            "STOREAS PARQUET PROPERTIES('table.format'='iceberg')",
+            "'table.format'",
+            "iceberg-without-table",
+        ),
+        (
+            "STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='orders')",
+            "'orders'",
+            "bad-property-value",
+        ),
+        (
+            "STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o', "
+            "'iceberg.catalog'='a b')",
+            "'a b'",
+            "bad-property-value",
+        ),
+        (
+            "STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o', "
+            "'layout'='hive')",
+            "'layout'",
+            "iceberg-layout",
+        ),
+        (
+            "PARTITIONBY country, _header.h STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o')",
+            "_header.h",
+            "iceberg-partition",
+        ),
+        (
+            "PARTITIONBY _date.uuuu STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o')",
+            "_date.uuuu",
+            "iceberg-partition",
+        ),
+        (
+            "PARTITIONBY country STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o', 'store.envelope'=true)",
+            "country",
+            "iceberg-partition",
+        ),
     ],
 )
 def test_refusals_point_at_the_setting_at_fault(tail: str, at: str, label: str) -> None:

@@ -14,9 +14,7 @@ from kafka_archive.kcql import Format, Route, Source
 
 FIXTURE = Path(__file__).parent / "fixtures" / "identity.kcql"
 IDENTITY = [
-    line
-    for line in FIXTURE.read_text().splitlines()
-    if line.strip() and not line.startswith("--")
+    line for line in FIXTURE.read_text().splitlines() if line.strip() and not line.startswith("--")
 ]
 
 
@@ -181,8 +179,9 @@ def partition_path(draw: st.DrawFn) -> str:
     kind = draw(st.sampled_from(["select", "date"]))
     if kind == "date":
         # Runs of letters Java allows (at most 2 of M, d, H, …), joined by separators.
-        runs = st.sampled_from(["uuuu", "yyyy", "uu", "MM", "M", "LL", "dd", "d", "HH", "h",
-                                "mm", "ss", "Q", "DDD"])  # fmt: skip
+        runs = st.sampled_from(
+            ["uuuu", "yyyy", "uu", "MM", "M", "LL", "dd", "d", "HH", "h", "mm", "ss", "Q", "DDD"]
+        )
         pieces = draw(st.lists(runs, min_size=1, max_size=3))
         seps = [draw(st.sampled_from(["-", "_", "."])) for _ in pieces[1:]]
         joined = zip(seps, pieces[1:], strict=True)

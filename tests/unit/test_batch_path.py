@@ -200,8 +200,10 @@ def test_json_batches_keep_what_single_values_keep() -> None:
     plain = [b'{"a": 1}', b" [1, 2] ", b"3"]
     assert json_.encode_values(plain) == [b'{"a": 1}\n', b"[1, 2]\n", b"3\n"]
     odd = [b'{"a": NaN}', b'{"b":\n 2}', None, b'"\\u00e9"']
-    assert json_.encode_values(odd) == [json_.pass_through_line(v) for v in odd] == [
-        b'{"a": NaN}\n', b'{"b":2}\n', b"null\n", b'"\\u00e9"\n'
-    ]
+    assert (
+        json_.encode_values(odd)
+        == [json_.pass_through_line(v) for v in odd]
+        == [b'{"a": NaN}\n', b'{"b":2}\n', b"null\n", b'"\\u00e9"\n']
+    )
     with pytest.raises(BadRecordError):
         json_.encode_values([b"1", b"{"])

@@ -48,8 +48,9 @@ def _measure(program: str) -> dict[str, Any]:
         usage = measure([sys.executable, "-c", {program!r}], dict(os.environ))
         print(json.dumps(dataclasses.asdict(usage)))
     """)
-    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", driver], capture_output=True, text=True, timeout=120, check=True
+    )
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
@@ -61,8 +62,7 @@ def test_cpu_seconds_of_reaped_children_and_orphans_count() -> None:
     assert usage["reaped_cpu_seconds"] >= 3 * BURN * 0.95, usage
     # Sampling every 0.1 s sees each of the three burning for most of its 0.4 s.
     assert usage["sampled_cpu_seconds"] >= 3 * (BURN - 0.2), usage
-    assert usage["cpu_seconds"] == max(usage["reaped_cpu_seconds"],
-                                       usage["sampled_cpu_seconds"])
+    assert usage["cpu_seconds"] == max(usage["reaped_cpu_seconds"], usage["sampled_cpu_seconds"])
     assert usage["peak_rss"] > 0
     assert usage["sampled_by_name"]
     assert set(usage["sampled_by_name"]) <= {"python", "python3", usage_name(sys.executable)}

@@ -10,8 +10,10 @@ import pytest
 
 from kafka_archive.cli import main
 
-KCQL = ("INSERT INTO acme-archive:orders SELECT id, _value.customer.name AS customer FROM orders "
-        "PARTITIONBY _header.country STOREAS `AVRO` WITH_FLUSH_COUNT = 5000")  # fmt: skip
+KCQL = (
+    "INSERT INTO acme-archive:orders SELECT id, _value.customer.name AS customer FROM orders "
+    "PARTITIONBY _header.country STOREAS `AVRO` WITH_FLUSH_COUNT = 5000"
+)
 
 
 def test_validate_says_valid_or_points_at_the_mistake(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,8 +30,10 @@ def test_plan_json_is_the_documented_contract(capsys: pytest.CaptureFixture[str]
     (route,) = json.loads(capsys.readouterr().out)["routes"]
     assert route["topic"] == "orders" and route["bucket"] == "acme-archive"
     assert route["prefix"] == "orders" and route["format"] == "AVRO"
-    assert route["fields"] == [{"path": "_value.id", "alias": "id"},
-                               {"path": "_value.customer.name", "alias": "customer"}]  # fmt: skip
+    assert route["fields"] == [
+        {"path": "_value.id", "alias": "id"},
+        {"path": "_value.customer.name", "alias": "customer"},
+    ]
     assert route["partition_by"] == ["_header.country"] and route["include_keys"] is True
     assert route["flush"] == {"count": 5000, "size": 500000000, "interval_seconds": 3600}
     assert route["kcql"] == (
@@ -42,19 +46,38 @@ def test_plan_shows_each_setting_and_where_it_came_from(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "archive.yaml"
-    config.write_text(f"kcql: \"{KCQL.replace('`', '')}\"\nregion: eu-west-1\n"
-                      "endpoint_url: http://file:9000\nmaster: local[2]\n")  # fmt: skip
+    config.write_text(
+        f'kcql: "{KCQL.replace("`", "")}"\nregion: eu-west-1\n'
+        "endpoint_url: http://file:9000\nmaster: local[2]\n"
+    )
     monkeypatch.setenv("KAFKA_ARCHIVE_ENDPOINT_URL", "http://env:9000")
     monkeypatch.setenv("KAFKA_ARCHIVE_MASTER", "local[3]")
-    assert main(["plan", "--config", str(config), "--master", "local[4]", "-X",
-                 "sasl.password=hunter2", "--output", "json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "plan",
+                "--config",
+                str(config),
+                "--master",
+                "local[4]",
+                "-X",
+                "sasl.password=hunter2",
+                "--output",
+                "json",
+            ]
+        )
+        == 0
+    )
     settings = json.loads(capsys.readouterr().out)["settings"]
     assert settings["region"]["value"] == "eu-west-1"
     assert settings["endpoint_url"]["value"] == "http://env:9000"
     assert settings["master"]["value"] == "local[4]"
     sources = {k: settings[k]["source"] for k in ("region", "endpoint_url", "master")}
-    assert sources["region"].startswith("config file") and "KAFKA_ARCHIVE_ENDPOINT_URL" in sources[
-        "endpoint_url"] and "--master" in sources["master"]  # fmt: skip
+    assert (
+        sources["region"].startswith("config file")
+        and "KAFKA_ARCHIVE_ENDPOINT_URL" in sources["endpoint_url"]
+        and "--master" in sources["master"]
+    )
     assert settings["kafka_properties"]["value"] == {"sasl.password": "***"}
 
 
@@ -62,7 +85,8 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 @pytest.mark.parametrize(
-    "path", [*sorted((SAMPLES / "kcql").glob("*.kcql")), SAMPLES / "orders.kcql"],
+    "path",
+    [*sorted((SAMPLES / "kcql").glob("*.kcql")), SAMPLES / "orders.kcql"],
     ids=lambda p: p.name,
 )
 def test_every_sample_statement_is_valid(path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,10 +36,17 @@ def test_select_projects_and_renames_fields_of_every_source() -> None:
     assert projector is not None
     value = {"id": 7, "customer": {"name": "Ada", "age": 3}, "other": 1}
     assert projector.project(rec(5, value, key=b'{"region": "eu"}')) == {
-        "id": 7, "customer": "Ada", "key": '{"region": "eu"}', "region": "eu", "country": "DE",
-        "topic": "orders", "partition": 2, "offset": 5, "timestamp": 1_700_000_000_000,
+        "id": 7,
+        "customer": "Ada",
+        "key": '{"region": "eu"}',
+        "region": "eu",
+        "country": "DE",
+        "topic": "orders",
+        "partition": 2,
+        "offset": 5,
+        "timestamp": 1_700_000_000_000,
         "missing": None,
-    }  # fmt: skip
+    }
     assert projector_for(route("INSERT INTO bkt SELECT * FROM t")) is None
 
 

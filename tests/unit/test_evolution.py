@@ -46,10 +46,11 @@ def test_a_type_change_always_rolls() -> None:
 json_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=3)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                 max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 objects = st.dictionaries(st.sampled_from("abcde"), json_values, max_size=5)
 
 

@@ -58,11 +58,7 @@ def test_full_is_exactly_either_limit(count: int, records: int, size: int, writt
 spans_strategy = st.lists(
     st.tuples(st.integers(0, 200), st.integers(0, 50), st.one_of(st.none(), st.integers(0, 100))),
     max_size=8,
-).map(
-    lambda items: [
-        OpenSpan(first, first + length, ts) for first, length, ts in items
-    ]
-)
+).map(lambda items: [OpenSpan(first, first + length, ts) for first, length, ts in items])
 
 
 @given(spans=spans_strategy, written_end=st.integers(-1, 150), young_after=st.integers(0, 100))

@@ -34,12 +34,20 @@ def _result(*gaps: Gap) -> RunResult:
 def test_a_gap_is_in_the_summary_the_report_and_the_metrics() -> None:
     result = _result(Gap(0, TP, 10, 14, passed=False))
     summary = render_summary(result)
-    assert ("orders-0: GAP offsets 10..14 (5 records) deleted by Kafka before they were "
-            "archived; partition left at offset 10") in summary  # fmt: skip
-    assert report_json(result, "lost")["gaps"] == [{
-        "topic": "orders", "partition": 0, "first_offset": 10, "last_offset": 14,
-        "records": 5, "passed": False,
-    }]  # fmt: skip
+    assert (
+        "orders-0: GAP offsets 10..14 (5 records) deleted by Kafka before they were "
+        "archived; partition left at offset 10"
+    ) in summary
+    assert report_json(result, "lost")["gaps"] == [
+        {
+            "topic": "orders",
+            "partition": 0,
+            "first_offset": 10,
+            "last_offset": 14,
+            "records": 5,
+            "passed": False,
+        }
+    ]
     samples = {
         (s.name, s.labels.get("partition")): s.value
         for family in text_string_to_metric_families(prometheus_text(result, None, ok=False))
@@ -142,7 +150,9 @@ def test_a_range_holds_exactly_the_records_inside_it_whatever_the_gaps(
         for cut in cuts * (len(served) + 1):
             if i >= len(served) or reader._position >= stop:
                 break
-            kept += [m.offset() for m in reader._bounded([_Message(o) for o in served[i:i + cut]])]
+            kept += [
+                m.offset() for m in reader._bounded([_Message(o) for o in served[i : i + cut]])
+            ]
             i += cut
         if reader._position < stop:
             reader._bounded([_Message(end, KafkaError(KafkaError._PARTITION_EOF))])

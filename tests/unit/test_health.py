@@ -29,10 +29,13 @@ def _batch() -> RunResult:
 
 
 def _status(*lags: int) -> JobStatus:
-    return JobStatus("job-1", tuple(
-        PartitionStatus("orders", p, 100 - lag, 100, lag, None, 1, 10)
-        for p, lag in enumerate(lags)
-    ))  # fmt: skip
+    return JobStatus(
+        "job-1",
+        tuple(
+            PartitionStatus("orders", p, 100 - lag, 100, lag, None, 1, 10)
+            for p, lag in enumerate(lags)
+        ),
+    )
 
 
 @pytest.fixture

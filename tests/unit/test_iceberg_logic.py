@@ -19,15 +19,16 @@ topics = st.text(st.sampled_from("abcXYZ019._-"), min_size=1, max_size=40)
 def test_offsets_round_trip_through_the_summary_for_any_topic_name(
     state: dict[tuple[str, int], int],
 ) -> None:
-    summary = {iceberg.offset_property(TopicPartition(t, p)): str(o)
-               for (t, p), o in state.items()}  # fmt: skip
+    summary = {iceberg.offset_property(TopicPartition(t, p)): str(o) for (t, p), o in state.items()}
     summary |= {"added-data-files": "3", "kafka-archive.records": "9"}  # not offsets
     assert iceberg.offsets_of(summary) == {TopicPartition(t, p): o for (t, p), o in state.items()}
 
 
 def route(prefix: str = "tables/orders") -> kcql.plan.Route:
-    text = (f"INSERT INTO bkt:{prefix} SELECT * FROM orders.v1 STOREAS PARQUET "
-            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')")  # fmt: skip
+    text = (
+        f"INSERT INTO bkt:{prefix} SELECT * FROM orders.v1 STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
     return kcql.parse(text).routes[0]
 
 

@@ -31,8 +31,12 @@ def test_lenses_statements_are_kept_and_credentials_are_not() -> None:
     text = result.yaml() + "\n".join(result.warnings)
     assert "example/secret/key" not in text and "AKIAEXAMPLE" not in text
     warned = " ".join(result.warnings)
-    for key in ("connect.s3.aws.secret.key", "tasks.max", "connect.s3.padding.strategy",
-                "connect.s3.error.policy"):  # fmt: skip
+    for key in (
+        "connect.s3.aws.secret.key",
+        "tasks.max",
+        "connect.s3.padding.strategy",
+        "connect.s3.error.policy",
+    ):
         assert key in warned
 
 
@@ -42,7 +46,9 @@ def test_confluent_settings_become_kcql_properties_and_layout() -> None:
     assert [r.topic for r in routes] == ["clicks", "views"]
     route = routes[0]
     assert (route.target.bucket, route.target.prefix, route.format.value) == (
-        "acme-events", "raw", "PARQUET"
+        "acme-events",
+        "raw",
+        "PARQUET",
     )
     assert route.flush.count == 10000 and route.flush.interval_seconds == 600
     assert route.layout.kind.value == "hive" and route.codecs.parquet == "zstd"
@@ -50,11 +56,16 @@ def test_confluent_settings_become_kcql_properties_and_layout() -> None:
 
 
 def test_confluent_regex_topics_and_field_partitioner() -> None:
-    result = importer.convert({
-        "s3.bucket.name": "bkt-events", "topics.regex": "orders-.*", "flush.size": "5",
-        "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
-        "partition.field.name": "country,kind", "errors.tolerance": "all",
-    })  # fmt: skip
+    result = importer.convert(
+        {
+            "s3.bucket.name": "bkt-events",
+            "topics.regex": "orders-.*",
+            "flush.size": "5",
+            "partitioner.class": "io.confluent.connect.storage.partitioner.FieldPartitioner",
+            "partition.field.name": "country,kind",
+            "errors.tolerance": "all",
+        }
+    )
     assert result.config["topics_regex"] == "orders-.*"
     (route,) = kcql.parse(result.config["kcql"][0]).routes
     assert route.all_topics and [r.path for r in route.partition_by] == [("country",), ("kind",)]
@@ -63,11 +74,15 @@ def test_confluent_regex_topics_and_field_partitioner() -> None:
 
 def test_confluent_schema_compatibility_carries_over_for_avro_and_parquet() -> None:
     def convert(fmt: str, compatibility: str) -> importer.Imported:
-        return importer.convert({
-            "s3.bucket.name": "bkt-events", "topics": "orders", "flush.size": "100",
-            "format.class": f"io.confluent.connect.s3.format.{fmt}",
-            "schema.compatibility": compatibility,
-        })  # fmt: skip
+        return importer.convert(
+            {
+                "s3.bucket.name": "bkt-events",
+                "topics": "orders",
+                "flush.size": "100",
+                "format.class": f"io.confluent.connect.s3.format.{fmt}",
+                "schema.compatibility": compatibility,
+            }
+        )
 
     result = convert("avro.AvroFormat", "BACKWARD")
     (route,) = kcql.parse(result.config["kcql"][0]).routes
@@ -79,11 +94,16 @@ def test_confluent_schema_compatibility_carries_over_for_avro_and_parquet() -> N
 
 
 def test_confluent_record_field_time_becomes_the_time_field() -> None:
-    result = importer.convert({
-        "s3.bucket.name": "bkt-events", "topics": "orders", "flush.size": "100",
-        "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
-        "timestamp.extractor": "RecordField", "timestamp.field": "created_at",
-    })  # fmt: skip
+    result = importer.convert(
+        {
+            "s3.bucket.name": "bkt-events",
+            "topics": "orders",
+            "flush.size": "100",
+            "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+            "timestamp.extractor": "RecordField",
+            "timestamp.field": "created_at",
+        }
+    )
     (route,) = kcql.parse(result.config["kcql"][0]).routes
     assert route.layout.kind.value == "hive"
     assert route.layout.time_field is not None and route.layout.time_field.path == ("created_at",)
@@ -118,17 +138,29 @@ def test_unreadable_configs_fail_with_one_line(
 
 
 def test_confluent_bucket_settings_become_the_s3_settings(tmp_path: Path) -> None:
-    config = {"connector.class": "io.confluent.connect.s3.S3SinkConnector",
-              "s3.bucket.name": "arch", "topics": "t", "s3.ssea.name": "aws:kms",
-              "s3.sse.kms.key.id": "alias/archive", "s3.acl.canned": "bucket-owner-full-control",
-              "s3.path.style.access.enabled": "true", "s3.sse.customer.key": "",
-              "sts.role.arn": "arn:aws:iam::123456789012:role/sink",
-              "sts.role.external.id": "ext"}  # fmt: skip
+    config = {
+        "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+        "s3.bucket.name": "arch",
+        "topics": "t",
+        "s3.ssea.name": "aws:kms",
+        "s3.sse.kms.key.id": "alias/archive",
+        "s3.acl.canned": "bucket-owner-full-control",
+        "s3.path.style.access.enabled": "true",
+        "s3.sse.customer.key": "",
+        "sts.role.arn": "arn:aws:iam::123456789012:role/sink",
+        "sts.role.external.id": "ext",
+    }
     result = importer.convert(config)
     path = tmp_path / "archive.yaml"
     path.write_text(result.yaml())
     s3 = load_settings(path, {}, {}).settings.s3
-    assert (s3.sse, s3.sse_kms_key_id, s3.acl) == ("aws:kms", "alias/archive",
-                                                   "bucket-owner-full-control")  # fmt: skip
+    assert (s3.sse, s3.sse_kms_key_id, s3.acl) == (
+        "aws:kms",
+        "alias/archive",
+        "bucket-owner-full-control",
+    )
     assert (s3.addressing_style, s3.role_arn, s3.external_id) == (
-        "path", "arn:aws:iam::123456789012:role/sink", "ext")
+        "path",
+        "arn:aws:iam::123456789012:role/sink",
+        "ext",
+    )

@@ -22,10 +22,16 @@ NOW = 1_800_000_000_000
 
 def _held(**fields: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "run_id": "other", "epoch": 5, "host": "node-1", "boot_id": "boot-a",
-        "pid_ns": "pid:[4026531836]", "pid": 42, "expires_at_ms": NOW + 60_000,
-        "renewal": 1, "released": False,
-    }  # fmt: skip
+        "run_id": "other",
+        "epoch": 5,
+        "host": "node-1",
+        "boot_id": "boot-a",
+        "pid_ns": "pid:[4026531836]",
+        "pid": 42,
+        "expires_at_ms": NOW + 60_000,
+        "renewal": 1,
+        "released": False,
+    }
     body.update(fields)
     return body
 
@@ -54,7 +60,7 @@ def test_a_live_lease_is_never_taken_over_for_a_shared_hostname_alone() -> None:
     assert not lease.may_take_over(_held(), NOW, blind, alive=lambda pid: False)
 
 
-@given(st.integers(-10**6, 10**6), st.booleans())
+@given(st.integers(-(10**6), 10**6), st.booleans())
 def test_expired_or_released_leases_are_taken_over(offset_ms: int, released: bool) -> None:
     body = _held(host="elsewhere", expires_at_ms=NOW + offset_ms, released=released)
     assert lease.may_take_over(body, NOW, HERE, alive=lambda pid: True) == (
@@ -101,8 +107,7 @@ def test_a_renewal_applied_with_its_response_lost_is_recognised() -> None:
 
 def test_the_lease_view_reads_the_lock_once_per_lease_and_stops_when_it_is_gone() -> None:
     reads: list[int] = []
-    lock: dict[str, Any] = _held(run_id="me", epoch=9,
-                                 expires_at_ms=lease.now_ms() + 600_000)  # fmt: skip
+    lock: dict[str, Any] = _held(run_id="me", epoch=9, expires_at_ms=lease.now_ms() + 600_000)
 
     def read() -> dict[str, Any]:
         reads.append(1)
@@ -142,8 +147,7 @@ def test_commit_ranges_name_the_epoch_that_committed_each_offset(
 def test_dead_letters_keep_only_the_records_before_the_cut() -> None:
     letters = DeadLetters()
     for offset in (3, 7, 12):
-        letters.add(Record("t", 0, offset, None, None, b"x"),
-                    "bad")  # fmt: skip
+        letters.add(Record("t", 0, offset, None, None, b"x"), "bad")
     kept = letters.below(10)
     assert kept.offsets == [3, 7] and kept.first_offset == 3 and len(kept.lines) == 2
     assert letters.below(3).first_offset is None and letters.below(3).body() == b""

@@ -12,8 +12,18 @@ NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def _result(records: int = 10, retries: int = 2, skipped: int = 1) -> RunResult:
-    unit = UnitResult(0, TopicPartition("orders", 0), 0, records, records, 1000, (), 1.0,
-                      skipped_records=skipped, s3_retries=retries)  # fmt: skip
+    unit = UnitResult(
+        0,
+        TopicPartition("orders", 0),
+        0,
+        records,
+        records,
+        1000,
+        (),
+        1.0,
+        skipped_records=skipped,
+        s3_retries=retries,
+    )
     return RunResult("job-1", "run", (unit,), (), 2.0)
 
 
@@ -29,10 +39,13 @@ def test_follow_metrics_count_batches_errors_retries_and_commit_age() -> None:
     totals = ServiceTotals().after(_result()).after(_result(records=5, retries=1))
     totals = totals.failed("S3UnavailableError").failed("S3UnavailableError")
     totals = totals.after(_result(records=3, retries=0, skipped=0), finished=False)
-    status = JobStatus("job-1", (
-        PartitionStatus("orders", 0, 18, 20, 2, "2027-01-15T07:59:00Z", 3, 3000),
-        PartitionStatus("orders", 1, None, 5, 5, None, 0, 0),
-    ))  # fmt: skip
+    status = JobStatus(
+        "job-1",
+        (
+            PartitionStatus("orders", 0, 18, 20, 2, "2027-01-15T07:59:00Z", 3, 3000),
+            PartitionStatus("orders", 1, None, 5, 5, None, 0, 0),
+        ),
+    )
     samples = _samples(prometheus_text(_result(), status, ok=True, now=NOW, totals=totals))
     job = (("job", "job-1"),)
     assert samples[("kafka_archive_batches_total", job)] == 2  # the failed one not counted

@@ -33,8 +33,9 @@ class FakeStore:
     def list_objects(self, bucket: str, prefix: str) -> list[tuple[str, int]]:
         return [(self.key, len(self.data))] if self.key.startswith(prefix) else []
 
-    def get_bytes(self, bucket: str, key: str,
-                  byte_range: tuple[int, int] | None = None) -> bytes | None:  # fmt: skip
+    def get_bytes(
+        self, bucket: str, key: str, byte_range: tuple[int, int] | None = None
+    ) -> bytes | None:
         if key != self.key:
             return None
         start, length = byte_range if byte_range is not None else (0, len(self.data))

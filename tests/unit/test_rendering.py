@@ -39,8 +39,9 @@ payloads = st.one_of(
     st.text(max_size=20).map(str.encode),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                       max_size=3),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
         max_leaves=6,
     ).map(lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()),
 )
@@ -65,8 +66,10 @@ def envelope_object(fmt: Format, records: list[Record]) -> bytes:
     from kafka_archive.archiver.formats.writers import writer_for
 
     sink = io.BytesIO()
-    route = kcql.parse(f"INSERT INTO bucket:p SELECT * FROM t STOREAS {fmt.value} "
-                       "PROPERTIES('store.envelope'=true)").routes[0]  # fmt: skip
+    route = kcql.parse(
+        f"INSERT INTO bucket:p SELECT * FROM t STOREAS {fmt.value} "
+        "PROPERTIES('store.envelope'=true)"
+    ).routes[0]
     writer = writer_for(fmt)(sink, route)
     for record in records:
         writer.write(record)
@@ -110,25 +113,34 @@ def test_a_bytes_value_prints_losslessly(values: list[bytes | None]) -> None:
 def test_encodings_are_named() -> None:
     values = [b'{"a":1}', b'{"a": 1}', b"null", b"\xff", b""]
     data = b"".join(encode_values(values))
-    shown = [(d["value"], d["value_encoding"])
-             for d in (document(found(r, Format.BYTES)) for r in read_object(Format.BYTES, data))]
-    assert shown == [({"a": 1}, "json"), ('{"a": 1}', "text"), ("null", "text"),
-                     (base64.b64encode(b"\xff").decode(), "base64"), ("", "text")]  # fmt: skip
+    shown = [
+        (d["value"], d["value_encoding"])
+        for d in (document(found(r, Format.BYTES)) for r in read_object(Format.BYTES, data))
+    ]
+    assert shown == [
+        ({"a": 1}, "json"),
+        ('{"a": 1}', "text"),
+        ("null", "text"),
+        (base64.b64encode(b"\xff").decode(), "base64"),
+        ("", "text"),
+    ]
 
 
 LOGICAL = {
     "type": "record",
     "name": "Order",
     "fields": [
-        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
-                                    "scale": 2}},
+        {
+            "name": "amount",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+        },
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
         {"name": "day", "type": {"type": "int", "logicalType": "date"}},
         {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
         {"name": "blob", "type": "bytes"},
         {"name": "note", "type": ["null", "string"]},
     ],
-}  # fmt: skip
+}
 ROW = {
     "amount": decimal.Decimal("12.34"),
     "at": dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC),
@@ -157,14 +169,16 @@ def test_avro_logical_types_print_as_strings() -> None:
 
 
 def test_parquet_logical_types_print_as_strings() -> None:
-    table = pa.table({
-        "amount": pa.array([ROW["amount"]], pa.decimal128(9, 2)),
-        "at": pa.array([ROW["at"]], pa.timestamp("ms", tz="UTC")),
-        "day": pa.array([ROW["day"]], pa.date32()),
-        "id": pa.array([str(ROW["id"])]),
-        "blob": pa.array([ROW["blob"]], pa.binary()),
-        "note": pa.array([None], pa.string()),
-    })  # fmt: skip
+    table = pa.table(
+        {
+            "amount": pa.array([ROW["amount"]], pa.decimal128(9, 2)),
+            "at": pa.array([ROW["at"]], pa.timestamp("ms", tz="UTC")),
+            "day": pa.array([ROW["day"]], pa.date32()),
+            "id": pa.array([str(ROW["id"])]),
+            "blob": pa.array([ROW["blob"]], pa.binary()),
+            "note": pa.array([None], pa.string()),
+        }
+    )
     sink = io.BytesIO()
     pq.write_table(table, sink)
     (record,) = read_object(Format.PARQUET, sink.getvalue())

@@ -46,8 +46,12 @@ def test_ids_are_stable_per_source_partition_and_target() -> None:
 def test_time_bounds_admit_only_records_with_a_time_inside() -> None:
     only = RestoreFilter(from_ms=100, to_ms=200)
     assert [only.admits(record(1, t)) for t in (None, 99, 100, 200, 201)] == [
-        False, False, True, True, False,
-    ]  # fmt: skip
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
     assert RestoreFilter(to_offset=5).admits(record(5))
     assert not RestoreFilter(to_offset=5).admits(record(6))
 

@@ -14,10 +14,19 @@ def s3(env: dict[str, str]) -> S3Settings:
 
 
 def test_values_are_normalized() -> None:
-    got = s3({"S3_SSE": "sse-kms", "S3_SSE_KMS_KEY_ID": "alias/a", "S3_BUCKET_KEY": "yes",
-              "S3_STORAGE_CLASS": "glacier_ir", "S3_ADDRESSING_STYLE": "PATH",
-              "S3_CHECKSUM": "sha256", "S3_ACL": "Bucket-Owner-Full-Control",
-              "S3_ROLE_ARN": "arn:aws:iam::123456789012:role/a/b", "S3_EXTERNAL_ID": "x"})
+    got = s3(
+        {
+            "S3_SSE": "sse-kms",
+            "S3_SSE_KMS_KEY_ID": "alias/a",
+            "S3_BUCKET_KEY": "yes",
+            "S3_STORAGE_CLASS": "glacier_ir",
+            "S3_ADDRESSING_STYLE": "PATH",
+            "S3_CHECKSUM": "sha256",
+            "S3_ACL": "Bucket-Owner-Full-Control",
+            "S3_ROLE_ARN": "arn:aws:iam::123456789012:role/a/b",
+            "S3_EXTERNAL_ID": "x",
+        }
+    )
     assert (got.sse, got.sse_kms_key_id, got.bucket_key) == ("aws:kms", "alias/a", True)
     assert (got.storage_class, got.addressing_style) == ("GLACIER_IR", "path")
     assert (got.checksum, got.acl) == ("SHA256", "bucket-owner-full-control")
@@ -27,23 +36,34 @@ def test_values_are_normalized() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"S3_SSE": "rot13"},
-         "s3_sse from environment KAFKA_ARCHIVE_S3_SSE is 'rot13', not one of"),
+        (
+            {"S3_SSE": "rot13"},
+            "s3_sse from environment KAFKA_ARCHIVE_S3_SSE is 'rot13', not one of",
+        ),
         ({"S3_STORAGE_CLASS": "COLD"}, "is 'COLD', not one of: STANDARD, REDUCED_REDUNDANCY"),
         ({"S3_ADDRESSING_STYLE": "dns"}, "not one of: auto, path, virtual"),
         ({"S3_CHECKSUM": "md4"}, "not one of: CRC32, CRC32C"),
         ({"S3_ACL": "mine"}, "not one of: private, public-read"),
-        ({"S3_BUCKET_KEY": "maybe"}, "s3_bucket_key from environment KAFKA_ARCHIVE_S3_BUCKET_KEY "
-         "must be true or false"),
-        ({"S3_SSE_KMS_KEY_ID": "k"}, "s3_sse_kms_key_id from environment "
-         "KAFKA_ARCHIVE_S3_SSE_KMS_KEY_ID needs s3_sse SSE-KMS"),
-        ({"S3_SSE": "SSE-S3", "S3_BUCKET_KEY": "true"}, "s3_bucket_key from environment "
-         "KAFKA_ARCHIVE_S3_BUCKET_KEY needs s3_sse SSE-KMS"),
+        (
+            {"S3_BUCKET_KEY": "maybe"},
+            "s3_bucket_key from environment KAFKA_ARCHIVE_S3_BUCKET_KEY must be true or false",
+        ),
+        (
+            {"S3_SSE_KMS_KEY_ID": "k"},
+            "s3_sse_kms_key_id from environment "
+            "KAFKA_ARCHIVE_S3_SSE_KMS_KEY_ID needs s3_sse SSE-KMS",
+        ),
+        (
+            {"S3_SSE": "SSE-S3", "S3_BUCKET_KEY": "true"},
+            "s3_bucket_key from environment KAFKA_ARCHIVE_S3_BUCKET_KEY needs s3_sse SSE-KMS",
+        ),
         ({"S3_ROLE_ARN": "archiver"}, "is not an IAM role ARN"),
-        ({"S3_EXTERNAL_ID": "x"}, "s3_external_id from environment KAFKA_ARCHIVE_S3_EXTERNAL_ID "
-         "needs s3_role_arn"),
+        (
+            {"S3_EXTERNAL_ID": "x"},
+            "s3_external_id from environment KAFKA_ARCHIVE_S3_EXTERNAL_ID needs s3_role_arn",
+        ),
     ],
-)  # fmt: skip
+)
 def test_mistakes_are_refused_naming_the_source(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as raised:
         s3(env)
@@ -51,10 +71,21 @@ def test_mistakes_are_refused_naming_the_source(env: dict[str, str], message: st
 
 
 def test_every_write_gets_encryption_acl_and_checksum_and_data_the_storage_class() -> None:
-    settings = s3({"S3_SSE": "SSE-KMS", "S3_SSE_KMS_KEY_ID": "k", "S3_ACL": "private",
-                   "S3_CHECKSUM": "SHA1", "S3_STORAGE_CLASS": "DEEP_ARCHIVE"})  # fmt: skip
-    assert write_args(settings) == {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "k",
-                                    "ACL": "private", "ChecksumAlgorithm": "SHA1"}  # fmt: skip
+    settings = s3(
+        {
+            "S3_SSE": "SSE-KMS",
+            "S3_SSE_KMS_KEY_ID": "k",
+            "S3_ACL": "private",
+            "S3_CHECKSUM": "SHA1",
+            "S3_STORAGE_CLASS": "DEEP_ARCHIVE",
+        }
+    )
+    assert write_args(settings) == {
+        "ServerSideEncryption": "aws:kms",
+        "SSEKMSKeyId": "k",
+        "ACL": "private",
+        "ChecksumAlgorithm": "SHA1",
+    }
     store = S3Store(settings)
     assert store._args("arch/t/0/000.json")["StorageClass"] == "DEEP_ARCHIVE"
     for own in ("arch/.kafka-archive/j/state/t/0.json", ".kafka-archive/j/lock.json"):
@@ -65,5 +96,4 @@ def test_every_write_gets_encryption_acl_and_checksum_and_data_the_storage_class
 def test_plan_shows_the_settings() -> None:
     loaded = load_settings(None, {"KAFKA_ARCHIVE_S3_STORAGE_CLASS": "STANDARD_IA"}, {})
     shown = loaded.settings.redacted()["s3_storage_class"]
-    assert shown == {"value": "STANDARD_IA",
-                     "source": "environment KAFKA_ARCHIVE_S3_STORAGE_CLASS"}  # fmt: skip
+    assert shown == {"value": "STANDARD_IA", "source": "environment KAFKA_ARCHIVE_S3_STORAGE_CLASS"}

@@ -19,28 +19,49 @@ from kafka_archive.cli.spark_entry import run_args
 @pytest.mark.parametrize(
     "name",
     [
-        "sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
-        "ssl_key_pem", "sasl.jaas.config", "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.config", "AWS_SECRET_ACCESS_KEY", "aws_session_token",
-        "connect.s3.aws.secret.key", "aws.access.key.id", "schema.registry.basic.auth.user.info",
-        "spark.hadoop.fs.s3a.secret.key", "SASL.PASSWORD", "s3.sse.customer.key",
+        "sasl.password",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+        "ssl_key_pem",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "AWS_SECRET_ACCESS_KEY",
+        "aws_session_token",
+        "connect.s3.aws.secret.key",
+        "aws.access.key.id",
+        "schema.registry.basic.auth.user.info",
+        "spark.hadoop.fs.s3a.secret.key",
+        "SASL.PASSWORD",
+        "s3.sse.customer.key",
     ],
-)  # fmt: skip
+)
 def test_secret_names(name: str) -> None:
     assert secrets.is_secret(name)
 
 
 @pytest.mark.parametrize(
     "name",
-    ["sasl.username", "sasl.mechanism", "ssl.key.location", "ssl.certificate.pem",
-     "security.protocol", "bootstrap.servers", "spark.executor.memory", "region"],
-)  # fmt: skip
+    [
+        "sasl.username",
+        "sasl.mechanism",
+        "ssl.key.location",
+        "ssl.certificate.pem",
+        "security.protocol",
+        "bootstrap.servers",
+        "spark.executor.memory",
+        "region",
+    ],
+)
 def test_plain_names(name: str) -> None:
     assert not secrets.is_secret(name)
 
 
 def test_url_userinfo_is_redacted_and_the_rest_kept() -> None:
-    assert secrets.redact_url("https://me:pw@sr.example:8081/x") == "https://me:***@sr.example:8081/x"
+    assert (
+        secrets.redact_url("https://me:pw@sr.example:8081/x") == "https://me:***@sr.example:8081/x"
+    )
     assert secrets.redact_url("https://sr.example:8081") == "https://sr.example:8081"
     assert secrets.has_userinfo("http://u:p@h") and not secrets.has_userinfo("http://h")
 
@@ -52,11 +73,15 @@ def test_scrub_leaves_no_secret(secret: str, around: str) -> None:
 
 
 def test_plan_redacts_secret_properties_and_url_passwords() -> None:
-    loaded = load_settings(None, {}, {
-        "kafka_properties": {"ssl.key.pem": "-----BEGIN KEY", "sasl.username": "me"},
-        "schema_registry_url": "https://me:hunter22@sr:8081",
-        "endpoint_url": "http://ak:sk12345@s3:9000",
-    })  # fmt: skip
+    loaded = load_settings(
+        None,
+        {},
+        {
+            "kafka_properties": {"ssl.key.pem": "-----BEGIN KEY", "sasl.username": "me"},
+            "schema_registry_url": "https://me:hunter22@sr:8081",
+            "endpoint_url": "http://ak:sk12345@s3:9000",
+        },
+    )
     shown = json.dumps(loaded.settings.redacted())
     for secret in ("-----BEGIN KEY", "hunter22", "sk12345"):
         assert secret not in shown
@@ -65,11 +90,24 @@ def test_plan_redacts_secret_properties_and_url_passwords() -> None:
 
 
 def test_submit_moves_every_secret_argument_out_of_the_command(tmp_path: Path) -> None:
-    args = ["--kcql", "INSERT INTO b:p SELECT * FROM t", "-X", "sasl.password=pw1",
-            "-Xssl.key.pem=pem2", "-X", "sasl.username=me", "--schema-registry-url",
-            "http://u:pw3@sr", "--endpoint-url=http://ak:pw4@s3", "--region", "eu"]  # fmt: skip
-    spark = submit.SparkOptions(master="local[1]", conf=(
-        ("spark.hadoop.fs.s3a.secret.key", "pw5"), ("spark.executor.memory", "1g")))
+    args = [
+        "--kcql",
+        "INSERT INTO b:p SELECT * FROM t",
+        "-X",
+        "sasl.password=pw1",
+        "-Xssl.key.pem=pem2",
+        "-X",
+        "sasl.username=me",
+        "--schema-registry-url",
+        "http://u:pw3@sr",
+        "--endpoint-url=http://ak:pw4@s3",
+        "--region",
+        "eu",
+    ]
+    spark = submit.SparkOptions(
+        master="local[1]",
+        conf=(("spark.hadoop.fs.s3a.secret.key", "pw5"), ("spark.executor.memory", "1g")),
+    )
     with submit.private_files(spark, args, tmp_path / "p.zip", {}) as argv:
         line = " ".join(argv)
         for secret in ("pw1", "pem2", "pw3", "pw4", "pw5"):
@@ -83,9 +121,16 @@ def test_submit_moves_every_secret_argument_out_of_the_command(tmp_path: Path) -
         assert "pw5" in props_file.read_text()
         entry = argv.index(submit.SECRETS_FLAG)
         restored = run_args(argv[entry:])
-        assert restored[-8:] == ["-X", "sasl.password=pw1", "-X", "ssl.key.pem=pem2",
-                                 "--schema-registry-url", "http://u:pw3@sr",
-                                 "--endpoint-url", "http://ak:pw4@s3"]  # fmt: skip
+        assert restored[-8:] == [
+            "-X",
+            "sasl.password=pw1",
+            "-X",
+            "ssl.key.pem=pem2",
+            "--schema-registry-url",
+            "http://u:pw3@sr",
+            "--endpoint-url",
+            "http://ak:pw4@s3",
+        ]
     assert not secrets_file.exists() and not secrets_file.parent.exists()
 
 

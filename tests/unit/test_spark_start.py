@@ -9,8 +9,9 @@ import pytest
 
 
 def _run(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     return done.stdout.strip()
 
 
@@ -18,8 +19,7 @@ def test_daemon_module_starts_no_thread_before_forking_workers() -> None:
     # The daemon forks a worker per task; a thread alive at fork time would leave its locks
     # held forever in the child. Importing the module must leave the process single-threaded.
     count = _run(
-        "import os, kafka_archive.archiver.spark_daemon;"
-        "print(len(os.listdir('/proc/self/task')))"
+        "import os, kafka_archive.archiver.spark_daemon;print(len(os.listdir('/proc/self/task')))"
     )
     assert count == "1"
 
@@ -64,9 +64,12 @@ def test_the_jvm_stderr_filter_drops_only_the_incubator_warning(
     from kafka_archive.archiver.spark import _forward
 
     read_end, write_end = os.pipe()
-    os.write(write_end, b"WARNING: Using incubator modules: jdk.incubator.vector\n"
-                        b"kafka-archive: spark: ERROR Executor: boom\n"
-                        b"Traceback from a worker\n  line 2\nno newline at the end")  # fmt: skip
+    os.write(
+        write_end,
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+        b"kafka-archive: spark: ERROR Executor: boom\n"
+        b"Traceback from a worker\n  line 2\nno newline at the end",
+    )
     os.close(write_end)
     _forward(read_end)  # returns at end of input, as when the JVM exits
     assert capfd.readouterr().err == (

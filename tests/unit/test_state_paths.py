@@ -12,8 +12,9 @@ from kafka_archive.archiver.state import legacy, paths
 from kafka_archive.archiver.state.pending import marker_key
 from kafka_archive.kcql.plan import Target
 
-TOPICS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCZ0123456789._-", min_size=1,
-                 max_size=30).filter(lambda t: t not in (".", ".."))  # fmt: skip
+TOPICS = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCZ0123456789._-", min_size=1, max_size=30
+).filter(lambda t: t not in (".", ".."))
 JOBS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,20}", fullmatch=True)
 PREFIXES = st.sampled_from(["", "arch", "a/b"])
 
@@ -36,8 +37,12 @@ def test_route_keys_are_never_taken_for_the_old_layout(
     prefix: str, topic: str, partition: int, start: int
 ) -> None:
     target, tp = Target("bkt", prefix), TopicPartition(topic, partition)
-    keys = [paths.state_key(target, tp), paths.lock_key(target), paths.probe_key(target, "r1"),
-            marker_key(target, tp, start, f"{prefix}/{topic}/0/x.json")]  # fmt: skip
+    keys = [
+        paths.state_key(target, tp),
+        paths.lock_key(target),
+        paths.probe_key(target, "r1"),
+        marker_key(target, tp, start, f"{prefix}/{topic}/0/x.json"),
+    ]
     found = legacy.scan(Keys(keys), target)  # type: ignore[arg-type]
     assert (found.locks, found.states, found.markers) == ([], {}, {})
 

@@ -117,10 +117,17 @@ def test_the_envelope_keeps_every_byte(fmt: str) -> None:
 json_objects = st.dictionaries(
     st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
     st.recursive(
-        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
-        | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-            st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True), inner, max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=6),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True), inner, max_size=3
+            )
+        ),
         max_leaves=8,
     ),
     max_size=5,
@@ -144,40 +151,79 @@ def test_registry_schemas_give_the_shape_of_their_json_form() -> None:
     from kafka_archive.archiver.formats import schema as schemas
 
     avro = {
-        "type": "record", "name": "Order", "namespace": "shop", "fields": [
+        "type": "record",
+        "name": "Order",
+        "namespace": "shop",
+        "fields": [
             {"name": "id", "type": "int"},
             {"name": "paid", "type": {"type": "long", "logicalType": "timestamp-millis"}},
             {"name": "raw", "type": "bytes"},
             {"name": "status", "type": {"type": "enum", "name": "S", "symbols": ["A", "B"]}},
             {"name": "note", "type": ["null", "string"]},
-            {"name": "lines", "type": {"type": "array", "items": {
-                "type": "record", "name": "Line", "fields": [{"name": "qty", "type": "float"}]}}},
+            {
+                "name": "lines",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "Line",
+                        "fields": [{"name": "qty", "type": "float"}],
+                    },
+                },
+            },
             {"name": "again", "type": ["null", "shop.Line"]},
         ],
-    }  # fmt: skip
+    }
     line = schemas.Type("record", (("qty", schemas.DOUBLE),))
-    assert schemas.from_avro(avro) == schemas.Type("record", (
-        ("id", schemas.LONG), ("paid", schemas.STRING), ("raw", schemas.STRING),
-        ("status", schemas.STRING), ("note", schemas.STRING),
-        ("lines", schemas.Type("array", items=line)), ("again", line),
-    ))  # fmt: skip
+    assert schemas.from_avro(avro) == schemas.Type(
+        "record",
+        (
+            ("id", schemas.LONG),
+            ("paid", schemas.STRING),
+            ("raw", schemas.STRING),
+            ("status", schemas.STRING),
+            ("note", schemas.STRING),
+            ("lines", schemas.Type("array", items=line)),
+            ("again", line),
+        ),
+    )
     # No fixed JSON shape: inferred from the first value instead.
-    assert schemas.from_avro({"type": "record", "name": "M", "fields": [
-        {"name": "m", "type": {"type": "map", "values": "long"}}]}) is None  # fmt: skip
-    assert schemas.from_avro({"type": "record", "name": "U", "fields": [
-        {"name": "u", "type": ["null", "long", "string"]}]}) is None  # fmt: skip
+    assert (
+        schemas.from_avro(
+            {
+                "type": "record",
+                "name": "M",
+                "fields": [{"name": "m", "type": {"type": "map", "values": "long"}}],
+            }
+        )
+        is None
+    )
+    assert (
+        schemas.from_avro(
+            {
+                "type": "record",
+                "name": "U",
+                "fields": [{"name": "u", "type": ["null", "long", "string"]}],
+            }
+        )
+        is None
+    )
     assert schemas.from_avro("string") is None
 
 
-USER_SCHEMA = json.dumps({
-    "type": "record", "name": "Order", "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "amount", "type": "double"},
-        {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
-    ],
-})  # fmt: skip
+USER_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "amount", "type": "double"},
+            {"name": "placed", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+            {"name": "tags", "type": {"type": "array", "items": "string"}, "default": []},
+        ],
+    }
+)
 
 
 def test_parquet_with_a_schema_file_has_its_columns_and_refuses_what_does_not_match() -> None:
@@ -199,9 +245,8 @@ def test_parquet_with_a_schema_file_has_its_columns_and_refuses_what_does_not_ma
     assert table.schema.field("amount").type == pa.float64()
     assert table.to_pylist() == [
         {"id": 1, "amount": 2.0, "placed": "1970-01-01T00:00:00+00:00", "note": None, "tags": []},
-        {"id": 2, "amount": 0.5, "placed": "1970-01-01T00:00:01+00:00", "note": "n",
-         "tags": ["a"]},
-    ]  # fmt: skip
+        {"id": 2, "amount": 0.5, "placed": "1970-01-01T00:00:01+00:00", "note": "n", "tags": ["a"]},
+    ]
     # verify's expectation of each record equals what was read back
     stored = read_object(Format.PARQUET, sink.getvalue())
     for offset, value in enumerate([first, second]):
@@ -214,12 +259,21 @@ def test_a_schema_file_without_fixed_columns_is_refused_for_parquet_only(tmp_pat
     from kafka_archive.archiver.formats import avsc
 
     path = tmp_path / "attrs.avsc"
-    path.write_text(json.dumps({"type": "record", "name": "A", "fields": [
-        {"name": "attrs", "type": {"type": "map", "values": "string"}}]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "A",
+                "fields": [{"name": "attrs", "type": {"type": "map", "values": "string"}}],
+            }
+        )
+    )
 
     def plan(fmt: str) -> kcql.Plan:
-        return kcql.parse(f"INSERT INTO bkt:a SELECT * FROM t STOREAS {fmt} "
-                          f"PROPERTIES('avro.schema.file'='{path}')")  # fmt: skip
+        return kcql.parse(
+            f"INSERT INTO bkt:a SELECT * FROM t STOREAS {fmt} "
+            f"PROPERTIES('avro.schema.file'='{path}')"
+        )
 
     assert avsc.load(plan("AVRO")) == {0: path.read_text()}
     with pytest.raises(ConfigError, match="no fixed PARQUET columns"):

@@ -14,17 +14,26 @@ KCQL = "INSERT INTO bkt:a SELECT * FROM orders"
 
 def test_command_runs_the_entry_script_with_the_run_options(tmp_path: Path) -> None:
     spark = submit.SparkOptions(
-        master="spark://h:7077", deploy_mode="cluster", conf=(("spark.x", "1"),),
-        num_executors=3, executor_memory="2g", archives=("env.tar.gz#env",),
-    )  # fmt: skip
+        master="spark://h:7077",
+        deploy_mode="cluster",
+        conf=(("spark.x", "1"),),
+        num_executors=3,
+        executor_memory="2g",
+        archives=("env.tar.gz#env",),
+    )
     argv = submit.command(spark, ["--kcql", KCQL], tmp_path / "p.zip", {"SPARK_HOME": "/opt/s"})
     assert argv[0] == "/opt/s/bin/spark-submit"
     entry = argv.index(str(Path(submit.__file__).with_name("spark_entry.py")))
     assert argv[entry - 2 : entry] == ["--py-files", str(tmp_path / "p.zip")]
     assert argv[entry + 1 :] == ["--master", "spark://h:7077", "--kcql", KCQL]
     head = argv[:entry]
-    for pair in (["--deploy-mode", "cluster"], ["--conf", "spark.x=1"], ["--num-executors", "3"],
-                 ["--executor-memory", "2g"], ["--archives", "env.tar.gz#env"]):  # fmt: skip
+    for pair in (
+        ["--deploy-mode", "cluster"],
+        ["--conf", "spark.x=1"],
+        ["--num-executors", "3"],
+        ["--executor-memory", "2g"],
+        ["--archives", "env.tar.gz#env"],
+    ):
         i = head.index(pair[0])
         assert head[i : i + 2] == pair
 
@@ -35,8 +44,17 @@ def test_without_spark_home_the_pyspark_spark_submit_is_used() -> None:
 
 
 def test_secret_looking_values_are_redacted() -> None:
-    shown = submit.render(["x", "--conf", "spark.hadoop.fs.s3a.secret.key=abc", "-X",
-                           "sasl.password=pw", "--conf", "spark.executor.memory=2g"])  # fmt: skip
+    shown = submit.render(
+        [
+            "x",
+            "--conf",
+            "spark.hadoop.fs.s3a.secret.key=abc",
+            "-X",
+            "sasl.password=pw",
+            "--conf",
+            "spark.executor.memory=2g",
+        ]
+    )
     assert "abc" not in shown and "pw" not in shown
     assert "spark.executor.memory=2g" in shown
 
@@ -53,8 +71,18 @@ def test_print_command_shows_the_command_and_submits_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    code = main(["submit", "--master", "yarn", "--print-command", "--kcql", KCQL,
-                 "-X", "sasl.password=hunter2"])  # fmt: skip
+    code = main(
+        [
+            "submit",
+            "--master",
+            "yarn",
+            "--print-command",
+            "--kcql",
+            KCQL,
+            "-X",
+            "sasl.password=hunter2",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "spark-submit --master yarn" in out and "spark_entry.py" in out
@@ -93,10 +121,22 @@ def test_cluster_mode_ships_the_avro_schema_file_and_the_driver_reads_the_copy(
     local.parent.mkdir()
     local.write_text(SCHEMA, encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    statement = (f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
-                 f"PROPERTIES('avro.schema.file'='{local}')")  # fmt: skip
-    code = main(["submit", "--master", "yarn", "--deploy-mode", "cluster", "--print-command",
-                 "--kcql", statement])  # fmt: skip
+    statement = (
+        f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
+        f"PROPERTIES('avro.schema.file'='{local}')"
+    )
+    code = main(
+        [
+            "submit",
+            "--master",
+            "yarn",
+            "--deploy-mode",
+            "cluster",
+            "--print-command",
+            "--kcql",
+            statement,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     words = out.split()
@@ -122,7 +162,9 @@ def test_client_mode_ships_no_files(
     local = tmp_path / "orders.avsc"
     local.write_text(SCHEMA, encoding="utf-8")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    statement = (f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
-                 f"PROPERTIES('avro.schema.file'='{local}')")  # fmt: skip
+    statement = (
+        f"INSERT INTO bkt:a SELECT * FROM orders STOREAS `AVRO` "
+        f"PROPERTIES('avro.schema.file'='{local}')"
+    )
     assert main(["submit", "--master", "yarn", "--print-command", "--kcql", statement]) == 0
     assert "--files" not in capsys.readouterr().out.split()

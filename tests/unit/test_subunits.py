@@ -16,8 +16,7 @@ from kafka_archive.archiver.subunits import piece_size, split
 
 def unit(kcql_text: str, start: int, stop: int, **kwargs: object) -> WorkUnit:
     route = kcql.parse(kcql_text).routes[0]
-    return WorkUnit(0, route, TopicPartition("t", 0), start, stop, "run", "job", "group",
-                    **kwargs)  # type: ignore[arg-type]  # fmt: skip
+    return WorkUnit(0, route, TopicPartition("t", 0), start, stop, "run", "job", "group", **kwargs)  # type: ignore[arg-type]
 
 
 ROUTE = kcql.parse("INSERT INTO bkt:p SELECT * FROM t").routes[0]
@@ -35,8 +34,17 @@ def test_pieces_tile_the_range_on_count_boundaries_from_the_start(
     start: int, length: int, count: int, max_records: int, young: int | None
 ) -> None:
     route = dataclasses.replace(ROUTE, flush=dataclasses.replace(ROUTE.flush, count=count))
-    whole = WorkUnit(0, route, TopicPartition("t", 0), start, start + length, "run", "job",
-                     "group", young_after_ms=young)  # fmt: skip
+    whole = WorkUnit(
+        0,
+        route,
+        TopicPartition("t", 0),
+        start,
+        start + length,
+        "run",
+        "job",
+        "group",
+        young_after_ms=young,
+    )
     pieces = split(whole, max_records)
     if len(pieces) == 1:
         assert pieces == [whole]
@@ -68,8 +76,7 @@ def test_routes_whose_objects_do_not_cut_on_offsets_are_not_split() -> None:
     ):
         whole = unit(text, 0, 10_000)
         assert split(whole, 100) == [whole]
-    bounded = unit("INSERT INTO bkt:p SELECT * FROM t WITH_FLUSH_COUNT = 10", 0, 10_000,
-                   until_ms=1)  # fmt: skip
+    bounded = unit("INSERT INTO bkt:p SELECT * FROM t WITH_FLUSH_COUNT = 10", 0, 10_000, until_ms=1)
     assert split(bounded, 100) == [bounded]
 
 
@@ -86,8 +93,9 @@ def test_packing_runs_every_unit_once_large_ones_alone(sizes: list[int], paralle
     groups = pack(units, parallelism)
     assert sorted(u.tp.partition for g in groups for u in g) == list(range(len(sizes)))
     assert all(len(g) == 1 for g in groups if g[0].stop > SMALL_UNIT)
-    pieces = pack([dataclasses.replace(u, part_start=0, part_stop=10**6) for u in units],
-                  parallelism)  # fmt: skip
+    pieces = pack(
+        [dataclasses.replace(u, part_start=0, part_stop=10**6) for u in units], parallelism
+    )
     assert len(pieces) == len(units)  # a piece of a split partition is a task of its own
     small = sum(1 for s in sizes if s <= SMALL_UNIT)
     tasks_of_small = sum(1 for g in groups if g[0].stop <= SMALL_UNIT)

@@ -35,11 +35,15 @@ def test_a_regex_matches_whole_topic_names() -> None:
 
 
 def test_a_topics_list_is_taken_as_given_beside_named_routes() -> None:
-    both = plan("INSERT INTO bkt:a SELECT * FROM `*` STOREAS TEXT; "
-                "INSERT INTO bkt:b SELECT * FROM payments STOREAS BYTES")  # fmt: skip
+    both = plan(
+        "INSERT INTO bkt:a SELECT * FROM `*` STOREAS TEXT; "
+        "INSERT INTO bkt:b SELECT * FROM payments STOREAS BYTES"
+    )
     resolved = resolve(both, Settings(topics="payments, orders.eu,payments"), names)
     assert [(r.topic, r.target.prefix, r.format.value) for r in resolved.routes] == [
-        ("payments", "a", "TEXT"), ("orders.eu", "a", "TEXT"), ("payments", "b", "BYTES")
+        ("payments", "a", "TEXT"),
+        ("orders.eu", "a", "TEXT"),
+        ("payments", "b", "BYTES"),
     ]
 
 

@@ -20,7 +20,7 @@ from kafka_archive.cli import main
 
 TP = TopicPartition("orders", 3)
 
-MODULE = '''
+MODULE = """
 import dataclasses
 import itertools
 
@@ -57,7 +57,7 @@ def reverses(records):
 def stamps_a_counter(records):
     n = next(_calls)
     return [dataclasses.replace(r, key=str(n).encode()) for r in records]
-'''
+"""
 
 
 def records(*values: bytes) -> list[Record]:
@@ -155,8 +155,17 @@ def test_run_refuses_a_bad_transform_before_reading_kafka(
 ) -> None:
     kcql = "INSERT INTO bkt SELECT * FROM t PROPERTIES('transform'='no_such_module_xyz:f')"
     # Nothing listens on port 9: reaching Kafka would fail with exit 3, not 2.
-    code = main(["run", "--kcql", kcql, "--bootstrap-servers", "127.0.0.1:9",
-                 "--endpoint-url", "http://127.0.0.1:9"])  # fmt: skip
+    code = main(
+        [
+            "run",
+            "--kcql",
+            kcql,
+            "--bootstrap-servers",
+            "127.0.0.1:9",
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2, err
     assert "transform module 'no_such_module_xyz' not found" in err.splitlines()[0]
@@ -164,9 +173,11 @@ def test_run_refuses_a_bad_transform_before_reading_kafka(
 
 
 def test_submit_ships_the_transform_module(
-    module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    module: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     kcql = f"INSERT INTO bkt SELECT * FROM t PROPERTIES('transform'='{module}:upper')"
     assert main(["submit", "--master", "yarn", "--print-command", "--kcql", kcql]) == 0
@@ -192,9 +203,10 @@ def test_a_transform_package_is_shipped_as_a_zip(
     )
     (zipped,) = shipping.transform_files(plan, tmp_path / "cache")
     assert sorted(zipfile.ZipFile(zipped).namelist()) == [
-        "shipped_pkg_xyz/__init__.py", "shipped_pkg_xyz/sub/__init__.py",
+        "shipped_pkg_xyz/__init__.py",
+        "shipped_pkg_xyz/sub/__init__.py",
         "shipped_pkg_xyz/sub/rules.py",
-    ]  # fmt: skip
+    ]
     assert transforms.source_root("shipped_pkg_xyz.sub.rules:f") == tmp_path / "src"
 
 
@@ -210,9 +222,11 @@ def test_the_sample_drops_pii_fields_headers_and_test_records() -> None:
         dataclasses.replace(r, headers=(("x-user-email", b"a@b"), ("trace", b"1")))
         for r in records(
             b'{"id":1,"email":"a@b","user":{"phone":"1","name":"n"},"items":[{"ssn":"x"}]}',
-            b'{"id":2,"test":true}', b"not json", b"[1]",
+            b'{"id":2,"test":true}',
+            b"not json",
+            b"[1]",
         )
-    ]  # fmt: skip
+    ]
     out = sample.drop_pii(batch)
     assert [r.offset for r in out] == [10, 12, 13]
     assert out[0].value == b'{"id":1,"user":{"name":"n"},"items":[{}]}'

@@ -24,7 +24,23 @@ from kafka_archive.archiver.status import JobStatus, status
 from kafka_archive.archiver.verify import VerifyResult, verify
 
 __all__ = [
-    "FollowOptions", "FollowResult", "JobStatus", "NullProgress", "Progress", "RestoreFilter",
-    "RestoreRun", "VerifyResult", "cat", "check_layouts", "compile_plan", "follow",
-    "reset_state", "restore", "run", "serve", "status", "verify", "write_outputs",
-]  # fmt: skip
+    "FollowOptions",
+    "FollowResult",
+    "JobStatus",
+    "NullProgress",
+    "Progress",
+    "RestoreFilter",
+    "RestoreRun",
+    "VerifyResult",
+    "cat",
+    "check_layouts",
+    "compile_plan",
+    "follow",
+    "reset_state",
+    "restore",
+    "run",
+    "serve",
+    "status",
+    "verify",
+    "write_outputs",
+]

@@ -247,7 +247,10 @@ class ChunkSet:
             compressor=compressor,
             upload=(
                 StreamingUpload(
-                    self._store, unit.route.target.bucket, key, Path(name),
+                    self._store,
+                    unit.route.target.bucket,
+                    key,
+                    Path(name),
                     part_size=self._part_bytes,
                 )
                 if self._part_bytes is not None
@@ -276,8 +279,14 @@ class ChunkSet:
             for key in keys if unit.route.iceberg is None else ():
                 self.marker_keys.append(
                     pending.mark(
-                        self._store, target, unit.job, unit.tp, chunk.first_offset, key,
-                        unit.run_id, unit.epoch,
+                        self._store,
+                        target,
+                        unit.job,
+                        unit.tp,
+                        chunk.first_offset,
+                        key,
+                        unit.run_id,
+                        unit.epoch,
                     )
                 )
             upload = chunk.upload

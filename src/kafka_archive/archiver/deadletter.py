@@ -56,8 +56,9 @@ class DeadLetters:
     def below(self, cut: int) -> DeadLetters:
         """The letters of records before offset ``cut`` (those a commit at ``cut`` covers)."""
         kept = [(o, line) for o, line in zip(self.offsets, self.lines, strict=True) if o < cut]
-        return DeadLetters([line for _, line in kept], kept[0][0] if kept else None,
-                           [o for o, _ in kept])  # fmt: skip
+        return DeadLetters(
+            [line for _, line in kept], kept[0][0] if kept else None, [o for o, _ in kept]
+        )
 
     def body(self) -> bytes:
         return b"".join(self.lines)

@@ -231,8 +231,11 @@ def map_units(
         assert progress is not None and shown is not None
         progress.units_started([shown(u) for u in units])
     try:
-        with listening(host, progress.unit_update) if show and progress else (
-                contextlib.nullcontext()) as address:  # fmt: skip
+        with (
+            listening(host, progress.unit_update)
+            if show and progress
+            else (contextlib.nullcontext()) as address
+        ):
             if address is not None:
                 units = [dataclasses.replace(cast(Any, u), progress_to=address) for u in units]
             if spark is None:

@@ -160,16 +160,18 @@ _ELSEWHERE = "point spool_dir (KAFKA_ARCHIVE_SPOOL_DIR or the config file) elsew
 _SPOOL_FAULTS: dict[int, tuple[str, str]] = {
     errno.ENOSPC: ("is full", f"Free space there, or {_ELSEWHERE} (a larger disk)"),
     errno.EDQUOT: ("is over its disk quota", f"Free space there, or {_ELSEWHERE}"),
-    errno.ENOENT: ("does not exist", f"Create it (on the driver and every executor), or "
-                   f"{_ELSEWHERE}"),
+    errno.ENOENT: (
+        "does not exist",
+        f"Create it (on the driver and every executor), or {_ELSEWHERE}",
+    ),
     errno.ENOTDIR: ("is not a directory", f"Create the directory, or {_ELSEWHERE}"),
-    errno.EACCES: ("is not writable", f"Give the user running Spark write access, or "
-                   f"{_ELSEWHERE}"),
-    errno.EPERM: ("is not writable", f"Give the user running Spark write access, or "
-                  f"{_ELSEWHERE}"),
+    errno.EACCES: ("is not writable", f"Give the user running Spark write access, or {_ELSEWHERE}"),
+    errno.EPERM: ("is not writable", f"Give the user running Spark write access, or {_ELSEWHERE}"),
     errno.EROFS: ("is on a read-only file system", f"Remount it, or {_ELSEWHERE}"),
-    errno.EMFILE: ("cannot take another open file (too many open files)",
-                   "Raise the open-files limit (ulimit -n) of the user running Spark"),
+    errno.EMFILE: (
+        "cannot take another open file (too many open files)",
+        "Raise the open-files limit (ulimit -n) of the user running Spark",
+    ),
     errno.EIO: ("had an I/O error", f"Check the disk, or {_ELSEWHERE}"),
 }
 
@@ -195,11 +197,15 @@ def kafka_client_error(exc: BaseException, *, tp: TopicPartition | None = None) 
     text = str(error.str()) if hasattr(error, "str") else str(exc)
     name = str(error.name()) if hasattr(error, "name") else ""
     if name == "_INVALID_ARG":
-        return ConfigError(f"librdkafka refused the Kafka client configuration: {text}",
-                           tp=tp, hint="Fix or remove the -X property (or the kafka: entry "
-                           "of the config file); see librdkafka's CONFIGURATION.md")
-    return KafkaUnavailableError(f"Kafka client error: {text}", tp=tp,
-                                 hint="Check that the brokers are up and reachable")
+        return ConfigError(
+            f"librdkafka refused the Kafka client configuration: {text}",
+            tp=tp,
+            hint="Fix or remove the -X property (or the kafka: entry "
+            "of the config file); see librdkafka's CONFIGURATION.md",
+        )
+    return KafkaUnavailableError(
+        f"Kafka client error: {text}", tp=tp, hint="Check that the brokers are up and reachable"
+    )
 
 
 def from_foreign(

@@ -75,7 +75,7 @@ def offsets_of(summary: Mapping[str, str]) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
     for key, value in summary.items():
         if key.startswith(OFFSETS_PREFIX):
-            topic, _, partition = key[len(OFFSETS_PREFIX):].rpartition(".")
+            topic, _, partition = key[len(OFFSETS_PREFIX) :].rpartition(".")
             if topic and partition.isdigit():
                 out[TopicPartition(topic, int(partition))] = int(value)
     return out
@@ -109,8 +109,9 @@ def data_route(route: Route, run_id: str, job: str) -> Route:
         TemplateText(f"_{run_id}_{job}."),
         TemplateSlot(Placeholder.EXT),
     )
-    return dataclasses.replace(route, layout=LayoutSpec(kind=LayoutKind.TEMPLATE,
-                                                        template=template))  # fmt: skip
+    return dataclasses.replace(
+        route, layout=LayoutSpec(kind=LayoutKind.TEMPLATE, template=template)
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -274,7 +275,9 @@ def _create(table: TableRoute, first_file: str) -> Any:
         route = next(iter(table.routes.values()))
         try:
             with catalog.create_table_transaction(
-                table.identifier, schema=schema.remove_metadata(), location=location(route),
+                table.identifier,
+                schema=schema.remove_metadata(),
+                location=location(route),
                 properties=NO_REPLAY,
             ) as tx:
                 _partition(tx, route)
@@ -349,8 +352,7 @@ def commit(
                 try:
                     _append(table.table, files, props)
                 except CommitFailedException:
-                    log.info("%s: a concurrent commit won; re-reading the table",
-                             table.identifier)  # fmt: skip
+                    log.info("%s: a concurrent commit won; re-reading the table", table.identifier)
                     table.refresh()
                     continue
         except CatalogError:
@@ -418,6 +420,7 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
     and no snapshot references: a run died between writing and committing them. Call it
     holding the job's lease (no other run of the job is writing), before this run writes;
     another job's files are never touched."""
+
     def earlier_run_of_job(key: str) -> bool:
         match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
         return match is not None and match["run"] != run_id and match["job"] == job
@@ -427,8 +430,9 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
         head = f"{route.target.prefix}/" if route.target.prefix else ""
         folder = f"{head}{DATA_DIR}/{route.topic}/"
         bucket = route.target.bucket
-        candidates += [(bucket, k) for k in store.list_keys(bucket, folder)
-                       if earlier_run_of_job(k)]  # fmt: skip
+        candidates += [
+            (bucket, k) for k in store.list_keys(bucket, folder) if earlier_run_of_job(k)
+        ]
         # Multipart uploads of such files that a killed run left open.
         for key, upload in store.incomplete_uploads(bucket, folder):
             if earlier_run_of_job(key):
@@ -440,8 +444,11 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
     for bucket in sorted({b for b, _ in orphans}):
         store.delete(bucket, [k for b, k in orphans if b == bucket])
     if orphans:
-        log.info("%s: removed %d file(s) a crashed run wrote and never committed",
-                 table.identifier, len(orphans))  # fmt: skip
+        log.info(
+            "%s: removed %d file(s) a crashed run wrote and never committed",
+            table.identifier,
+            len(orphans),
+        )
     return len(orphans)
 
 
@@ -476,9 +483,7 @@ def refuse_tables(plan: Plan | None, command: str) -> None:
             )
 
 
-def prepare(
-    plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str
-) -> list[TableRoute]:
+def prepare(plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str) -> list[TableRoute]:
     """Open the plan's tables and remove what crashed runs left in them (holding the
     job's lease, before anything is written)."""
     tables = open_tables(plan, s3)

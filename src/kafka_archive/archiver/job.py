@@ -105,14 +105,22 @@ class _PartitionFence:
         state = self.loaded.state
         expected = state.next_offset if state is not None else self.start
         self.check_lease(self.target)
-        self.loaded = checkpoint.fence(self.store, self.target, self.job, self.tp, self.loaded,
-                                       epoch=self.epoch, initial_offset=self.start)  # fmt: skip
+        self.loaded = checkpoint.fence(
+            self.store,
+            self.target,
+            self.job,
+            self.tp,
+            self.loaded,
+            epoch=self.epoch,
+            initial_offset=self.start,
+        )
         fenced = self.loaded.state
         if fenced is not None and fenced.next_offset != expected:
             raise StateConflictError(
-                "another run committed the partition while this one started", tp=self.tp,
+                "another run committed the partition while this one started",
+                tp=self.tp,
                 hint="Run again: it resumes from that commit",
-            )  # fmt: skip
+            )
 
 
 def plan_work(
@@ -164,9 +172,11 @@ def plan_work(
     # intent markers per target.
     offsets = admin.offsets(tp for _, _, tp in targets)
     states = _in_parallel(
-        [functools.partial(_load_state, store, route.target, job, tp, (tables or {}).get(index))
-         for index, route, tp in targets]
-    )  # fmt: skip
+        [
+            functools.partial(_load_state, store, route.target, job, tp, (tables or {}).get(index))
+            for index, route, tp in targets
+        ]
+    )
     marked = {
         target: pending.markers_of_job(store, target, job)
         for target in {route.target for route in plan.routes if route.iceberg is None}
@@ -182,8 +192,12 @@ def plan_work(
         marks = offsets[tp]
         if state is not None:
             if start_given:
-                log.info("%s: the job has state (next offset %d); --start %s is ignored",
-                         tp, committed, settings.start)
+                log.info(
+                    "%s: the job has state (next offset %d); --start %s is ignored",
+                    tp,
+                    committed,
+                    settings.start,
+                )
             if committed > marks.high:
                 raise TopicRecreatedError(
                     f"the archive holds offsets up to {committed - 1}, but Kafka's "
@@ -199,14 +213,24 @@ def plan_work(
                 gap = Gap(index, tp, start, marks.low - 1, passed=settings.allow_gaps)
                 gaps.append(gap)
                 if not gap.passed:
-                    log.error("%s: offsets %d..%d were deleted by Kafka before they were "
-                              "archived; the partition stays at offset %d",
-                              tp, gap.first, gap.last, start)  # fmt: skip
+                    log.error(
+                        "%s: offsets %d..%d were deleted by Kafka before they were "
+                        "archived; the partition stays at offset %d",
+                        tp,
+                        gap.first,
+                        gap.last,
+                        start,
+                    )
                     skipped.append(PartitionSkip(index, tp, start, "records lost"))
                     continue
-                log.warning("%s: offsets %d..%d were deleted by Kafka before they were "
-                            "archived; continuing at %d (allow_gaps)",
-                            tp, gap.first, gap.last, marks.low)  # fmt: skip
+                log.warning(
+                    "%s: offsets %d..%d were deleted by Kafka before they were "
+                    "archived; continuing at %d (allow_gaps)",
+                    tp,
+                    gap.first,
+                    gap.last,
+                    marks.low,
+                )
                 start = marks.low
         else:
             start, note = positions.initial_offset(
@@ -220,22 +244,29 @@ def plan_work(
                 log.warning("%s: %s", tp, note)
         epoch = (epochs or {}).get(route.target, 0) if table is None else 0
 
-        fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start,
-                                check_lease)  # fmt: skip
+        fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
         recovery = (
-            pending.recover(store, route.target, job, tp, state, fence,
-                            found=marked[route.target].get(tp, []))
-            if table is None else pending.Recovery((), 0)
-        )  # fmt: skip
+            pending.recover(
+                store, route.target, job, tp, state, fence, found=marked[route.target].get(tp, [])
+            )
+            if table is None
+            else pending.Recovery((), 0)
+        )
         if recovery.deleted_objects:
             log.info(
                 "%s: removed %d object(s) a crashed or fenced run left uncommitted",
-                tp, len(recovery.deleted_objects),
+                tp,
+                len(recovery.deleted_objects),
             )
             recovered += len(recovery.deleted_objects)
         if marks.end < marks.high:
-            log.info("%s: an open transaction holds offsets %d.. back; archiving up to "
-                     "the last stable offset %d", tp, marks.end, marks.end)  # fmt: skip
+            log.info(
+                "%s: an open transaction holds offsets %d.. back; archiving up to "
+                "the last stable offset %d",
+                tp,
+                marks.end,
+                marks.end,
+            )
         stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
         if start >= stop:
             current = fence.loaded.state if table is None else None
@@ -243,17 +274,28 @@ def plan_work(
                 # Pin where a new job starts (latest, a time, a group), so that the next
                 # run continues from here instead of choosing again.
                 pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
-                writes.append(functools.partial(checkpoint.commit, store, route.target, job,
-                                                tp, pin, expected_etag=None))  # fmt: skip
+                writes.append(
+                    functools.partial(
+                        checkpoint.commit, store, route.target, job, tp, pin, expected_etag=None
+                    )
+                )
             elif current is not None and start > current.next_offset:
                 # Past a gap (allow_gaps) with nothing after it yet: record that the gap was
                 # passed, so that the next run does not report it again.
-                moved = dataclasses.replace(current, next_offset=start, run_id=run_id,
-                                            committed_at=checkpoint.now_iso())  # fmt: skip
-                writes.append(functools.partial(
-                    checkpoint.commit, store, route.target, job, tp, moved,
-                    expected_etag=fence.loaded.etag,
-                ))  # fmt: skip
+                moved = dataclasses.replace(
+                    current, next_offset=start, run_id=run_id, committed_at=checkpoint.now_iso()
+                )
+                writes.append(
+                    functools.partial(
+                        checkpoint.commit,
+                        store,
+                        route.target,
+                        job,
+                        tp,
+                        moved,
+                        expected_etag=fence.loaded.etag,
+                    )
+                )
             skipped.append(PartitionSkip(index, tp, start, "nothing new"))
             continue
         writes.append(fence)
@@ -261,9 +303,7 @@ def plan_work(
     _in_parallel(writes)
     for fence, index, route, start, stop in planned:
         loaded, tp, state, epoch = fence.loaded, fence.tp, fence.loaded.state, fence.epoch
-        prior = (
-            Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
-        )
+        prior = Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
         units += subunits.split(
             WorkUnit(
                 route_index=index,
@@ -311,6 +351,7 @@ def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
     if next_offset is None:
         return checkpoint.LoadedState(None, None)
     return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
+
 
 # Concurrent S3 requests of the driver's planning: botocore's connection pool holds 10.
 PLAN_THREADS = 10

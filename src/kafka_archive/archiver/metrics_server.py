@@ -20,8 +20,9 @@ from kafka_archive.archiver.store.s3 import S3Store
 
 
 class MetricsServer:
-    def __init__(self, port: int, *, max_age: float, max_lag: int | None,
-                 host: str = "0.0.0.0") -> None:  # fmt: skip
+    def __init__(
+        self, port: int, *, max_age: float, max_lag: int | None, host: str = "0.0.0.0"
+    ) -> None:
         self.max_age = max_age
         self.max_lag = max_lag
         self._lock = threading.Lock()
@@ -33,8 +34,9 @@ class MetricsServer:
         self._started = time.monotonic()
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="metrics")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="metrics"
+        )
 
     @property
     def port(self) -> int:

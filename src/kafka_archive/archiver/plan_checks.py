@@ -37,20 +37,28 @@ def check_layouts(plan: Plan) -> None:
         except LayoutError as exc:
             raise kcql.KcqlSemanticError(
                 f"the layout of the route for {route.topic}: {exc.message}",
-                span=exc.span or route.span_of(exc.property), hint=exc.hint, label="layout",
+                span=exc.span or route.span_of(exc.property),
+                hint=exc.hint,
+                label="layout",
                 setting=exc.property,
             ) from None
         try:
             avsc.load(Plan((route,)))
         except ConfigError as exc:
             raise kcql.KcqlSemanticError(
-                exc.message, span=route.span_of("avro.schema.file"), hint=exc.hint,
-                label="schema-file", setting="avro.schema.file",
+                exc.message,
+                span=route.span_of("avro.schema.file"),
+                hint=exc.hint,
+                label="schema-file",
+                setting="avro.schema.file",
             ) from None
         try:
             transforms.load_plan(Plan((route,)))  # imports the user's function: fail fast
         except ConfigError as exc:
             raise kcql.KcqlSemanticError(
-                exc.message, span=route.span_of("transform"), hint=exc.hint,
-                label="transform", setting="transform",
+                exc.message,
+                span=route.span_of("transform"),
+                hint=exc.hint,
+                label="transform",
+                setting="transform",
             ) from None

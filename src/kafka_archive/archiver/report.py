@@ -45,22 +45,37 @@ def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
                 "dead_letters": u.dead_letters,
                 "dead_letter_key": u.dead_letter_key,
                 "objects": [
-                    {"key": o.key, "first_offset": o.first_offset, "last_offset": o.last_offset,
-                     "records": o.records, "bytes": o.size}
+                    {
+                        "key": o.key,
+                        "first_offset": o.first_offset,
+                        "last_offset": o.last_offset,
+                        "records": o.records,
+                        "bytes": o.size,
+                    }
                     for o in u.objects
                 ],
             }
             for u in result.units
         ],
         "skipped": [
-            {"topic": s.tp.topic, "partition": s.tp.partition, "next_offset": s.next_offset,
-             "reason": s.reason}
+            {
+                "topic": s.tp.topic,
+                "partition": s.tp.partition,
+                "next_offset": s.next_offset,
+                "reason": s.reason,
+            }
             for s in result.skipped
         ],
         # Offsets Kafka deleted before they were archived (retention, delete-records).
         "gaps": [
-            {"topic": g.tp.topic, "partition": g.tp.partition, "first_offset": g.first,
-             "last_offset": g.last, "records": g.records, "passed": g.passed}
+            {
+                "topic": g.tp.topic,
+                "partition": g.tp.partition,
+                "first_offset": g.first,
+                "last_offset": g.last,
+                "records": g.records,
+                "passed": g.passed,
+            }
             for g in result.gaps
         ],
     }
@@ -83,18 +98,29 @@ class ServiceTotals:
     def after(self, result: RunResult, *, finished: bool = True) -> ServiceTotals:
         """Add what a micro-batch committed (``finished=False``: it failed part way)."""
         return ServiceTotals(
-            self.batches + int(finished), self.records + result.records, self.bytes + result.bytes,
+            self.batches + int(finished),
+            self.records + result.records,
+            self.bytes + result.bytes,
             self.objects + result.objects,
             self.refused_records + result.skipped_records + result.dead_letters,
-            self.s3_retries + result.s3_retries, self.errors, self.driver_s3_retries,
-        )  # fmt: skip
+            self.s3_retries + result.s3_retries,
+            self.errors,
+            self.driver_s3_retries,
+        )
 
     def failed(self, kind: str) -> ServiceTotals:
         errors = dict(self.errors)
         errors[kind] = errors.get(kind, 0) + 1
-        return ServiceTotals(self.batches, self.records, self.bytes, self.objects,
-                             self.refused_records, self.s3_retries, errors,
-                             self.driver_s3_retries)  # fmt: skip
+        return ServiceTotals(
+            self.batches,
+            self.records,
+            self.bytes,
+            self.objects,
+            self.refused_records,
+            self.s3_retries,
+            errors,
+            self.driver_s3_retries,
+        )
 
 
 def commit_age(committed_at: str | None, now: float) -> float | None:
@@ -138,84 +164,164 @@ def prometheus_text(
         lines.append(f"# TYPE {name} {kind}")
         lines.extend(samples)
 
-    family("kafka_archive_last_run_success", "gauge", "1 if the last run succeeded, else 0.",
-           [_sample("kafka_archive_last_run_success", job, 1 if ok else 0)])  # fmt: skip
-    family("kafka_archive_last_run_timestamp_seconds", "gauge", "When the last run ended.",
-           [_sample("kafka_archive_last_run_timestamp_seconds", job, now)])  # fmt: skip
-    family("kafka_archive_last_run_duration_seconds", "gauge", "Wall time of the last run.",
-           [_sample("kafka_archive_last_run_duration_seconds", job, result.seconds)])  # fmt: skip
+    family(
+        "kafka_archive_last_run_success",
+        "gauge",
+        "1 if the last run succeeded, else 0.",
+        [_sample("kafka_archive_last_run_success", job, 1 if ok else 0)],
+    )
+    family(
+        "kafka_archive_last_run_timestamp_seconds",
+        "gauge",
+        "When the last run ended.",
+        [_sample("kafka_archive_last_run_timestamp_seconds", job, now)],
+    )
+    family(
+        "kafka_archive_last_run_duration_seconds",
+        "gauge",
+        "Wall time of the last run.",
+        [_sample("kafka_archive_last_run_duration_seconds", job, result.seconds)],
+    )
     for metric, attribute, help_text in (
         ("kafka_archive_run_records", "records", "Records archived by the last run."),
         ("kafka_archive_run_bytes", "bytes", "Bytes of objects written by the last run."),
     ):
-        family(metric, "gauge", help_text, [
-            _sample(metric, {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
-                    getattr(u, attribute))
-            for u in result.units
-        ])  # fmt: skip
-    family("kafka_archive_run_objects", "gauge", "Objects written by the last run.", [
-        _sample("kafka_archive_run_objects",
-                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)}, len(u.objects))
-        for u in result.units
-    ])  # fmt: skip
-    family("kafka_archive_run_refused_records", "gauge",
-           "Records the last run kept out of the archive (error.policy skip/dead-letter).", [
-        _sample("kafka_archive_run_refused_records",
+        family(
+            metric,
+            "gauge",
+            help_text,
+            [
+                _sample(
+                    metric,
+                    {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
+                    getattr(u, attribute),
+                )
+                for u in result.units
+            ],
+        )
+    family(
+        "kafka_archive_run_objects",
+        "gauge",
+        "Objects written by the last run.",
+        [
+            _sample(
+                "kafka_archive_run_objects",
                 {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
-                u.skipped_records + u.dead_letters)
-        for u in result.units
-    ])  # fmt: skip
-    family("kafka_archive_run_lost_records", "gauge",
-           "Offsets Kafka deleted before the last run could archive them (a gap).", [
-        _sample("kafka_archive_run_lost_records",
-                {**job, "topic": g.tp.topic, "partition": str(g.tp.partition)}, g.records)
-        for g in result.gaps
-    ])  # fmt: skip
-    family("kafka_archive_run_s3_retries", "gauge",
-           "S3 requests of the last run that had to be retried.",
-           [_sample("kafka_archive_run_s3_retries", job, result.s3_retries)])  # fmt: skip
+                len(u.objects),
+            )
+            for u in result.units
+        ],
+    )
+    family(
+        "kafka_archive_run_refused_records",
+        "gauge",
+        "Records the last run kept out of the archive (error.policy skip/dead-letter).",
+        [
+            _sample(
+                "kafka_archive_run_refused_records",
+                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
+                u.skipped_records + u.dead_letters,
+            )
+            for u in result.units
+        ],
+    )
+    family(
+        "kafka_archive_run_lost_records",
+        "gauge",
+        "Offsets Kafka deleted before the last run could archive them (a gap).",
+        [
+            _sample(
+                "kafka_archive_run_lost_records",
+                {**job, "topic": g.tp.topic, "partition": str(g.tp.partition)},
+                g.records,
+            )
+            for g in result.gaps
+        ],
+    )
+    family(
+        "kafka_archive_run_s3_retries",
+        "gauge",
+        "S3 requests of the last run that had to be retried.",
+        [_sample("kafka_archive_run_s3_retries", job, result.s3_retries)],
+    )
     if totals is not None:
         for metric, value, help_text in (
             ("kafka_archive_batches_total", totals.batches, "Micro-batches that finished."),
             ("kafka_archive_records_total", totals.records, "Records archived."),
             ("kafka_archive_bytes_total", totals.bytes, "Bytes of objects written."),
             ("kafka_archive_objects_total", totals.objects, "Objects written."),
-            ("kafka_archive_refused_records_total", totals.refused_records,
-             "Records kept out of the archive by error.policy skip/dead-letter."),
-            ("kafka_archive_s3_retries_total", totals.s3_retries + totals.driver_s3_retries,
-             "S3 requests that had to be retried."),
+            (
+                "kafka_archive_refused_records_total",
+                totals.refused_records,
+                "Records kept out of the archive by error.policy skip/dead-letter.",
+            ),
+            (
+                "kafka_archive_s3_retries_total",
+                totals.s3_retries + totals.driver_s3_retries,
+                "S3 requests that had to be retried.",
+            ),
         ):
-            family(metric, "counter", f"{help_text} Since the process started.",
-                   [_sample(metric, job, value)])  # fmt: skip
-        family("kafka_archive_errors_total", "counter",
-               "Micro-batches that failed on a retriable error, by error. Since the process "
-               "started.", [
-            _sample("kafka_archive_errors_total", {**job, "error": kind}, count)
-            for kind, count in sorted(totals.errors.items())
-        ])  # fmt: skip
+            family(
+                metric,
+                "counter",
+                f"{help_text} Since the process started.",
+                [_sample(metric, job, value)],
+            )
+        family(
+            "kafka_archive_errors_total",
+            "counter",
+            "Micro-batches that failed on a retriable error, by error. Since the process started.",
+            [
+                _sample("kafka_archive_errors_total", {**job, "error": kind}, count)
+                for kind, count in sorted(totals.errors.items())
+            ],
+        )
     if status is not None:
-        def per_partition(metric: str, help_text: str, value: Any) -> None:
-            family(metric, "gauge", help_text, [
-                _sample(metric, {**job, "topic": p.topic, "partition": str(p.partition)},
-                        value(p))
-                for p in status.partitions
-            ])  # fmt: skip
 
-        per_partition("kafka_archive_lag_records", "Records in Kafka not yet archived.",
-                      lambda p: p.lag)  # fmt: skip
-        per_partition("kafka_archive_archived_offset", "Next offset to archive (S3 state).",
-                      lambda p: -1 if p.archived_offset is None else p.archived_offset)
-        per_partition("kafka_archive_archived_bytes_total", "Bytes archived, all runs.",
-                      lambda p: p.bytes)
-        per_partition("kafka_archive_archived_objects_total", "Objects archived, all runs.",
-                      lambda p: p.objects)
+        def per_partition(metric: str, help_text: str, value: Any) -> None:
+            family(
+                metric,
+                "gauge",
+                help_text,
+                [
+                    _sample(
+                        metric, {**job, "topic": p.topic, "partition": str(p.partition)}, value(p)
+                    )
+                    for p in status.partitions
+                ],
+            )
+
+        per_partition(
+            "kafka_archive_lag_records", "Records in Kafka not yet archived.", lambda p: p.lag
+        )
+        per_partition(
+            "kafka_archive_archived_offset",
+            "Next offset to archive (S3 state).",
+            lambda p: -1 if p.archived_offset is None else p.archived_offset,
+        )
+        per_partition(
+            "kafka_archive_archived_bytes_total", "Bytes archived, all runs.", lambda p: p.bytes
+        )
+        per_partition(
+            "kafka_archive_archived_objects_total",
+            "Objects archived, all runs.",
+            lambda p: p.objects,
+        )
         ages = [(p, commit_age(p.last_commit, now)) for p in status.partitions]
-        family("kafka_archive_last_commit_age_seconds", "gauge",
-               "Seconds since the partition's state was last committed.", [
-            _sample("kafka_archive_last_commit_age_seconds",
-                    {**job, "topic": p.topic, "partition": str(p.partition)}, age)
-            for p, age in ages if age is not None
-        ])  # fmt: skip
+        family(
+            "kafka_archive_last_commit_age_seconds",
+            "gauge",
+            "Seconds since the partition's state was last committed.",
+            [
+                _sample(
+                    "kafka_archive_last_commit_age_seconds",
+                    {**job, "topic": p.topic, "partition": str(p.partition)},
+                    age,
+                )
+                for p, age in ages
+                if age is not None
+            ],
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -92,8 +92,9 @@ class RestoreResult:
     hint: str | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        return errors.rebuild(self.error_type or "", self.message or "restore failed",
-                              tp=self.tp, hint=self.hint)  # fmt: skip
+        return errors.rebuild(
+            self.error_type or "", self.message or "restore failed", tp=self.tp, hint=self.hint
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +153,17 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     """Restore one archived partition; errors of our taxonomy come back in the result."""
     started = time.monotonic()
     group = unit.progress_group
-    consumer = Consumer(settings.kafka.client_config(
-        defaults={}, fixed={"group.id": group, "enable.auto.commit": False}))  # fmt: skip
-    producer = Producer(settings.kafka.client_config(
-        defaults={"linger.ms": 20, "compression.type": "lz4"},
-        fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
-    ))  # fmt: skip
+    consumer = Consumer(
+        settings.kafka.client_config(
+            defaults={}, fixed={"group.id": group, "enable.auto.commit": False}
+        )
+    )
+    producer = Producer(
+        settings.kafka.client_config(
+            defaults={"linger.ms": 20, "compression.type": "lz4"},
+            fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
+        )
+    )
     progress: int | None = None
     done = 0
     next_offset: int | None = None
@@ -167,9 +173,10 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
         begin = start_offset(unit, progress)
         store = S3Store(settings.s3)
         wanted = (
-            r for r in partition_records(store, unit.route, unit.objects, unit.committed, begin)
+            r
+            for r in partition_records(store, unit.route, unit.objects, unit.committed, begin)
             if unit.only.to_offset is None or r.offset <= unit.only.to_offset
-        )  # fmt: skip
+        )
         for batch in batches(wanted, unit.batch_records):
             if unit.max_records is not None and done >= unit.max_records:
                 break
@@ -189,14 +196,28 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             producer.commit_transaction(_TIMEOUT)
     except KafkaException as exc:
         _abort(producer)
-        return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started,
-                             "KafkaReadError", f"producing to {unit.to_topic} failed: "
-                             f"{exc.args[0].str()}", "Run the same restore again: it resumes "
-                             "after the last committed batch")  # fmt: skip
+        return RestoreResult(
+            unit.tp,
+            progress,
+            done,
+            next_offset,
+            time.monotonic() - started,
+            "KafkaReadError",
+            f"producing to {unit.to_topic} failed: {exc.args[0].str()}",
+            "Run the same restore again: it resumes after the last committed batch",
+        )
     except errors.ArchiveError as exc:
         _abort(producer)
-        return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started,
-                             type(exc).__name__, exc.message, exc.hint)  # fmt: skip
+        return RestoreResult(
+            unit.tp,
+            progress,
+            done,
+            next_offset,
+            time.monotonic() - started,
+            type(exc).__name__,
+            exc.message,
+            exc.hint,
+        )
     finally:
         consumer.close()
         producer.flush(_TIMEOUT)
@@ -285,14 +306,16 @@ def restore(
         )
         for tp, objs in sorted(objects.items())
     ]
-    progress.step(f"restoring {len(units)} partition(s) into {to_topic} with Spark "
-                  f"({settings.master})")  # fmt: skip
+    progress.step(
+        f"restoring {len(units)} partition(s) into {to_topic} with Spark ({settings.master})"
+    )
     with driver.spark_on_demand(settings, f"kafka-archive restore {topic}") as spark:
         results = driver.map_units(
             spark, units, functools.partial(restore_units, settings=settings)
         )
-    outcome = RestoreRun(to_topic, tuple(sorted(results, key=lambda r: r.tp)),
-                         time.monotonic() - started)  # fmt: skip
+    outcome = RestoreRun(
+        to_topic, tuple(sorted(results, key=lambda r: r.tp)), time.monotonic() - started
+    )
     error = driver.first_error([r for r in outcome.units if r.error_type is not None])
     if error is not None:
         raise error

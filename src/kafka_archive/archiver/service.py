@@ -59,8 +59,9 @@ def serve(
     server = None
     if options.metrics_port is not None:
         max_age = options.health_max_age or 3 * options.poll_seconds + 300
-        server = MetricsServer(options.metrics_port, max_age=max_age,
-                               max_lag=options.health_max_lag).start()  # fmt: skip
+        server = MetricsServer(
+            options.metrics_port, max_age=max_age, max_lag=options.health_max_lag
+        ).start()
         notify(f"serving /metrics and /health on port {server.port}")
     stop = threading.Event()
     running: list[session.Session] = []
@@ -73,8 +74,10 @@ def serve(
     def request_stop(signum: int, frame: object) -> None:
         if stop.is_set():
             return
-        notify(f"{signal.Signals(signum).name}: finishing the current batch "
-               f"(at most {options.shutdown_timeout:.0f}s)")  # fmt: skip
+        notify(
+            f"{signal.Signals(signum).name}: finishing the current batch "
+            f"(at most {options.shutdown_timeout:.0f}s)"
+        )
         stop.set()
         timer = threading.Timer(options.shutdown_timeout, cancel_spark_jobs)
         timer.daemon = True
@@ -94,9 +97,16 @@ def serve(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return session.follow(settings, plan, poll_seconds=options.poll_seconds, stop=stop,
-                              on_batch=batch_done, progress=progress, on_error=on_error,
-                              started=running.append)  # fmt: skip
+        return session.follow(
+            settings,
+            plan,
+            poll_seconds=options.poll_seconds,
+            stop=stop,
+            on_batch=batch_done,
+            progress=progress,
+            on_error=on_error,
+            started=running.append,
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -61,15 +61,17 @@ def _held(lock: JobLock) -> Iterator[JobLock]:
         try:
             lock.release()
         except ArchiveError as exc:
-            log.warning("could not release the job lock (it expires after "
-                        "lock_ttl_seconds): %s", exc)  # fmt: skip
+            log.warning(
+                "could not release the job lock (it expires after lock_ttl_seconds): %s", exc
+            )
         raise
     lock.release()
 
 
 def _shown(unit: WorkUnit) -> UnitProgress:
-    return UnitProgress(unit.route_index, unit.tp.topic, unit.tp.partition, unit.start,
-                        unit.stop, unit.start)  # fmt: skip
+    return UnitProgress(
+        unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop, unit.start
+    )
 
 
 class Session:
@@ -98,9 +100,15 @@ class Session:
         started = time.monotonic()
         self.check_leases()
         work = jobs.plan_work(
-            self.plan, self.partitions, store=self.store, admin=self.admin,
-            settings=self.settings, job=self.job, run_id=self.run_id,
-            now_ms=int(time.time() * 1000), hold_tails=hold_tails,
+            self.plan,
+            self.partitions,
+            store=self.store,
+            admin=self.admin,
+            settings=self.settings,
+            job=self.job,
+            run_id=self.run_id,
+            now_ms=int(time.time() * 1000),
+            hold_tails=hold_tails,
             value_schemas=self.value_schemas,
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
@@ -114,16 +122,21 @@ class Session:
         units = transforms.with_roots(work.units, self.transform_roots)
         units = iceberg.with_data_layout(units)
         results = driver.map_units(
-            self.spark, units, functools.partial(archive_units, settings=self.settings),
-            progress=self.progress, shown=_shown, pack=jobs.pack,
-        )  # fmt: skip
+            self.spark,
+            units,
+            functools.partial(archive_units, settings=self.settings),
+            progress=self.progress,
+            shown=_shown,
+            pack=jobs.pack,
+        )
         # The pieces of split partitions are committed here, in offset order, and merged.
         results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
         done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
         done += [f.committed for f in failures if f.committed is not None]
-        iceberg.commit_all(self.tables, done, run_id=self.run_id, job=self.job,
-                           check_lease=self.check_leases)  # fmt: skip
+        iceberg.commit_all(
+            self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
+        )
         _commit_group(self.admin, done)
         outcome = RunResult(
             job=self.job,
@@ -164,9 +177,12 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
     with driver.preflight(settings, plan, spool_dir=True) as pre:
         archiver = Session(settings, pre, run_id, progress)
         probe.check_conditional_writes(
-            pre.store, archiver.plan, pre.job, run_id,
+            pre.store,
+            archiver.plan,
+            pre.job,
+            run_id,
             unsafe=settings.unsafe_single_writer_without_conditional_writes,
-        )  # fmt: skip
+        )
         with (
             _locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
             driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
@@ -177,8 +193,9 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
             aborted = jobs.abort_stale_uploads(pre.store, plan.routes)
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
-            archiver.tables = iceberg.prepare(archiver.plan, pre.store, settings.s3, run_id,
-                                              pre.job)  # fmt: skip
+            archiver.tables = iceberg.prepare(
+                archiver.plan, pre.store, settings.s3, run_id, pre.job
+            )
             yield archiver
 
 
@@ -192,8 +209,11 @@ def _adopt_legacy_state(
         topics = {r.topic for r in plan.routes if r.target == target}
         lock.check()
         if legacy.adopt(store, target, topics, job, found):
-            log.info("adopted partition states of an earlier version under s3://%s/%s",
-                     target.bucket, target.prefix)  # fmt: skip
+            log.info(
+                "adopted partition states of an earlier version under s3://%s/%s",
+                target.bucket,
+                target.prefix,
+            )
 
 
 def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = None) -> RunResult:
@@ -276,7 +296,9 @@ def follow(
             failed_in_a_row = 0
             batches += 1
             records, size, objects = (
-                records + result.records, size + result.bytes, objects + result.objects
+                records + result.records,
+                size + result.bytes,
+                objects + result.objects,
             )
             on_batch(result)
             if stop.wait(poll_seconds):
@@ -316,10 +338,13 @@ def reset_state(settings: Settings, plan: Plan) -> int:
         for target in driver.targets_of(plan):
             topics = {r.topic for r in plan.routes if r.target == target}
             every = any(r.all_topics for r in plan.routes if r.target == target)
-            folders = ([f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
-                       if every else
-                       [f(target, t) for t in topics
-                        for f in (topic_state_prefix, topic_pending_prefix)])  # fmt: skip
+            folders = (
+                [f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
+                if every
+                else [
+                    f(target, t) for t in topics for f in (topic_state_prefix, topic_pending_prefix)
+                ]
+            )
             keys = [key for folder in folders for key in pre.store.list_keys(target.bucket, folder)]
             keys += legacy.forget(pre.store, target, topics, every=every)
             if keys:

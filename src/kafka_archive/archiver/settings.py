@@ -47,39 +47,105 @@ OPTIONS: tuple[Option, ...] = (
     Option("job_name", str, None, "names the state and the consumer group"),
     Option("spool_dir", str, None, "local directory for spool files (default: system temp)"),
     Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
-    Option("s3_max_attempts", int, 8, "attempts per S3 request (retries with exponential "
-           "backoff and full jitter on throttling, 5xx and connection errors)"),
-    Option("s3_stream_part_mb", int, None, "upload each object in parts of this many MiB "
-           "(at least 5) while it is still written, so reading and uploading overlap: for a "
-           "remote S3; off by default (on a loopback endpoint it only costs CPU)"),
-    Option("s3_sse", str, None, "server-side encryption of every object: SSE-S3 (AES256), "
-           "SSE-KMS (aws:kms) or DSSE-KMS (aws:kms:dsse); absent means the bucket's default"),
-    Option("s3_sse_kms_key_id", str, None, "with SSE-KMS: the KMS key id, alias or ARN "
-           "(absent: the AWS managed key aws/s3)"),
+    Option(
+        "s3_max_attempts",
+        int,
+        8,
+        "attempts per S3 request (retries with exponential "
+        "backoff and full jitter on throttling, 5xx and connection errors)",
+    ),
+    Option(
+        "s3_stream_part_mb",
+        int,
+        None,
+        "upload each object in parts of this many MiB "
+        "(at least 5) while it is still written, so reading and uploading overlap: for a "
+        "remote S3; off by default (on a loopback endpoint it only costs CPU)",
+    ),
+    Option(
+        "s3_sse",
+        str,
+        None,
+        "server-side encryption of every object: SSE-S3 (AES256), "
+        "SSE-KMS (aws:kms) or DSSE-KMS (aws:kms:dsse); absent means the bucket's default",
+    ),
+    Option(
+        "s3_sse_kms_key_id",
+        str,
+        None,
+        "with SSE-KMS: the KMS key id, alias or ARN (absent: the AWS managed key aws/s3)",
+    ),
     Option("s3_bucket_key", bool, None, "with SSE-KMS: use an S3 Bucket Key (fewer KMS calls)"),
-    Option("s3_storage_class", str, None, "storage class of archived objects (STANDARD, "
-           "STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, "
-           "…); kafka-archive's own small objects stay STANDARD"),
-    Option("s3_addressing_style", str, None, "path (https://host/bucket/key), virtual "
-           "(https://bucket.host/key) or auto (boto3's choice, the default)"),
-    Option("s3_checksum", str, None, "checksum sent with every upload: CRC32 (boto3's "
-           "default), CRC32C, CRC64NVME, SHA1, SHA256, or off (only where S3 requires one, "
-           "for stores that refuse the others)"),
-    Option("s3_acl", str, None, "canned ACL of every object, e.g. bucket-owner-full-control "
-           "for a bucket of another account"),
-    Option("s3_role_arn", str, None, "assume this IAM role (with the credentials of the "
-           "standard AWS chain) for every S3 request, on the driver and every executor"),
-    Option("s3_external_id", str, None, "with s3_role_arn: the external id the role's trust "
-           "policy asks for"),
-    Option("s3_role_session_name", str, "kafka-archive", "with s3_role_arn: the session name "
-           "(shown in CloudTrail)"),
-    Option("sts_endpoint_url", str, None, "with s3_role_arn: the STS endpoint (absent: AWS's "
-           "regional one)"),
-    Option("max_open_writers", int, 64, "open objects per Spark task at most (PARTITIONBY "
-           "with many values): past it the least recently written one is rolled early"),
-    Option("max_records_per_unit", int, DEFAULT_MAX_RECORDS_PER_UNIT, "split a partition's "
-           "pending offsets into Spark tasks of about this many (a multiple of flush.count), "
-           "run in parallel and committed in offset order"),
+    Option(
+        "s3_storage_class",
+        str,
+        None,
+        "storage class of archived objects (STANDARD, "
+        "STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, "
+        "…); kafka-archive's own small objects stay STANDARD",
+    ),
+    Option(
+        "s3_addressing_style",
+        str,
+        None,
+        "path (https://host/bucket/key), virtual "
+        "(https://bucket.host/key) or auto (boto3's choice, the default)",
+    ),
+    Option(
+        "s3_checksum",
+        str,
+        None,
+        "checksum sent with every upload: CRC32 (boto3's "
+        "default), CRC32C, CRC64NVME, SHA1, SHA256, or off (only where S3 requires one, "
+        "for stores that refuse the others)",
+    ),
+    Option(
+        "s3_acl",
+        str,
+        None,
+        "canned ACL of every object, e.g. bucket-owner-full-control "
+        "for a bucket of another account",
+    ),
+    Option(
+        "s3_role_arn",
+        str,
+        None,
+        "assume this IAM role (with the credentials of the "
+        "standard AWS chain) for every S3 request, on the driver and every executor",
+    ),
+    Option(
+        "s3_external_id",
+        str,
+        None,
+        "with s3_role_arn: the external id the role's trust policy asks for",
+    ),
+    Option(
+        "s3_role_session_name",
+        str,
+        "kafka-archive",
+        "with s3_role_arn: the session name (shown in CloudTrail)",
+    ),
+    Option(
+        "sts_endpoint_url",
+        str,
+        None,
+        "with s3_role_arn: the STS endpoint (absent: AWS's regional one)",
+    ),
+    Option(
+        "max_open_writers",
+        int,
+        64,
+        "open objects per Spark task at most (PARTITIONBY "
+        "with many values): past it the least recently written one is rolled early",
+    ),
+    Option(
+        "max_records_per_unit",
+        int,
+        DEFAULT_MAX_RECORDS_PER_UNIT,
+        "split a partition's "
+        "pending offsets into Spark tasks of about this many (a multiple of flush.count), "
+        "run in parallel and committed in offset order",
+    ),
     Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
     Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
     Option("start", str, "earliest", "where a job with no state starts"),
@@ -87,20 +153,36 @@ OPTIONS: tuple[Option, ...] = (
     Option("until", str, None, "stop each partition at the first record at or after this time"),
     Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
     Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
-    Option("unsafe_single_writer_without_conditional_writes", bool, False,
-           "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
-           "two overlapping runs of a job can lose or duplicate records"),
-    Option("allow_gaps", bool, False, "continue past records Kafka deleted before they were "
-           "archived (reported, exit 0) instead of stopping those partitions (exit 16)"),
+    Option(
+        "unsafe_single_writer_without_conditional_writes",
+        bool,
+        False,
+        "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
+        "two overlapping runs of a job can lose or duplicate records",
+    ),
+    Option(
+        "allow_gaps",
+        bool,
+        False,
+        "continue past records Kafka deleted before they were "
+        "archived (reported, exit 0) instead of stopping those partitions (exit 16)",
+    ),
 )
 _BY_NAME = {option.name: option for option in OPTIONS}
 # Options kept in S3Settings under another name.
-_S3_FIELDS = {"s3_sse": "sse", "s3_sse_kms_key_id": "sse_kms_key_id",
-              "s3_bucket_key": "bucket_key", "s3_storage_class": "storage_class",
-              "s3_addressing_style": "addressing_style", "s3_checksum": "checksum",
-              "s3_acl": "acl", "s3_role_arn": "role_arn", "s3_external_id": "external_id",
-              "s3_role_session_name": "role_session_name",
-              "sts_endpoint_url": "sts_endpoint_url"}  # fmt: skip
+_S3_FIELDS = {
+    "s3_sse": "sse",
+    "s3_sse_kms_key_id": "sse_kms_key_id",
+    "s3_bucket_key": "bucket_key",
+    "s3_storage_class": "storage_class",
+    "s3_addressing_style": "addressing_style",
+    "s3_checksum": "checksum",
+    "s3_acl": "acl",
+    "s3_role_arn": "role_arn",
+    "s3_external_id": "external_id",
+    "s3_role_session_name": "role_session_name",
+    "sts_endpoint_url": "sts_endpoint_url",
+}
 _FILE_ONLY = ("kcql", "kafka")
 
 
@@ -120,14 +202,37 @@ class KafkaSettings:
         return config
 
 
-SSE_MODES = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms",
-             "DSSE-KMS": "aws:kms:dsse", "AWS:KMS:DSSE": "aws:kms:dsse"}  # fmt: skip
-STORAGE_CLASSES = ("STANDARD", "REDUCED_REDUNDANCY", "STANDARD_IA", "ONEZONE_IA",
-                   "INTELLIGENT_TIERING", "GLACIER", "DEEP_ARCHIVE", "GLACIER_IR", "OUTPOSTS",
-                   "SNOW", "EXPRESS_ONEZONE")  # fmt: skip
+SSE_MODES = {
+    "SSE-S3": "AES256",
+    "AES256": "AES256",
+    "SSE-KMS": "aws:kms",
+    "AWS:KMS": "aws:kms",
+    "DSSE-KMS": "aws:kms:dsse",
+    "AWS:KMS:DSSE": "aws:kms:dsse",
+}
+STORAGE_CLASSES = (
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "GLACIER_IR",
+    "OUTPOSTS",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+)
 CHECKSUMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "OFF")
-CANNED_ACLS = ("private", "public-read", "public-read-write", "authenticated-read",
-               "aws-exec-read", "bucket-owner-read", "bucket-owner-full-control")  # fmt: skip
+CANNED_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "aws-exec-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+)
 ADDRESSING_STYLES = ("auto", "path", "virtual")
 
 
@@ -384,8 +489,12 @@ MIB = 1024 * 1024
 def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
     """The S3 settings, each checked (and normalized) before anything runs."""
 
-    def pick(name: str, allowed: tuple[str, ...] | dict[str, str], value: str | None,
-             fold: Any = str.upper) -> str | None:  # fmt: skip
+    def pick(
+        name: str,
+        allowed: tuple[str, ...] | dict[str, str],
+        value: str | None,
+        fold: Any = str.upper,
+    ) -> str | None:
         if value is None:
             return None
         key = fold(value.strip())
@@ -398,15 +507,18 @@ def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
     key_id, bucket_key = get("s3_sse_kms_key_id"), get("s3_bucket_key")
     if (key_id is not None or bucket_key is not None) and sse not in ("aws:kms", "aws:kms:dsse"):
         given = "s3_sse_kms_key_id" if key_id is not None else "s3_bucket_key"
-        raise ConfigError(f"{given} from {origin.get(given)} needs s3_sse SSE-KMS",
-                          hint="Set s3_sse: SSE-KMS (KAFKA_ARCHIVE_S3_SSE=SSE-KMS)")
+        raise ConfigError(
+            f"{given} from {origin.get(given)} needs s3_sse SSE-KMS",
+            hint="Set s3_sse: SSE-KMS (KAFKA_ARCHIVE_S3_SSE=SSE-KMS)",
+        )
     role, external = get("s3_role_arn"), get("s3_external_id")
     if role is not None and not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+", role):
-        raise ConfigError(f"s3_role_arn from {origin.get('s3_role_arn')} is not an IAM role ARN",
-                          hint="Expected arn:aws:iam::<12-digit account>:role/<name>")
+        raise ConfigError(
+            f"s3_role_arn from {origin.get('s3_role_arn')} is not an IAM role ARN",
+            hint="Expected arn:aws:iam::<12-digit account>:role/<name>",
+        )
     if external is not None and role is None:
-        raise ConfigError(f"s3_external_id from {origin.get('s3_external_id')} needs "
-                          "s3_role_arn")  # fmt: skip
+        raise ConfigError(f"s3_external_id from {origin.get('s3_external_id')} needs s3_role_arn")
     checksum = pick("s3_checksum", CHECKSUMS, get("s3_checksum"))
     if checksum in ("CRC32C", "CRC64NVME") and importlib.util.find_spec("awscrt") is None:
         raise ConfigError(

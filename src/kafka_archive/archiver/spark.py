@@ -54,8 +54,9 @@ def _launch_gateway(conf: Any) -> Any:
     from pyspark.java_gateway import launch_gateway
 
     read_end, write_end = os.pipe()
-    forwarder = threading.Thread(target=_forward, args=(read_end,), daemon=True,
-                                 name="spark-stderr")  # fmt: skip
+    forwarder = threading.Thread(
+        target=_forward, args=(read_end,), daemon=True, name="spark-stderr"
+    )
     forwarder.start()
     try:
         return launch_gateway(conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
@@ -67,8 +68,7 @@ def _launch_gateway(conf: Any) -> Any:
         forwarder.join(timeout=5)  # the JVM is gone: its last words, then ours
         raise SparkStartError(
             "Spark's JVM exited before it started (its own message is above)",
-            hint="Spark needs Java 17 or later: check `java -version`, JAVA_HOME and "
-            "SPARK_HOME",
+            hint="Spark needs Java 17 or later: check `java -version`, JAVA_HOME and SPARK_HOME",
         ) from None
     finally:
         if write_end >= 0:
@@ -94,7 +94,7 @@ def _forward(read_end: int) -> None:
 def _write(data: bytes) -> None:
     try:
         while data:
-            data = data[os.write(2, data):]
+            data = data[os.write(2, data) :]
     except OSError:
         pass
 
@@ -148,8 +148,10 @@ def spark_conf(settings: Settings, app_name: str) -> Any:
             .set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.driver.host", "127.0.0.1")
             # The driver JVM only schedules: C1 and the serial collector start it ~3 s sooner.
-            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config} "
-                 "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+            .set(
+                "spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile={log_config} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            )
             # Workers fork from a daemon that has our task modules imported. Local only: a
             # cluster's executors get kafka-archive as a --py-files zip, which Spark puts on
             # sys.path per task, after the daemon has started (it could not import us).
@@ -185,9 +187,10 @@ def task_failure(exc: BaseException) -> SparkTaskError | None:
     if python >= 0:
         trace = text[python:].split("\n\tat ", 1)[0]
         lines = [
-            line.strip() for line in trace.splitlines()[1:]
+            line.strip()
+            for line in trace.splitlines()[1:]
             if line.strip() and not line[:1].isspace() and not line.lstrip().startswith("SQLSTATE")
-        ]  # fmt: skip
+        ]
         cause = lines[-1] if lines else ""
     if not cause:
         reason = re.search(r"(?:most recent failure|stage failure): ([^\n]*)", text)

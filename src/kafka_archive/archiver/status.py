@@ -59,8 +59,11 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                     end_offset=marks.high,
                     lag=max(lag, 0),
                     last_commit=(
-                        table.committed_at if table is not None
-                        else state.committed_at if state is not None else None
+                        table.committed_at
+                        if table is not None
+                        else state.committed_at
+                        if state is not None
+                        else None
                     ),
                     objects=state.objects if state is not None else 0,
                     bytes=state.bytes if state is not None else 0,

@@ -64,11 +64,16 @@ def split(unit: WorkUnit, max_records: int) -> list[WorkUnit]:
         return [unit]
     # Only the last piece may hold back a young tail: the others end on a cut.
     return [
-        dataclasses.replace(unit, start=first, stop=stop, part_start=unit.start,
-                            part_stop=unit.stop,
-                            young_after_ms=unit.young_after_ms if stop == unit.stop else None)
+        dataclasses.replace(
+            unit,
+            start=first,
+            stop=stop,
+            part_start=unit.start,
+            part_stop=unit.stop,
+            young_after_ms=unit.young_after_ms if stop == unit.stop else None,
+        )
         for first, stop in itertools.pairwise(bounds)
-    ]  # fmt: skip
+    ]
 
 
 Outcome = UnitResult | UnitFailure
@@ -114,11 +119,13 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
     if cut > start:
         try:
             UnitFencing(store, first).check()
-            commit_state(store, first, start, cut, written,
-                         [k for r in taken for k in r.marker_keys])  # fmt: skip
+            commit_state(
+                store, first, start, cut, written, [k for r in taken for k in r.marker_keys]
+            )
         except errors.ArchiveError as exc:
-            return UnitFailure(first.route_index, first.tp, type(exc).__name__, exc.message,
-                               exc.offset, exc.hint)  # fmt: skip
+            return UnitFailure(
+                first.route_index, first.tp, type(exc).__name__, exc.message, exc.offset, exc.hint
+            )
     result = UnitResult(
         route_index=first.route_index,
         tp=first.tp,

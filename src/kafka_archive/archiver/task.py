@@ -48,8 +48,9 @@ class UnitFailure:
     committed: UnitResult | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        return errors.rebuild(self.error_type, self.message, tp=self.tp, offset=self.offset,
-                              hint=self.hint)  # fmt: skip
+        return errors.rebuild(
+            self.error_type, self.message, tp=self.tp, offset=self.offset, hint=self.hint
+        )
 
 
 def commit_state(
@@ -102,8 +103,16 @@ def _commit(
         fencing.check()
         if unit.route.iceberg is None:  # Iceberg routes keep no markers (see iceberg.py)
             chunks.marker_keys.append(
-                pending.mark(store, unit.route.target, unit.job, unit.tp, first, dead_key,
-                             unit.run_id, unit.epoch)
+                pending.mark(
+                    store,
+                    unit.route.target,
+                    unit.job,
+                    unit.tp,
+                    first,
+                    dead_key,
+                    unit.run_id,
+                    unit.epoch,
+                )
             )
         key, body = dead_key, letters.body()
         fencing.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
@@ -142,8 +151,9 @@ class Refused:
 def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
     sender = ProgressSender(
         unit.progress_to,
-        UnitProgress(unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop,
-                     unit.start),
+        UnitProgress(
+            unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop, unit.start
+        ),
     )
     try:
         result = _archive_unit(unit, settings, sender)
@@ -153,8 +163,12 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
     if isinstance(result, UnitFailure):
         sender.finish(failed=True)
     else:
-        sender.finish(offset=result.next_offset, records=result.records, size=result.bytes,
-                      objects=len(result.objects))
+        sender.finish(
+            offset=result.next_offset,
+            records=result.records,
+            size=result.bytes,
+            objects=len(result.objects),
+        )
     return result
 
 
@@ -166,8 +180,14 @@ def _archive_unit(
     store = S3Store(settings.s3)
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
-    chunks = ChunkSet(unit, store, settings.spool_dir, registry, settings.s3.stream_part_bytes,
-                      max_open=settings.max_open_writers)  # fmt: skip
+    chunks = ChunkSet(
+        unit,
+        store,
+        settings.spool_dir,
+        registry,
+        settings.s3.stream_part_bytes,
+        max_open=settings.max_open_writers,
+    )
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
     transform = transforms.for_unit(unit)
@@ -183,8 +203,9 @@ def _archive_unit(
         ) as reader:
             for batch in reader.batches():
                 if sender.due():  # what the batches before this one did
-                    sender.update(offset=batch.first_offset, records=read,
-                                  size=chunks.bytes_so_far())
+                    sender.update(
+                        offset=batch.first_offset, records=read, size=chunks.bytes_so_far()
+                    )
                 read += len(batch)
                 taken: Batch | transforms.TransformedBatch = batch
                 if transform is not None:
@@ -222,8 +243,10 @@ def _archive_unit(
         chunks.discard_all()
         # Ours, or a library's that we can name (a full spool, a bad -X property): it
         # crosses back to the driver as a value, not as a Spark task failure.
-        error = exc if isinstance(exc, errors.ArchiveError) else errors.from_foreign(
-            exc, spool_dir=settings.spool_dir, tp=unit.tp
+        error = (
+            exc
+            if isinstance(exc, errors.ArchiveError)
+            else errors.from_foreign(exc, spool_dir=settings.spool_dir, tp=unit.tp)
         )
         if error is None:
             raise

@@ -145,8 +145,7 @@ def load_plan(plan: Plan) -> dict[int, str]:
 def with_roots(units: Sequence[WorkUnit], roots: Mapping[int, str]) -> tuple[WorkUnit, ...]:
     """``units`` with the directory of their route's transform module set."""
     return tuple(
-        dataclasses.replace(u, transform_root=roots[u.route_index])
-        if u.route_index in roots else u
+        dataclasses.replace(u, transform_root=roots[u.route_index]) if u.route_index in roots else u
         for u in units
     )
 
@@ -291,14 +290,16 @@ class Transformer:
         for item in out:
             if not isinstance(item, Record):
                 raise self._broken(
-                    batch, f"returned a {type(item).__name__}: return Record values "
-                    "(dataclasses.replace one of the batch)"
+                    batch,
+                    f"returned a {type(item).__name__}: return Record values "
+                    "(dataclasses.replace one of the batch)",
                 )
             source = offsets.get(item.offset)
             if source is None or item.topic != source.topic or item.partition != source.partition:
                 raise self._broken(
-                    batch, f"returned a record (offset {item.offset}) that is not one of its "
-                    "batch: keep topic, partition and offset"
+                    batch,
+                    f"returned a record (offset {item.offset}) that is not one of its "
+                    "batch: keep topic, partition and offset",
                 )
             if item.offset <= previous:
                 raise self._broken(

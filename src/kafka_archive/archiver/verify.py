@@ -85,8 +85,11 @@ class PartitionCheck:
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
         still has (empty offline or when they do not meet)."""
-        live = [o.start_offset for o in self.objects
-                if self.committed is not None and o.start_offset < self.committed]  # fmt: skip
+        live = [
+            o.start_offset
+            for o in self.objects
+            if self.committed is not None and o.start_offset < self.committed
+        ]
         if self.low is None or self.high is None or self.committed is None or not live:
             return 0, 0
         first, last = max(self.low, live[0]), min(self.committed, self.high)
@@ -94,8 +97,7 @@ class PartitionCheck:
 
     def progress(self) -> UnitProgress:
         first, last = self.span()
-        return UnitProgress(self.route_index, self.tp.topic, self.tp.partition, first, last,
-                            first)  # fmt: skip
+        return UnitProgress(self.route_index, self.tp.topic, self.tp.partition, first, last, first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,11 +198,16 @@ class _PartitionChecker:
         """Tell the progress display the next offset to compare, and the records and bytes
         read and objects loaded so far."""
         update = self.sender.finish if done else self.sender.update
-        update(offset=offset, records=sum(self.counts.values()), size=self.size,
-               objects=len(self.counts))  # fmt: skip
+        update(
+            offset=offset,
+            records=sum(self.counts.values()),
+            size=self.size,
+            objects=len(self.counts),
+        )
 
-    def problem(self, obj: StoredObject | None, text: str, first: int | None = None,
-                last: int | None = None) -> None:  # fmt: skip
+    def problem(
+        self, obj: StoredObject | None, text: str, first: int | None = None, last: int | None = None
+    ) -> None:
         self.problems.append(Discrepancy(first, last, obj.key if obj else None, text))
 
     def load(self, obj: StoredObject) -> list[StoredRecord] | None:
@@ -213,16 +220,20 @@ class _PartitionChecker:
             data = decompress(obj.key, data)
             records = read_object(self.check.route.format, data, self.check.route.envelope)
         except (UnreadableObject, ValueError) as exc:
-            self.problem(obj, f"unreadable {self.check.route.format.value} object: {exc}",
-                         obj.start_offset)  # fmt: skip
+            self.problem(
+                obj, f"unreadable {self.check.route.format.value} object: {exc}", obj.start_offset
+            )
             return None
         self.counts[obj.key] = len(records)
         if not records:
             self.problem(obj, "empty object", obj.start_offset)
         offsets = [r.offset for r in records if r.offset is not None]
         if offsets and (offsets[0] != obj.start_offset or offsets != sorted(set(offsets))):
-            self.problem(obj, "stored offsets do not start at the key's offset or are not "
-                         "strictly increasing", obj.start_offset)  # fmt: skip
+            self.problem(
+                obj,
+                "stored offsets do not start at the key's offset or are not strictly increasing",
+                obj.start_offset,
+            )
         return records
 
     # -- offline ----------------------------------------------------------------------
@@ -233,16 +244,26 @@ class _PartitionChecker:
         starts: dict[int, StoredObject] = {}
         for obj in check.objects:
             if committed is None:
-                self.problem(obj, "object exists but the job has no committed state for "
-                             "this partition", obj.start_offset)  # fmt: skip
+                self.problem(
+                    obj,
+                    "object exists but the job has no committed state for this partition",
+                    obj.start_offset,
+                )
             elif obj.start_offset >= committed:
-                self.problem(obj, f"object starts at or beyond the committed offset "
-                             f"{committed} (left by a crashed run; the next run removes it)",
-                             obj.start_offset)  # fmt: skip
+                self.problem(
+                    obj,
+                    f"object starts at or beyond the committed offset "
+                    f"{committed} (left by a crashed run; the next run removes it)",
+                    obj.start_offset,
+                )
             other = starts.get(obj.start_offset)
             if other is not None:
-                self.problem(obj, f"starts at the same offset as {other.key}: the record at "
-                             "that offset is archived twice", obj.start_offset)  # fmt: skip
+                self.problem(
+                    obj,
+                    f"starts at the same offset as {other.key}: the record at "
+                    "that offset is archived twice",
+                    obj.start_offset,
+                )
             starts[obj.start_offset] = obj
         keys = {o.key for o in check.objects}
         for key in check.state_objects:
@@ -251,9 +272,12 @@ class _PartitionChecker:
                 self.problem(None, f"the state names {key}, which does not exist", first, last)
         below = sum(1 for o in check.objects if committed is None or o.start_offset < committed)
         if below < check.state_object_count:
-            self.problem(None, f"the state counts {check.state_object_count} object(s) written, "
-                         f"but {below} exist: {check.state_object_count - below} object(s) "
-                         "were deleted")  # fmt: skip
+            self.problem(
+                None,
+                f"the state counts {check.state_object_count} object(s) written, "
+                f"but {below} exist: {check.state_object_count - below} object(s) "
+                "were deleted",
+            )
         for obj in check.objects:
             if obj.key not in self.counts:
                 self.load(obj)
@@ -266,9 +290,13 @@ class _PartitionChecker:
                 continue
             end = before.start_offset + count
             if after.start_offset < end:
-                self.problem(after, f"overlaps {before.key}, which holds {count} records from "
-                             f"offset {before.start_offset}", after.start_offset,
-                             end - 1)  # fmt: skip
+                self.problem(
+                    after,
+                    f"overlaps {before.key}, which holds {count} records from "
+                    f"offset {before.start_offset}",
+                    after.start_offset,
+                    end - 1,
+                )
             elif after.start_offset > end:
                 self.notes.append(
                     f"offsets {end}..{after.start_offset - 1} are in no object: a hole, "
@@ -281,8 +309,11 @@ class _PartitionChecker:
         parsed = parse_key(layout_for(self.check.route), key)
         if parsed is None or parsed.tp != self.check.tp:
             return None, None
-        later = [o.start_offset for o in self.check.objects
-                 if o.group == parsed.group and o.start_offset > parsed.start_offset]  # fmt: skip
+        later = [
+            o.start_offset
+            for o in self.check.objects
+            if o.group == parsed.group and o.start_offset > parsed.start_offset
+        ]
         end = min(later) if later else self.check.committed
         return parsed.start_offset, None if end is None else end - 1
 
@@ -306,14 +337,24 @@ class _PartitionChecker:
         fmt = check.route.format
         url = settings.schema_registry_url
         registry = self.registry = SchemaRegistry(url) if url else None
-        with KafkaReader(settings.kafka, check.tp, start=first, stop=last, group=_GROUP,
-                         idle_timeout=settings.read_timeout_seconds) as reader:  # fmt: skip
+        with KafkaReader(
+            settings.kafka,
+            check.tp,
+            start=first,
+            stop=last,
+            group=_GROUP,
+            idle_timeout=settings.read_timeout_seconds,
+        ) as reader:
             for batch in reader.batches():
                 for record in batch:
                     try:
                         expected = stored_form(
-                            fmt, record, check.route.envelope, projector_for(check.route),
-                            registry, check.value_schema,
+                            fmt,
+                            record,
+                            check.route.envelope,
+                            projector_for(check.route),
+                            registry,
+                            check.value_schema,
                         )
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
@@ -325,8 +366,11 @@ class _PartitionChecker:
             self._finish(cursor)
         for obj in live:
             if obj.start_offset >= first and obj.key not in reached and self.counts.get(obj.key):
-                self.problem(obj, "holds records that belong to no offset of its group in "
-                             "Kafka (a copy?)", obj.start_offset)  # fmt: skip
+                self.problem(
+                    obj,
+                    "holds records that belong to no offset of its group in Kafka (a copy?)",
+                    obj.start_offset,
+                )
         return first, last
 
     def _compare(
@@ -354,9 +398,13 @@ class _PartitionChecker:
             reached.add(obj.key)
             cursor = cursors[group] = _Cursor(obj, self.load(obj))
             if record.offset != obj.start_offset:
-                self.problem(obj, f"the key says the first record is at offset "
-                             f"{obj.start_offset}, but its group's first record from there is "
-                             f"at {record.offset}", obj.start_offset)  # fmt: skip
+                self.problem(
+                    obj,
+                    f"the key says the first record is at offset "
+                    f"{obj.start_offset}, but its group's first record from there is "
+                    f"at {record.offset}",
+                    obj.start_offset,
+                )
         if cursor.records is None:
             return
         if cursor.index >= len(cursor.records):
@@ -370,8 +418,11 @@ class _PartitionChecker:
     def _finish(self, cursor: _Cursor) -> None:
         if cursor.records is not None and cursor.index < len(cursor.records):
             extra = len(cursor.records) - cursor.index
-            self.problem(cursor.obj, f"holds {extra} record(s) more than Kafka has for its "
-                         "range (duplicates?)", cursor.obj.start_offset)  # fmt: skip
+            self.problem(
+                cursor.obj,
+                f"holds {extra} record(s) more than Kafka has for its range (duplicates?)",
+                cursor.obj.start_offset,
+            )
 
 
 def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
@@ -447,9 +498,12 @@ def verify(
         if checks:
             progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
         verdicts = driver.map_units(
-            spark, checks, functools.partial(check_all, settings=settings), progress=progress,
+            spark,
+            checks,
+            functools.partial(check_all, settings=settings),
+            progress=progress,
             shown=PartitionCheck.progress,
-        )  # fmt: skip
+        )
     ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
     return VerifyResult(pre.job, offline, ordered, time.monotonic() - started)
 

@@ -68,12 +68,14 @@ class _JsonFormatter(logging.Formatter):
     """One JSON object per line, for log shippers."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps({
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        })  # fmt: skip
+        return json.dumps(
+            {
+                "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "message": record.getMessage(),
+            }
+        )
 
 
 def _kafka_properties(pairs: Sequence[str]) -> dict[str, str]:
@@ -98,7 +100,7 @@ def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
         return api.compile_plan(";\n".join(loaded.statements))
     raise ConfigError(
         "no KCQL statement given",
-        hint="Pass --kcql \"INSERT INTO bucket:prefix SELECT * FROM topic\" or a --config file "
+        hint='Pass --kcql "INSERT INTO bucket:prefix SELECT * FROM topic" or a --config file '
         "with a kcql: entry",
     )
 
@@ -107,8 +109,13 @@ def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
 @click.version_option(__version__, prog_name="kafka-archive")
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.option("--quiet", is_flag=True, help="Only warnings and errors on stderr.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="json: one JSON object per log line, for log shippers.")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per log line, for log shippers.",
+)
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     """Archive Kafka topics into S3 exactly once, driven by KCQL, run on Spark."""
@@ -124,11 +131,15 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
 
 
 _kcql_option = click.option(
-    "--kcql", "kcql_texts", multiple=True, metavar="TEXT",
+    "--kcql",
+    "kcql_texts",
+    multiple=True,
+    metavar="TEXT",
     help="KCQL statement(s); repeatable, or several separated by ';'.",
 )
 _config_option = click.option(
-    "--config", type=click.Path(path_type=Path, dir_okay=False),
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
     help="YAML file with kcql: and any run option.",
 )
 
@@ -168,23 +179,43 @@ class RunFlags:
 _RUN_OPTIONS = (
     _kcql_option,
     _config_option,
-    click.option("--bootstrap-servers", metavar="HOST:PORT[,HOST:PORT]",
-                 help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS]."),
-    click.option("--endpoint-url", metavar="URL",
-                 help="S3-compatible endpoint; absent means AWS [env KAFKA_ARCHIVE_ENDPOINT_URL]."),
+    click.option(
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="Kafka brokers [env KAFKA_ARCHIVE_BOOTSTRAP_SERVERS].",
+    ),
+    click.option(
+        "--endpoint-url",
+        metavar="URL",
+        help="S3-compatible endpoint; absent means AWS [env KAFKA_ARCHIVE_ENDPOINT_URL].",
+    ),
     click.option("--region", help="S3 region [env KAFKA_ARCHIVE_REGION]."),
     click.option("--master", help="Spark master (default local[*]) [env KAFKA_ARCHIVE_MASTER]."),
-    click.option("--job-name", help="Names the archive state and the consumer group "
-                 "(default: derived from the topics and targets)."),
-    click.option("-X", "kafka_properties", multiple=True, metavar="KEY=VALUE",
-                 help="librdkafka property, as kcat takes it; repeatable."),
-    click.option("--schema-registry-url", metavar="URL",
-                 help="Confluent Schema Registry: values in its Avro wire format are decoded "
-                 "with their writer schema [env KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL]."),
+    click.option(
+        "--job-name",
+        help="Names the archive state and the consumer group "
+        "(default: derived from the topics and targets).",
+    ),
+    click.option(
+        "-X",
+        "kafka_properties",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="librdkafka property, as kcat takes it; repeatable.",
+    ),
+    click.option(
+        "--schema-registry-url",
+        metavar="URL",
+        help="Confluent Schema Registry: values in its Avro wire format are decoded "
+        "with their writer schema [env KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL].",
+    ),
     click.option("--topics", metavar="T1,T2", help="FROM `*`: the topics to archive."),
-    click.option("--topics-regex", metavar="REGEX",
-                 help="FROM `*`: archive every topic whose whole name matches."),
-)  # fmt: skip
+    click.option(
+        "--topics-regex",
+        metavar="REGEX",
+        help="FROM `*`: archive every topic whose whole name matches.",
+    ),
+)
 
 
 def _run_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -212,8 +243,13 @@ def validate(kcql_texts: tuple[str, ...], config: Path | None) -> None:
 
 @cli.command(name="plan")
 @_run_options
-@click.option("--output", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="Output format; json is a stable contract for scripts.")
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Output format; json is a stable contract for scripts.",
+)
 def plan_command(flags: RunFlags, output: str) -> None:
     """Show the resolved plan and settings (with their sources), touching nothing."""
     loaded = flags.load()
@@ -229,39 +265,87 @@ def plan_command(flags: RunFlags, output: str) -> None:
 
 @cli.command()
 @_run_options
-@click.option("--start", metavar="POSITION",
-              help="Where a job with no state starts: earliest (default), latest, an ISO-8601 "
-              "time, or group:<consumer-group> to adopt a group's offsets. Ignored once the "
-              "job has state.")
-@click.option("--max-records-per-partition", type=int, metavar="N",
-              help="Archive at most N offsets of each partition in this run (backfills).")
-@click.option("--until", metavar="TIME",
-              help="Stop each partition before its first record at or after this ISO-8601 time.")
-@click.option("--allow-gaps", is_flag=True, default=None,
-              help="Continue past records Kafka deleted before they were archived (the gap "
-              "is still reported) instead of leaving those partitions and exiting 16.")
-@click.option("--follow", is_flag=True,
-              help="Keep archiving in micro-batches until SIGTERM/SIGINT.")
-@click.option("--poll-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
-              metavar="SECONDS", help="With --follow: pause between micro-batches.")
-@click.option("--shutdown-timeout", type=click.FloatRange(min=1), default=60.0,
-              show_default=True, metavar="SECONDS",
-              help="With --follow: how long a stop request waits for the current batch to "
-              "commit before its Spark jobs are cancelled.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the run summary as JSON to this file (also when the run fails).")
-@click.option("--metrics-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write Prometheus metrics (records, bytes, objects, lag, last run) to this "
-              "file after the run, for node_exporter's textfile collector.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
-              help="With --follow: serve /metrics and /health on this port.")
-@click.option("--health-max-lag", type=click.IntRange(min=0), metavar="N",
-              help="With --metrics-port: /health fails when a partition lags by more than N.")
-@click.option("--health-max-age", type=click.FloatRange(min=1), metavar="SECONDS",
-              help="With --metrics-port: /health fails when the last micro-batch is older "
-              "(default: 3 poll intervals + 5 minutes).")
-@click.option("--reset-state", is_flag=True,
-              help="Forget what this job archived and start over from --start (asks first).")
+@click.option(
+    "--start",
+    metavar="POSITION",
+    help="Where a job with no state starts: earliest (default), latest, an ISO-8601 "
+    "time, or group:<consumer-group> to adopt a group's offsets. Ignored once the "
+    "job has state.",
+)
+@click.option(
+    "--max-records-per-partition",
+    type=int,
+    metavar="N",
+    help="Archive at most N offsets of each partition in this run (backfills).",
+)
+@click.option(
+    "--until",
+    metavar="TIME",
+    help="Stop each partition before its first record at or after this ISO-8601 time.",
+)
+@click.option(
+    "--allow-gaps",
+    is_flag=True,
+    default=None,
+    help="Continue past records Kafka deleted before they were archived (the gap "
+    "is still reported) instead of leaving those partitions and exiting 16.",
+)
+@click.option(
+    "--follow", is_flag=True, help="Keep archiving in micro-batches until SIGTERM/SIGINT."
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: pause between micro-batches.",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --follow: how long a stop request waits for the current batch to "
+    "commit before its Spark jobs are cancelled.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the run summary as JSON to this file (also when the run fails).",
+)
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write Prometheus metrics (records, bytes, objects, lag, last run) to this "
+    "file after the run, for node_exporter's textfile collector.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="With --follow: serve /metrics and /health on this port.",
+)
+@click.option(
+    "--health-max-lag",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="With --metrics-port: /health fails when a partition lags by more than N.",
+)
+@click.option(
+    "--health-max-age",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="With --metrics-port: /health fails when the last micro-batch is older "
+    "(default: 3 poll intervals + 5 minutes).",
+)
+@click.option(
+    "--reset-state",
+    is_flag=True,
+    help="Forget what this job archived and start over from --start (asks first).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before --reset-state.")
 def run(
     flags: RunFlags,
@@ -281,32 +365,46 @@ def run(
     yes: bool,
 ) -> None:
     """Archive every new record of the KCQL's topics to S3, then exit (or --follow)."""
-    loaded = flags.load(start=start, max_records_per_partition=max_records_per_partition,
-                        until=until, allow_gaps=allow_gaps or None)  # fmt: skip
+    loaded = flags.load(
+        start=start,
+        max_records_per_partition=max_records_per_partition,
+        until=until,
+        allow_gaps=allow_gaps or None,
+    )
     plan = flags.plan(loaded)
     settings = loaded.settings
     require_bootstrap(settings, flags.config)
     if reset_state:
         job = settings.job_name or job_name_for(plan)
         if not yes and not sys.stdin.isatty():
-            raise click.UsageError("--reset-state asks for confirmation; without a terminal "
-                                   "to answer, pass --yes")  # fmt: skip
+            raise click.UsageError(
+                "--reset-state asks for confirmation; without a terminal to answer, pass --yes"
+            )
         if not yes:
-            click.confirm(f"Forget everything job {job} archived and start over? Objects stay; "
-                          "records may be archived again", abort=True, err=True)  # fmt: skip
+            click.confirm(
+                f"Forget everything job {job} archived and start over? Objects stay; "
+                "records may be archived again",
+                abort=True,
+                err=True,
+            )
         deleted = api.reset_state(settings, plan)
         click.echo(f"kafka-archive: reset job {job} ({deleted} state object(s) deleted)", err=True)
     if metrics_port is not None and not follow:
-        raise click.UsageError("--metrics-port serves a running --follow; for one run use "
-                               "--metrics-file")  # fmt: skip
+        raise click.UsageError(
+            "--metrics-port serves a running --follow; for one run use --metrics-file"
+        )
     if follow:
-        options = api.FollowOptions(poll_interval, shutdown_timeout, metrics_port,
-                                    health_max_lag, health_max_age)  # fmt: skip
+        options = api.FollowOptions(
+            poll_interval, shutdown_timeout, metrics_port, health_max_lag, health_max_age
+        )
         totals = api.serve(
-            settings, plan, options, progress=_progress(),
+            settings,
+            plan,
+            options,
+            progress=_progress(),
             on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
             notify=lambda message: click.echo(f"kafka-archive: {message}", err=True),
-        )  # fmt: skip
+        )
         click.echo(render_follow(totals))
         return
     try:
@@ -320,10 +418,13 @@ def run(
 
 @cli.command()
 @_run_options
-@click.option("--output", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-@click.option("--max-lag", type=click.IntRange(min=0), metavar="N",
-              help="Exit 1 when any partition lags by more than N records (for cron alerts).")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--max-lag",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Exit 1 when any partition lags by more than N records (for cron alerts).",
+)
 def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     """Per partition: archived offset, Kafka end offset, lag, last commit, objects, bytes."""
     loaded = flags.load()
@@ -335,18 +436,18 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     else:
         click.echo(render_status(report))
     if max_lag is not None and report.max_lag > max_lag:
-        click.echo(
-            f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True
-        )
+        click.echo(f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True)
         raise click.exceptions.Exit(1)
 
 
 @cli.command()
 @_run_options
-@click.option("--offline", is_flag=True,
-              help="Check the archive alone (objects, overlaps, state), without Kafka.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Check the archive alone (objects, overlaps, state), without Kafka.",
+)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def verify(flags: RunFlags, offline: bool, output: str) -> None:
     """Check that every archived record is in exactly one object and matches Kafka.
 
@@ -366,15 +467,25 @@ def verify(flags: RunFlags, offline: bool, output: str) -> None:
 
 
 @cli.command(name="cat")
-@click.option("--from", "location", required=True, metavar="BUCKET[:PREFIX]",
-              help="Where the archive is (the INSERT INTO target).")
+@click.option(
+    "--from",
+    "location",
+    required=True,
+    metavar="BUCKET[:PREFIX]",
+    help="Where the archive is (the INSERT INTO target).",
+)
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True)
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--output", type=click.Choice(["jsonl", "raw"]), default="jsonl",
-              show_default=True, help="jsonl: one JSON document per record; raw: the "
-              "values' bytes as stored, one after another.")
+@click.option(
+    "--output",
+    type=click.Choice(["jsonl", "raw"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one JSON document per record; raw: the "
+    "values' bytes as stored, one after another.",
+)
 @_kcql_option
 @_config_option
 @click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint; absent means AWS.")
@@ -395,28 +506,42 @@ def cat_command(
     loaded = _load(config, {"endpoint_url": endpoint_url, "region": region})
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     stdout = sys.stdout.buffer
-    for chunk in api.cat(loaded.settings, plan, location, topic, partition, offset, count,
-                         output):  # fmt: skip
+    for chunk in api.cat(loaded.settings, plan, location, topic, partition, offset, count, output):
         stdout.write(chunk)
     stdout.flush()
 
 
 @cli.command()
-@click.option("--from", "location", required=True, metavar="BUCKET[:PREFIX]",
-              help="Where the archive is (the INSERT INTO target).")
+@click.option(
+    "--from",
+    "location",
+    required=True,
+    metavar="BUCKET[:PREFIX]",
+    help="Where the archive is (the INSERT INTO target).",
+)
 @click.option("--topic", required=True, help="The archived topic.")
 @click.option("--to-topic", required=True, help="The existing topic to produce into.")
-@click.option("--partition-map", type=click.Choice(["same", "hash"]), default="same",
-              show_default=True, help="same: each record to its original partition number; "
-              "hash: the producer's partitioner, by key.")
+@click.option(
+    "--partition-map",
+    type=click.Choice(["same", "hash"]),
+    default="same",
+    show_default=True,
+    help="same: each record to its original partition number; "
+    "hash: the producer's partitioner, by key.",
+)
 @click.option("--from-offset", type=click.IntRange(min=0), help="First archived offset.")
 @click.option("--to-offset", type=click.IntRange(min=0), help="Last archived offset.")
 @click.option("--from-time", metavar="TIME", help="First record time (ISO-8601; envelope).")
 @click.option("--to-time", metavar="TIME", help="Last record time (ISO-8601; envelope).")
-@click.option("--values-only", is_flag=True,
-              help="Replay values alone from an archive without the envelope.")
-@click.option("--max-records-per-partition", type=click.IntRange(min=1), metavar="N",
-              help="Restore at most N records of each partition in this run (resumable).")
+@click.option(
+    "--values-only", is_flag=True, help="Replay values alone from an archive without the envelope."
+)
+@click.option(
+    "--max-records-per-partition",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Restore at most N records of each partition in this run (resumable).",
+)
 @_run_options
 def restore(
     flags: RunFlags,
@@ -442,30 +567,55 @@ def restore(
         to_ms=parse_timestamp(to_time, "--to-time") if to_time else None,
     )
     result = api.restore(
-        loaded.settings, plan, location, topic, to_topic, partition_map=partition_map,
-        only=only, values_only=values_only, max_records=max_records_per_partition,
+        loaded.settings,
+        plan,
+        location,
+        topic,
+        to_topic,
+        partition_map=partition_map,
+        only=only,
+        values_only=values_only,
+        max_records=max_records_per_partition,
         progress=_progress(),
-    )  # fmt: skip
+    )
     click.echo(render_restore(result))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option("--master", required=True, metavar="URL",
-              help="spark://host:7077, yarn, k8s://https://host:443 or local[*].")
-@click.option("--deploy-mode", type=click.Choice(["client", "cluster"]), default="client",
-              show_default=True)
-@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE",
-              help="A Spark property; repeatable.")
+@click.option(
+    "--master",
+    required=True,
+    metavar="URL",
+    help="spark://host:7077, yarn, k8s://https://host:443 or local[*].",
+)
+@click.option(
+    "--deploy-mode", type=click.Choice(["client", "cluster"]), default="client", show_default=True
+)
+@click.option(
+    "--conf", "confs", multiple=True, metavar="KEY=VALUE", help="A Spark property; repeatable."
+)
 @click.option("--num-executors", type=click.IntRange(min=1))
 @click.option("--executor-memory", metavar="SIZE")
 @click.option("--executor-cores", type=click.IntRange(min=1))
 @click.option("--driver-memory", metavar="SIZE")
-@click.option("--archives", "archives", multiple=True, metavar="PATH#NAME",
-              help="An archive unpacked on the cluster (a packed virtualenv); repeatable.")
-@click.option("--spark-submit", "spark_submit_path", metavar="PATH",
-              help="spark-submit to use (default $SPARK_HOME/bin/spark-submit, else pyspark's).")
-@click.option("--print-command", is_flag=True,
-              help="Print the spark-submit command (secrets redacted) instead of running it.")
+@click.option(
+    "--archives",
+    "archives",
+    multiple=True,
+    metavar="PATH#NAME",
+    help="An archive unpacked on the cluster (a packed virtualenv); repeatable.",
+)
+@click.option(
+    "--spark-submit",
+    "spark_submit_path",
+    metavar="PATH",
+    help="spark-submit to use (default $SPARK_HOME/bin/spark-submit, else pyspark's).",
+)
+@click.option(
+    "--print-command",
+    is_flag=True,
+    help="Print the spark-submit command (secrets redacted) instead of running it.",
+)
 @click.pass_context
 def submit(
     ctx: click.Context,
@@ -488,17 +638,23 @@ def submit(
         raise click.UsageError("give the job with --kcql or --config, as for run")
     plan = _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors first
     spark = submitting.SparkOptions(
-        master=master, deploy_mode=deploy_mode, conf=tuple(_pairs(confs, "--conf")),
-        num_executors=num_executors, executor_memory=executor_memory,
-        executor_cores=executor_cores, driver_memory=driver_memory, archives=archives,
+        master=master,
+        deploy_mode=deploy_mode,
+        conf=tuple(_pairs(confs, "--conf")),
+        num_executors=num_executors,
+        executor_memory=executor_memory,
+        executor_cores=executor_cores,
+        driver_memory=driver_memory,
+        archives=archives,
         spark_submit=spark_submit_path,
-    )  # fmt: skip
+    )
     zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
     transform_files = shipping.transform_files(plan, submitting.cache_dir(os.environ))
     schemas = shipping.schema_files(plan, submitting.cache_dir(os.environ))
     if print_command:
-        argv = submitting.command(spark, run_args, zip_path, os.environ, transform_files,
-                                  files=schemas)  # fmt: skip
+        argv = submitting.command(
+            spark, run_args, zip_path, os.environ, transform_files, files=schemas
+        )
         click.echo(submitting.render(argv))
         return
     click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
@@ -568,8 +724,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             _print_traceback()
         click.echo(
-            scrub(f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
-                  "(run again with --debug for a traceback, and please report it)"),
+            scrub(
+                f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
+                "(run again with --debug for a traceback, and please report it)"
+            ),
             err=True,
         )
         return EXIT_INTERNAL
@@ -589,4 +747,3 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
         click.echo(render_summary(exc.result))
     click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
     return exc.exit_code
-

@@ -101,7 +101,10 @@ class LiveProgress(LogProgress):
 
         super().units_started(units)
         self._live = Live(
-            self._render(), console=self._console, refresh_per_second=4, transient=True,
+            self._render(),
+            console=self._console,
+            refresh_per_second=4,
+            transient=True,
             get_renderable=self._render,
         )
         self._live.start()
@@ -132,8 +135,13 @@ class LiveProgress(LogProgress):
         for unit in running[:8]:
             span = max(unit.stop - unit.start, 1)
             share = (unit.offset - unit.start) / span
-            table.add_row(f"  {_name(unit)}", f"{unit.records:,} records",
-                          human_bytes(unit.size), f"{share:.0%}", f"to read {unit.remaining:,}")
+            table.add_row(
+                f"  {_name(unit)}",
+                f"{unit.records:,} records",
+                human_bytes(unit.size),
+                f"{share:.0%}",
+                f"to read {unit.remaining:,}",
+            )
         if len(running) > 8:
             table.add_row(f"  … {len(running) - 8} more running", "", "", "", "")
         return table

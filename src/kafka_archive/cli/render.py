@@ -31,16 +31,25 @@ def render_summary(result: RunResult) -> str:
             f"{unit.records} records, {len(unit.objects)} object(s), {human_bytes(unit.bytes)}"
         )
         if unit.skipped_records:
-            lines.append(f"    {unit.skipped_records} record(s) the format cannot store were "
-                         "skipped (error.policy=skip)")  # fmt: skip
+            lines.append(
+                f"    {unit.skipped_records} record(s) the format cannot store were "
+                "skipped (error.policy=skip)"
+            )
         if unit.dead_letters:
-            lines.append(f"    {unit.dead_letters} record(s) the format cannot store went to "
-                         f"{unit.dead_letter_key}")  # fmt: skip
+            lines.append(
+                f"    {unit.dead_letters} record(s) the format cannot store went to "
+                f"{unit.dead_letter_key}"
+            )
     for gap in result.gaps:
-        then = (f"continued at offset {gap.last + 1} (allow_gaps)" if gap.passed
-                else f"partition left at offset {gap.first}")
-        lines.append(f"  {gap.tp}: GAP offsets {gap.first}..{gap.last} ({gap.records} records) "
-                     f"deleted by Kafka before they were archived; {then}")  # fmt: skip
+        then = (
+            f"continued at offset {gap.last + 1} (allow_gaps)"
+            if gap.passed
+            else f"partition left at offset {gap.first}"
+        )
+        lines.append(
+            f"  {gap.tp}: GAP offsets {gap.first}..{gap.last} ({gap.records} records) "
+            f"deleted by Kafka before they were archived; {then}"
+        )
     up_to_date = [s for s in result.skipped if s.reason == "nothing new"]
     if not result.units and not result.gaps:
         lines.append(f"  nothing new to archive ({len(up_to_date)} partition(s) up to date)")
@@ -81,11 +90,15 @@ def render_verify(result: VerifyResult) -> str:
             where = " ".join(part for part in (_span(d.first_offset, d.last_offset), d.key) if part)
             lines.append(f"    {where}: {d.problem}" if where else f"    {d.problem}")
         if v.unverifiable_objects:
-            lines.append(f"    note: {v.unverifiable_objects} object(s) begin before Kafka's "
-                         "retained offsets and were checked offline only")  # fmt: skip
+            lines.append(
+                f"    note: {v.unverifiable_objects} object(s) begin before Kafka's "
+                "retained offsets and were checked offline only"
+            )
         if v.unarchivable_records:
-            lines.append(f"    note: {v.unarchivable_records} record(s) cannot be stored in "
-                         "this format and are not expected in the archive")  # fmt: skip
+            lines.append(
+                f"    note: {v.unarchivable_records} record(s) cannot be stored in "
+                "this format and are not expected in the archive"
+            )
         lines.extend(f"    note: {note}" for note in v.notes)
     problems = sum(len(v.discrepancies) for v in result.partitions)
     lines.append(
@@ -111,8 +124,10 @@ def render_plan(document: dict[str, Any]) -> str:
     """``plan``: the job, each route and its KCQL, every setting with its source."""
     lines = [f"job: {document['job']}"]
     for number, route in enumerate(document["routes"], start=1):
-        lines.append(f"route {number}: {route['topic']} -> s3://{route['bucket']}/"
-                     f"{route['prefix']}  ({route['format']})")  # fmt: skip
+        lines.append(
+            f"route {number}: {route['topic']} -> s3://{route['bucket']}/"
+            f"{route['prefix']}  ({route['format']})"
+        )
         lines.append(f"  kcql: {route['kcql']}")
     lines.append("settings:")
     for name, shown in document["settings"].items():

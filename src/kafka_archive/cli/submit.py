@@ -77,9 +77,10 @@ def package_zip(cache_dir: Path) -> Path:
     """The zip of the ``kafka_archive`` package, reused while version and sources match."""
     root = Path(kafka_archive.__file__).resolve().parent
     files = sorted(
-        p for p in root.rglob("*")
+        p
+        for p in root.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    )  # fmt: skip
+    )
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
@@ -221,8 +222,14 @@ def private_files(
         os.chmod(directory, 0o700)
         args_file, props_file = write_secrets(Path(directory), secrets)
         yield command(
-            dataclasses.replace(spark, conf=public_conf), public, py_files, environ,
-            extra_py_files, secrets_file=args_file, properties_file=props_file, files=files,
+            dataclasses.replace(spark, conf=public_conf),
+            public,
+            py_files,
+            environ,
+            extra_py_files,
+            secrets_file=args_file,
+            properties_file=props_file,
+            files=files,
         )
 
 
@@ -242,8 +249,15 @@ def command(
     driver's working directory."""
     from kafka_archive.cli import spark_entry
 
-    argv = [spark_submit_path(spark.spark_submit, environ), "--master", spark.master,
-            "--deploy-mode", spark.deploy_mode, "--name", "kafka-archive"]  # fmt: skip
+    argv = [
+        spark_submit_path(spark.spark_submit, environ),
+        "--master",
+        spark.master,
+        "--deploy-mode",
+        spark.deploy_mode,
+        "--name",
+        "kafka-archive",
+    ]
     if properties_file is not None:
         argv += ["--properties-file", str(properties_file)]
     for key, value in spark.conf:

@@ -99,8 +99,7 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
         "*"
         if route.fields is None
         else [
-            {"path": render_field(field.ref), "alias": field.output_name}
-            for field in route.fields
+            {"path": render_field(field.ref), "alias": field.output_name} for field in route.fields
         ]
     )
     layout = route.layout
@@ -149,8 +148,11 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
             "timezone": layout.timezone,
             "time_field": None if layout.time_field is None else render_field(layout.time_field),
         },
-        "iceberg": None if route.iceberg is None else {
-            "table": route.iceberg.table, "catalog": route.iceberg.catalog,
+        "iceberg": None
+        if route.iceberg is None
+        else {
+            "table": route.iceberg.table,
+            "catalog": route.iceberg.catalog,
         },
         "properties": dict(route.properties),
         "kcql": render(route),

@@ -121,9 +121,8 @@ def compile_statement(statement: Statement) -> Route:
         partition_by=partition_by,
         # Lenses writes name=value segments unless told otherwise ('partition.include.keys'
         # or WITHPARTITIONER): PartitionSelection's default display is KeysAndValues.
-        include_keys=settings.text(
-            "partition.include.keys", "true" if partition_by else "false"
-        ) == "true",
+        include_keys=settings.text("partition.include.keys", "true" if partition_by else "false")
+        == "true",
         format=fmt,
         flush=FlushPolicy(
             count=settings.integer("flush.count", DEFAULT_FLUSH_COUNT),
@@ -168,8 +167,10 @@ def _naming(settings: Settings) -> KeyNaming:
         partition_width=settings.integer("padding.length.partition", 0),
     )
     char = naming.padding_char
-    if naming.padding is not Padding.NONE and char.isdigit() and (
-        naming.padding is Padding.RIGHT or char != "0"
+    if (
+        naming.padding is not Padding.NONE
+        and char.isdigit()
+        and (naming.padding is Padding.RIGHT or char != "0")
     ):
         key = "padding.char" if naming.padding is Padding.LEFT else "padding.type"
         stated = settings.get(key) or settings.get("padding.char")
@@ -504,8 +505,10 @@ def _partition_by(paths: tuple[Path, ...], fmt: Format) -> tuple[FieldRef, ...]:
                 hint="Remove the duplicate",
                 label="duplicate-partition",
             )
-        if fmt in _UNSTRUCTURED_FORMATS and ref.source is Source.VALUE and (
-            ref.path or fmt is Format.BYTES
+        if (
+            fmt in _UNSTRUCTURED_FORMATS
+            and ref.source is Source.VALUE
+            and (ref.path or fmt is Format.BYTES)
         ):
             raise KcqlSemanticError(
                 f"cannot partition {fmt.value} by a value field: {fmt.value} values have no fields",
@@ -533,7 +536,9 @@ def _settings(statement: Statement) -> Settings:
                 label="duplicate-setting",
             )
         settings[key] = Setting(
-            _legacy_value(legacy, key), legacy.span, legacy.value,
+            _legacy_value(legacy, key),
+            legacy.span,
+            legacy.value,
             f"{legacy.keyword} = {legacy.value.text}",
         )
     stated: set[str] = set()
@@ -579,8 +584,7 @@ def _legacy_value(legacy: LegacySetting, key: str) -> str:
     raise KcqlSemanticError(
         f"unknown partitioner {legacy.value.text!r}",
         span=legacy.value.span,
-        hint=did_you_mean(legacy.value.text, PARTITIONERS)
-        or f"Write {one_of(PARTITIONERS)}",
+        hint=did_you_mean(legacy.value.text, PARTITIONERS) or f"Write {one_of(PARTITIONERS)}",
         expected=tuple(PARTITIONERS),
         label="unknown-partitioner",
     )

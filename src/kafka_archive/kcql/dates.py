@@ -45,9 +45,22 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Maximum pattern width per numeric letter (Java's "Too many pattern letters" limits).
 _MAX_WIDTH = {
-    "M": 2, "L": 2, "d": 2, "D": 3, "H": 2, "k": 2, "K": 2, "h": 2, "m": 2, "s": 2,
-    "S": 9, "Q": 2, "q": 2, "u": 19, "y": 19,
-}  # fmt: skip
+    "M": 2,
+    "L": 2,
+    "d": 2,
+    "D": 3,
+    "H": 2,
+    "k": 2,
+    "K": 2,
+    "h": 2,
+    "m": 2,
+    "s": 2,
+    "S": 9,
+    "Q": 2,
+    "q": 2,
+    "u": 19,
+    "y": 19,
+}
 
 _REJECTED = {
     "Y": "'Y' is the week-based year, which differs from the calendar year around "

@@ -48,9 +48,7 @@ BAD_TARGET = SyntaxLabel(
     "unexpected {found} in the target",
     "Put a target with spaces or other characters in back-ticks: `bucket:my prefix`",
 )
-MISSING_SELECT = SyntaxLabel(
-    "missing-select", "expected SELECT after the target, found {found}"
-)
+MISSING_SELECT = SyntaxLabel("missing-select", "expected SELECT after the target, found {found}")
 MISSING_PROJECTION = SyntaxLabel(
     "missing-projection",
     "expected '*' or a field list after SELECT, found {found}",

@@ -73,9 +73,11 @@ def compile_layout(
 ) -> LayoutSpec:
     """Return the layout of a statement's settings; raise at the text that cannot work."""
     named, template = settings.get("layout"), settings.get("layout.template")
-    kind = LayoutKind(named.value) if named is not None else (
-        LayoutKind.TEMPLATE if template is not None else LayoutKind.LENSES
-    )  # fmt: skip
+    kind = (
+        LayoutKind(named.value)
+        if named is not None
+        else (LayoutKind.TEMPLATE if template is not None else LayoutKind.LENSES)
+    )
     if kind is LayoutKind.TEMPLATE and template is None:
         assert named is not None
         raise KcqlSemanticError(
@@ -115,8 +117,12 @@ def _template(
 ) -> tuple[TemplatePart, ...]:
     text = setting.value
 
-    def fail(message: str, start: int = 0, end: int | None = None, hint: str | None = None,
-             ) -> KcqlSemanticError:  # fmt: skip
+    def fail(
+        message: str,
+        start: int = 0,
+        end: int | None = None,
+        hint: str | None = None,
+    ) -> KcqlSemanticError:
         return KcqlSemanticError(
             f"layout.template {text!r}: {message}",
             span=value_span(setting.written, start, len(text) if end is None else end),
@@ -150,10 +156,12 @@ def _template(
         else:
             close = closest(name, _KNOWN)
             raise fail(
-                f"unknown placeholder {{{name}}}", *match.span(),
-                hint=f"Did you mean {{{close}}}?" if close
+                f"unknown placeholder {{{name}}}",
+                *match.span(),
+                hint=f"Did you mean {{{close}}}?"
+                if close
                 else "Known: " + one_of("{" + k + "}" for k in _KNOWN),
-            )  # fmt: skip
+            )
     _literal(parts, text, position, len(text), fail)
     placed = {p.placeholder for p in parts if isinstance(p, TemplateSlot)}
     for required in (Placeholder.TOPIC, Placeholder.PARTITION, Placeholder.OFFSET):
@@ -164,8 +172,10 @@ def _template(
                 hint="Otherwise two partitions or two objects could get the same key",
             )
     if suffix is not None and suffix.value and Placeholder.SUFFIX not in placed:
-        raise fail("'key.suffix' is set but the template has no {suffix}",
-                   hint="Place {suffix}, e.g. '{offset}{suffix}.{ext}'")  # fmt: skip
+        raise fail(
+            "'key.suffix' is set but the template has no {suffix}",
+            hint="Place {suffix}, e.g. '{offset}{suffix}.{ext}'",
+        )
     _check_segments(parts, fail)
     unused = [f for index, f in enumerate(fields) if index not in used]
     if unused:
@@ -177,8 +187,9 @@ def _template(
 
 
 class _Fail(Protocol):
-    def __call__(self, message: str, start: int = 0, end: int | None = None,
-                 hint: str | None = None) -> KcqlSemanticError: ...  # fmt: skip
+    def __call__(
+        self, message: str, start: int = 0, end: int | None = None, hint: str | None = None
+    ) -> KcqlSemanticError: ...
 
 
 def _literal(parts: list[TemplatePart], text: str, start: int, end: int, fail: _Fail) -> None:
@@ -187,9 +198,11 @@ def _literal(parts: list[TemplatePart], text: str, start: int, end: int, fail: _
     for index in range(start, end):
         if text[index] not in LITERAL_CHARS:
             raise fail(
-                f"literal text may not contain {text[index]!r}", index, index + 1,
+                f"literal text may not contain {text[index]!r}",
+                index,
+                index + 1,
                 hint="Use ASCII letters, digits and - _ . / = + ( ) ~ @ ! ,",
-            )  # fmt: skip
+            )
     parts.append(TemplateText(text[start:end]))
 
 
@@ -207,9 +220,10 @@ def _field(name: str, fields: Sequence[PartitionField], fail: _FieldFail) -> int
     close = closest(name, known)
     raise fail(
         f"{{field:{name}}} is not a PARTITIONBY field",
-        f"Did you mean {{field:{close}}}?" if close
+        f"Did you mean {{field:{close}}}?"
+        if close
         else "PARTITIONBY: " + (", ".join(f.path for f in fields) or "(none)"),
-    )  # fmt: skip
+    )
 
 
 class _FieldFail(Protocol):
@@ -231,12 +245,19 @@ def _check_segments(parts: Sequence[TemplatePart], fail: _Fail) -> None:
                 segment_start = segment_empty = True
                 continue
             if segment_start and char in "._":
-                raise fail(f"a path segment may not start with {char!r}",
-                           hint="Readers such as Spark and Athena skip such paths")  # fmt: skip
+                raise fail(
+                    f"a path segment may not start with {char!r}",
+                    hint="Readers such as Spark and Athena skip such paths",
+                )
             segment_start = segment_empty = False
     if segment_empty:
         raise fail("empty path segment (a leading, trailing or double '/')")
 
 
-__all__ = ["LITERAL_CHARS", "TIME_PLACEHOLDERS", "PartitionField", "compile_layout",
-           "partition_field"]  # fmt: skip
+__all__ = [
+    "LITERAL_CHARS",
+    "TIME_PLACEHOLDERS",
+    "PartitionField",
+    "compile_layout",
+    "partition_field",
+]

@@ -249,9 +249,14 @@ class Placeholder(enum.Enum):
 
 
 TIME_PLACEHOLDERS: tuple[Placeholder, ...] = (
-    Placeholder.YEAR, Placeholder.MONTH, Placeholder.DAY, Placeholder.HOUR,
-    Placeholder.MINUTE, Placeholder.SECOND, Placeholder.DATE,
-)  # fmt: skip
+    Placeholder.YEAR,
+    Placeholder.MONTH,
+    Placeholder.DAY,
+    Placeholder.HOUR,
+    Placeholder.MINUTE,
+    Placeholder.SECOND,
+    Placeholder.DATE,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,7 +97,9 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             Kind.INT, "width of the padded offset (default 12)", minimum=0, maximum=_MAX_PAD_WIDTH
         ),
         "padding.length.partition": PropertySpec(
-            Kind.INT, "width of the padded partition (default 0: unpadded)", minimum=0,
+            Kind.INT,
+            "width of the padded partition (default 0: unpadded)",
+            minimum=0,
             maximum=_MAX_PAD_WIDTH,
         ),
         "store.envelope": PropertySpec(Kind.BOOL, "store key, value, headers and metadata"),
@@ -111,8 +113,9 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
         ),
         "partition.time.field": PropertySpec(
-            Kind.FIELD, "the field holding the time of _date partitions and time layouts "
-            "(epoch milliseconds or ISO-8601; default: the record timestamp)"
+            Kind.FIELD,
+            "the field holding the time of _date partitions and time layouts "
+            "(epoch milliseconds or ISO-8601; default: the record timestamp)",
         ),
         "layout": PropertySpec(
             Kind.CHOICE,
@@ -133,8 +136,10 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             tuple(c.value for c in Compression),
         ),
         "store.gzip.block.bytes": PropertySpec(
-            Kind.INT, "with 'store.compression'='gzip': seekable gzip blocks of about this "
-            "many uncompressed bytes, and an index object", minimum=1024,
+            Kind.INT,
+            "with 'store.compression'='gzip': seekable gzip blocks of about this "
+            "many uncompressed bytes, and an index object",
+            minimum=1024,
         ),
         "avro.codec": PropertySpec(
             Kind.CHOICE,
@@ -147,8 +152,9 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             ("snappy", "zstd", "gzip", "lz4", "brotli", "none"),
         ),
         "avro.schema.file": PropertySpec(
-            Kind.PATH, "an Avro schema (.avsc) every AVRO object of the route is written with "
-            "(PARQUET: whose columns it has); values must match it"
+            Kind.PATH,
+            "an Avro schema (.avsc) every AVRO object of the route is written with "
+            "(PARQUET: whose columns it has); values must match it",
         ),
         "parquet.row.group.records": PropertySpec(
             Kind.INT, "records per PARQUET row group (default 10000)"
@@ -160,20 +166,23 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             tuple(c.value for c in SchemaCompatibility),
         ),
         "transform": PropertySpec(
-            Kind.CALLABLE, "a Python function run on each batch of records before they are "
-            "stored: package.module:function"
+            Kind.CALLABLE,
+            "a Python function run on each batch of records before they are "
+            "stored: package.module:function",
         ),
         # Tables instead of loose objects (kafka-archive's own; see README "Iceberg tables").
         "table.format": PropertySpec(
-            Kind.CHOICE, "objects (default) or iceberg: append to an Apache Iceberg table",
+            Kind.CHOICE,
+            "objects (default) or iceberg: append to an Apache Iceberg table",
             tuple(t.value for t in TableFormat),
         ),
         "iceberg.table": PropertySpec(
             Kind.TABLE, "the Iceberg table to append to, as namespace.table (created if missing)"
         ),
         "iceberg.catalog": PropertySpec(
-            Kind.NAME, "the pyiceberg catalog holding the table (.pyiceberg.yaml or "
-            "PYICEBERG_CATALOG__<NAME>__* variables; default 'default')"
+            Kind.NAME,
+            "the pyiceberg catalog holding the table (.pyiceberg.yaml or "
+            "PYICEBERG_CATALOG__<NAME>__* variables; default 'default')",
         ),
     }
 )
@@ -188,6 +197,7 @@ LEGACY_PROPERTIES: Mapping[str, str] = MappingProxyType(
     }
 )
 PARTITIONERS: Mapping[str, str] = MappingProxyType({"KeysAndValues": "true", "Values": "false"})
+
 
 def normalize_value(key: str, spec: PropertySpec, value: Value) -> str:
     """Return the canonical string of a property value, or raise saying what was expected."""
@@ -297,7 +307,6 @@ def _shown(value: Value) -> str:
     return repr(value.text) if value.kind is ValueKind.STRING else value.text
 
 
-
 _ALL_SOURCES: Mapping[str, Source] = MappingProxyType({source.value: source for source in Source})
 
 
@@ -320,8 +329,6 @@ FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         "schema.compatibility": frozenset({Format.AVRO, Format.PARQUET}),
     }
 )
-
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,12 +33,14 @@ def route(
     """
     given = {key.replace("_", "."): value for key, value in properties.items()}
     given.update(props or {})
-    given.update({
-        "padding.type": naming.padding.value,
-        "padding.char": naming.padding_char,
-        "padding.length.offset": str(naming.offset_width),
-        "padding.length.partition": str(naming.partition_width),
-    })  # fmt: skip
+    given.update(
+        {
+            "padding.type": naming.padding.value,
+            "padding.char": naming.padding_char,
+            "padding.length.offset": str(naming.offset_width),
+            "padding.length.partition": str(naming.partition_width),
+        }
+    )
     if partition_by:
         given["partition.include.keys"] = "true" if include_keys else "false"
     written = Route(

@@ -51,7 +51,13 @@ def test_key_header_topic_partition_and_time() -> None:
         headers=(("country", b"DE"), ("meta", b'{"region": "eu"}')),
     )
     assert partition_values(r, rec) == (
-        '{"id": 5}', "5", "DE", "eu", "orders", "3", "1714999980000"
+        '{"id": 5}',
+        "5",
+        "DE",
+        "eu",
+        "orders",
+        "3",
+        "1714999980000",
     )
 
 
@@ -85,8 +91,10 @@ def test_every_string_field_reads_back_as_itself(doc: dict[str, str]) -> None:
 
 
 def timed_route(field: str, partition_by: str = "_date.uuuu-MM-dd") -> kcql.Route:
-    text = (f"INSERT INTO bkt:a SELECT * FROM t PARTITIONBY {partition_by} STOREAS JSON "
-            f"PROPERTIES('partition.time.field'='{field}')")  # fmt: skip
+    text = (
+        f"INSERT INTO bkt:a SELECT * FROM t PARTITIONBY {partition_by} STOREAS JSON "
+        f"PROPERTIES('partition.time.field'='{field}')"
+    )
     (only,) = kcql.parse(text).routes
     return only
 

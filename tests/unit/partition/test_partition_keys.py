@@ -196,8 +196,16 @@ def routes(draw: st.DrawFn, value_field: bool = False) -> Route:
         partition_by=fields,
         include_keys=draw(st.booleans()),
         # TEXT and BYTES values have no fields to partition by (KCQL refuses it).
-        fmt=draw(st.sampled_from([f for f in Format if f not in (Format.TEXT, Format.BYTES)
-                                  or not any(r.source is Source.VALUE for r in fields)])),
+        fmt=draw(
+            st.sampled_from(
+                [
+                    f
+                    for f in Format
+                    if f not in (Format.TEXT, Format.BYTES)
+                    or not any(r.source is Source.VALUE for r in fields)
+                ]
+            )
+        ),
         naming=draw(NAMING),
         props=properties,
     )

@@ -88,8 +88,14 @@ class BlockGzipSink:
             return
         self._emit(self._compressor.flush())
         if self._first is not None and self._records:
-            self.blocks.append(Block(self._first, self._records, self._member_start,
-                                     self._position - self._member_start))  # fmt: skip
+            self.blocks.append(
+                Block(
+                    self._first,
+                    self._records,
+                    self._member_start,
+                    self._position - self._member_start,
+                )
+            )
         self._compressor = None
         self._raw = self._records = 0
         self._first = None

@@ -55,9 +55,10 @@ class CsvWriter:
         if self._last is not None and self._last[0] is record:
             return self._last[1]
         row = (
-            self._projector.project(record, self._registry) if self._projector is not None
+            self._projector.project(record, self._registry)
+            if self._projector is not None
             else decode_value(record, self._registry)
-        )  # fmt: skip
+        )
         self._last = (record, row)
         return row
 

@@ -77,9 +77,7 @@ class ParquetWriter:
         return self._values.successor()
 
     def accepts(self, record: Record) -> bool:
-        return self._envelope is not None or self._user is not None or self._values.accepts(
-            record
-        )
+        return self._envelope is not None or self._user is not None or self._values.accepts(record)
 
     def write(self, record: Record) -> None:
         if self._envelope is not None:
@@ -108,9 +106,10 @@ class ParquetWriter:
             return
         if self._writer is None:
             self._writer = pq.ParquetWriter(
-                self._sink, self._schema, compression=self._codec.upper()
-                if self._codec != "none" else "NONE",
-            )  # fmt: skip
+                self._sink,
+                self._schema,
+                compression=self._codec.upper() if self._codec != "none" else "NONE",
+            )
         table = pa.Table.from_pylist(self._rows, schema=self._schema)
         self._writer.write_table(table)
         self._rows.clear()

@@ -97,10 +97,19 @@ def _exact_double(value: int) -> bool:
 
 
 # Avro logical types whose JSON form (registry.jsonable) is text: ISO-8601 times, decimals.
-_TEXT_LOGICAL = frozenset({
-    "date", "time-millis", "time-micros", "timestamp-millis", "timestamp-micros",
-    "local-timestamp-millis", "local-timestamp-micros", "decimal", "uuid",
-})  # fmt: skip
+_TEXT_LOGICAL = frozenset(
+    {
+        "date",
+        "time-millis",
+        "time-micros",
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+        "decimal",
+        "uuid",
+    }
+)
 
 
 def from_avro(avro: Any) -> Type | None:
@@ -120,8 +129,16 @@ def from_avro(avro: Any) -> Type | None:
             qualified = f"{namespace}.{node}" if namespace else node
             if qualified in named:
                 return named[qualified]
-            return {"null": NULL, "boolean": BOOLEAN, "int": LONG, "long": LONG, "float": DOUBLE,
-                    "double": DOUBLE, "string": STRING, "bytes": STRING}.get(node)  # fmt: skip
+            return {
+                "null": NULL,
+                "boolean": BOOLEAN,
+                "int": LONG,
+                "long": LONG,
+                "float": DOUBLE,
+                "double": DOUBLE,
+                "string": STRING,
+                "bytes": STRING,
+            }.get(node)
         if isinstance(node, list):
             branches = [b for b in node if b != "null"]
             return convert(branches[0], namespace) if len(branches) == 1 else None
@@ -193,8 +210,13 @@ def normalized(value: Any) -> Any:
 # -- Avro ------------------------------------------------------------------------------
 
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AVRO_PRIMITIVE = {"null": "null", "boolean": "boolean", "long": "long", "double": "double",
-                   "string": "string"}  # fmt: skip
+_AVRO_PRIMITIVE = {
+    "null": "null",
+    "boolean": "boolean",
+    "long": "long",
+    "double": "double",
+    "string": "string",
+}
 
 
 def to_avro(schema: Type, name: str = "Value") -> dict[str, Any]:

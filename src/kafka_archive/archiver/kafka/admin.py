@@ -86,9 +86,9 @@ class KafkaAdmin:
         found: dict[str, tuple[int, ...]] = {}
         for topic in topics:
             meta = metadata.topics.get(topic)
-            if meta is None or (meta.error is not None and meta.error.code() in (
-                KafkaError.UNKNOWN_TOPIC_OR_PART,
-            )):
+            if meta is None or (
+                meta.error is not None and meta.error.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,)
+            ):
                 raise TopicNotFoundError(
                     f"topic {topic!r} does not exist on {self._kafka.bootstrap_servers}",
                     hint="Check the topic name in the FROM clause",
@@ -124,9 +124,7 @@ class KafkaAdmin:
             lookups["end"] = (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
         found = self._list_offsets(wanted, lookups)
         end = found.get("end", found["high"])
-        return {
-            tp: Watermarks(found["low"][tp], found["high"][tp], end[tp]) for tp in wanted
-        }
+        return {tp: Watermarks(found["low"][tp], found["high"][tp], end[tp]) for tp in wanted}
 
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
@@ -210,8 +208,9 @@ class KafkaAdmin:
     def group_offset(self, tp: TopicPartition, group: str) -> int | None:
         """The next offset ``group`` committed for ``tp`` (None: nothing committed)."""
         other = Consumer(
-            self._kafka.client_config(defaults={}, fixed={"group.id": group,
-                                                           "enable.auto.commit": False})
+            self._kafka.client_config(
+                defaults={}, fixed={"group.id": group, "enable.auto.commit": False}
+            )
         )
         try:
             (found,) = other.committed(
@@ -235,10 +234,11 @@ class KafkaAdmin:
         while True:
             try:
                 self._consumer.commit(
-                    offsets=[KafkaTopicPartition(tp.topic, tp.partition, o)
-                             for tp, o in offsets.items()],
+                    offsets=[
+                        KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()
+                    ],
                     asynchronous=False,
-                )  # fmt: skip
+                )
                 return
             except KafkaException as exc:
                 # A coordinator still loading after a broker restart, a moved coordinator.
@@ -246,4 +246,3 @@ class KafkaAdmin:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
-

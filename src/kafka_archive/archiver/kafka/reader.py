@@ -62,25 +62,27 @@ def reads_committed(config: dict[str, Any]) -> bool:
 
 # Client errors that a broker restart, a leader moving or a short network outage cause:
 # worth another try within a bound. librdkafka marks many of them retriable itself.
-TRANSIENT_ERRORS = frozenset({
-    KafkaError._TRANSPORT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT,
-    KafkaError._RESOLVE,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NETWORK_EXCEPTION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.BROKER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_LEADER_EPOCH,
-    KafkaError.FENCED_LEADER_EPOCH,
-    KafkaError.OFFSET_NOT_AVAILABLE,
-    KafkaError.KAFKA_STORAGE_ERROR,
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-})
+TRANSIENT_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._RESOLVE,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 
 
 def is_transient(error: Any) -> bool:
@@ -210,8 +212,12 @@ class KafkaReader:
             if good:
                 last_progress = time.monotonic()
                 if self._outage is not None:
-                    log.info("%s: reading again at offset %d after: %s",
-                             tp, good[0].offset(), self._outage)  # fmt: skip
+                    log.info(
+                        "%s: reading again at offset %d after: %s",
+                        tp,
+                        good[0].offset(),
+                        self._outage,
+                    )
                 self._outage = None
                 backoff = _BACKOFF_FIRST
                 yield Batch(good)
@@ -249,9 +255,7 @@ class KafkaReader:
                 if code == KafkaError._PARTITION_EOF:
                     # EOF at the end (the LSO under read_committed): a gap of compaction,
                     # aborted records or transaction markers may reach past stop.
-                    self._position = max(
-                        self._position, min(message.offset() or 0, self._stop)
-                    )
+                    self._position = max(self._position, min(message.offset() or 0, self._stop))
                 elif is_transient(error):
                     self._outage = error.str()
                 else:

@@ -195,10 +195,9 @@ class FieldReader:
             read = _extractor(time_field)
             self._time = lambda p: epoch_ms(read(p))
         self._extract = tuple(
-            self._time if ref.source is Source.DATE and self._time is not None
-            else _extractor(ref)
+            self._time if ref.source is Source.DATE and self._time is not None else _extractor(ref)
             for ref in fields
-        )  # fmt: skip
+        )
 
     def place(
         self, record: Record, registry: SchemaRegistry | None = None

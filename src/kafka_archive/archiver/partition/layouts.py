@@ -111,6 +111,7 @@ TIME_PLACEHOLDERS: Mapping[str, str] = MappingProxyType(
 
 _TIME_MAX_BYTES = max(len(HIVE_NULL_SEGMENT), len("uuuu-MM-dd"))
 
+
 class LayoutError(ValueError):
     """A route's layout settings cannot produce safe, unique keys.
 
@@ -120,9 +121,13 @@ class LayoutError(ValueError):
     """
 
     def __init__(
-        self, message: str, *, property: str | None = None, hint: str | None = None,
+        self,
+        message: str,
+        *,
+        property: str | None = None,
+        hint: str | None = None,
         span: Span | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(message + (f". {hint}" if hint else ""))
         self.message = message
         self.property = property
@@ -261,8 +266,11 @@ class Layout:
     @property
     def template(self) -> str:
         """The layout written as a template (for messages and documentation)."""
-        names = {SlotKind.TOPIC: "{topic}", SlotKind.PARTITION: "{partition}",
-                 SlotKind.OFFSET: "{offset}"}  # fmt: skip
+        names = {
+            SlotKind.TOPIC: "{topic}",
+            SlotKind.PARTITION: "{partition}",
+            SlotKind.OFFSET: "{offset}",
+        }
         time_names = {pattern: name for name, pattern in TIME_PLACEHOLDERS.items()}
         out = ["{prefix}/"] if self.prefix else []
         for part in self.parts:
@@ -386,9 +394,13 @@ def _field_spec(ref: FieldRef) -> FieldSpec:
 def _tail(suffix: str, ext: str, sep: tuple[str, str, str]) -> list[Part]:
     """The object name: ``<topic><a><partition><b><offset><c><suffix>.<ext>``."""
     return [
-        Slot(SlotKind.TOPIC), Text(sep[0]), Slot(SlotKind.PARTITION), Text(sep[1]),
-        Slot(SlotKind.OFFSET), Text(f"{sep[2]}{suffix}.{ext}"),
-    ]  # fmt: skip
+        Slot(SlotKind.TOPIC),
+        Text(sep[0]),
+        Slot(SlotKind.PARTITION),
+        Text(sep[1]),
+        Slot(SlotKind.OFFSET),
+        Text(f"{sep[2]}{suffix}.{ext}"),
+    ]
 
 
 def _keyed_fields(fields: tuple[FieldSpec, ...]) -> list[Part]:
@@ -410,9 +422,13 @@ def _preset(
     if kind is LayoutKind.LENSES:
         if not fields:
             return [
-                Slot(SlotKind.TOPIC), Text("/"), Slot(SlotKind.PARTITION), Text("/"),
-                Slot(SlotKind.OFFSET), Text(f"{suffix}.{ext}"),
-            ]  # fmt: skip
+                Slot(SlotKind.TOPIC),
+                Text("/"),
+                Slot(SlotKind.PARTITION),
+                Text("/"),
+                Slot(SlotKind.OFFSET),
+                Text(f"{suffix}.{ext}"),
+            ]
         if route.include_keys:
             parts += _keyed_fields(fields)
         else:
@@ -470,9 +486,11 @@ def _slot_chars(slot: Slot, naming: KeyNaming) -> frozenset[str] | None:
 
 
 def _check_unambiguous(
-    parts: Sequence[Part | _TimeRef], naming: KeyNaming, kind: LayoutKind,
+    parts: Sequence[Part | _TimeRef],
+    naming: KeyNaming,
+    kind: LayoutKind,
     spans: Sequence[Span | None] = (),
-) -> None:  # fmt: skip
+) -> None:
     """Check that a key can be read left to right: every slot but the last ends where the
     first character its text cannot contain appears."""
     slots = [(i, part) for i, part in enumerate(parts) if not isinstance(part, Text)]

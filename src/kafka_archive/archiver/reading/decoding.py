@@ -176,8 +176,7 @@ def _read_csv(headers: bool) -> Reader:
             rows = csv_.read_rows(data, headers)
         except (ValueError, csv.Error) as exc:
             raise UnreadableObject(f"not complete UTF-8 CSV ({exc})") from None
-        return [StoredRecord(csv_.comparable(row), _row_text(row).encode(), row)
-                for row in rows]  # fmt: skip
+        return [StoredRecord(csv_.comparable(row), _row_text(row).encode(), row) for row in rows]
 
     return read
 
@@ -228,8 +227,11 @@ def stored_form(
     if value_schema is not None and fmt in (Format.AVRO, Format.PARQUET):
         return _with_schema(record, value_schema, projector, registry)
     if fmt in (Format.CSV, Format.CSV_WITHHEADERS):
-        row = (projector.project(record, registry) if projector is not None
-               else decode_value(record, registry))  # fmt: skip
+        row = (
+            projector.project(record, registry)
+            if projector is not None
+            else decode_value(record, registry)
+        )
         return csv_.comparable([csv_.cell(v) for v in row.values()])
     if projector is not None:
         projected = projector.project(record, registry)
@@ -238,8 +240,9 @@ def stored_form(
     if fmt in (Format.JSON, Format.AVRO, Format.PARQUET):  # TEXT and BYTES store the bytes
         framed, datum = decoded(registry, value)
         if framed:
-            return datum if fmt is Format.JSON else schema.normalized(decode_value(record,
-                                                                                  registry))
+            return (
+                datum if fmt is Format.JSON else schema.normalized(decode_value(record, registry))
+            )
     if fmt is Format.JSON:
         return None if value is None else json.loads(value)
     if fmt is Format.TEXT:
@@ -250,13 +253,18 @@ def stored_form(
 
 
 def _with_schema(
-    record: Record, value_schema: str, projector: Projector | None,
+    record: Record,
+    value_schema: str,
+    projector: Projector | None,
     registry: SchemaRegistry | None,
 ) -> Any:
     """A value written with a user schema (AVRO, PARQUET): refused unless it matches, and
     read back with the schema's defaults filled in."""
     from kafka_archive.archiver.formats import avsc
 
-    value = (projector.project(record, registry) if projector is not None
-             else decode_value(record, registry))  # fmt: skip
+    value = (
+        projector.project(record, registry)
+        if projector is not None
+        else decode_value(record, registry)
+    )
     return schema.normalized(avsc.conformed(value, value_schema))

@@ -84,8 +84,10 @@ def parse_location(text: str) -> Target:
     prefix = prefix.strip("/")
     bad_segment = any(s in ("", ".", "..") for s in prefix.split("/")) if prefix else False
     if not bucket or "/" in bucket or bad_segment:
-        raise ConfigError(f"--from expects bucket or bucket:prefix, not {text!r}",
-                          hint="For example --from my-bucket:archive")  # fmt: skip
+        raise ConfigError(
+            f"--from expects bucket or bucket:prefix, not {text!r}",
+            hint="For example --from my-bucket:archive",
+        )
     return Target(bucket, prefix)
 
 
@@ -110,8 +112,9 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         if match and match["ext"] in _EXTENSION_FORMATS:
             codec = _SUFFIX_CODECS.get(match["suffix"] or "")
             codecs = Codecs(compression=Compression(codec)) if codec else Codecs()
-            return Route(target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]],
-                         codecs=codecs)  # fmt: skip
+            return Route(
+                target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]], codecs=codecs
+            )
     raise NotInArchiveError(
         f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "

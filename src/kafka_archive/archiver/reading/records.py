@@ -68,9 +68,7 @@ def partition_records(
         first = max(bisect.bisect_right(starts, start) - 1, 0)
         for position in range(first, len(objects)):
             obj = objects[position]
-            bound = (
-                objects[position + 1].start_offset if position + 1 < len(objects) else committed
-            )
+            bound = objects[position + 1].start_offset if position + 1 < len(objects) else committed
             part = _part(store, route, obj, bound, start) if position == first else None
             for record in part if part is not None else _read(store, route, obj, bound):
                 if record.offset >= start:
@@ -116,8 +114,9 @@ def find_records(
     objects = partition_objects(store, route, tp, committed)
     if not objects or objects[0].start_offset > offset:
         where = f"starts at offset {objects[0].start_offset}" if objects else "is empty"
-        raise NotInArchiveError(f"offset {offset} is not archived: the archive of {tp} {where}",
-                                tp=tp, offset=offset)  # fmt: skip
+        raise NotInArchiveError(
+            f"offset {offset} is not archived: the archive of {tp} {where}", tp=tp, offset=offset
+        )
     left = count
     for record in partition_records(store, route, objects, committed, offset):
         yield record
@@ -125,8 +124,9 @@ def find_records(
         if left == 0:
             return
     if left == count:
-        raise NotInArchiveError(f"offset {offset} is beyond the archive of {tp}", tp=tp,
-                                offset=offset)  # fmt: skip
+        raise NotInArchiveError(
+            f"offset {offset} is beyond the archive of {tp}", tp=tp, offset=offset
+        )
 
 
 def _part(
@@ -214,8 +214,9 @@ def _row_groups(
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise DamagedObjectError(
             f"s3://{bucket}/{obj.key} cannot be read as {route.format.value}: {exc}",
-            tp=obj.tp, hint="Run kafka-archive verify to list damaged objects",
-        ) from None  # fmt: skip
+            tp=obj.tp,
+            hint="Run kafka-archive verify to list damaged objects",
+        ) from None
 
 
 def _before(group: Any, enveloped: bool, position: int, start: int) -> bool:
@@ -245,8 +246,9 @@ def _indexed(
     try:
         blocks = parse_index(data)
     except ValueError as exc:
-        raise DamagedObjectError(f"s3://{bucket}/{index_key(obj.key)}: {exc}", tp=obj.tp,
-                                 hint="Run kafka-archive verify") from None  # fmt: skip
+        raise DamagedObjectError(
+            f"s3://{bucket}/{index_key(obj.key)}: {exc}", tp=obj.tp, hint="Run kafka-archive verify"
+        ) from None
     first = max(bisect.bisect_right([b.first_offset for b in blocks], start) - 1, 0)
 
     def records() -> Iterator[FoundRecord]:
@@ -276,9 +278,10 @@ def _found(
         stored = read_object(route.format, decompress(obj.key, data), envelope)
     except ValueError as exc:  # UnreadableObject, or damaged compression
         raise DamagedObjectError(
-            f"{where} cannot be read as {route.format.value}: {exc}", tp=obj.tp,
+            f"{where} cannot be read as {route.format.value}: {exc}",
+            tp=obj.tp,
             hint="Run kafka-archive verify to list damaged objects",
-        ) from None  # fmt: skip
+        ) from None
     exact = bound is not None and bound == first + len(stored)
     return [
         FoundRecord(

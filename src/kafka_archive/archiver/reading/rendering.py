@@ -69,9 +69,7 @@ def document(record: FoundRecord) -> dict[str, Any]:
     stored = record.stored
     key, key_encoding = _bytes(stored.key)
     value, value_encoding = _value(record)
-    headers = (
-        None if stored.headers is None else [[name, *_bytes(v)] for name, v in stored.headers]
-    )
+    headers = None if stored.headers is None else [[name, *_bytes(v)] for name, v in stored.headers]
     return {
         "topic": record.tp.topic,
         "partition": record.tp.partition,

@@ -115,8 +115,9 @@ def read(store: S3Store, target: Target, job: str, tp: TopicPartition) -> Partit
     loaded = load(store, target, job, tp)
     if loaded.state is not None:
         return loaded.state
-    doc = store.get_document(target.bucket, f"{legacy_root(target, job)}/state/{tp.topic}/"
-                             f"{tp.partition}.json")  # fmt: skip
+    doc = store.get_document(
+        target.bucket, f"{legacy_root(target, job)}/state/{tp.topic}/{tp.partition}.json"
+    )
     return PartitionState.from_json(doc.body) if doc is not None else None
 
 
@@ -185,14 +186,17 @@ def fence(
         )
         try:
             etag = store.put_document(
-                target.bucket, state_key(target, tp), new.to_json(tp, job),
+                target.bucket,
+                state_key(target, tp),
+                new.to_json(tp, job),
                 if_match=loaded.etag,
-            )  # fmt: skip
+            )
         except PreconditionFailed:
             loaded = load(store, target, job, tp)  # an older run committed meanwhile
             continue
         return LoadedState(new, etag)
     raise StateConflictError(
-        "the partition state keeps changing under this run", tp=tp,
+        "the partition state keeps changing under this run",
+        tp=tp,
         hint="Another run of the job is writing it; let it finish",
-    )  # fmt: skip
+    )

@@ -46,8 +46,9 @@ def _lease_view(store: S3Store, unit: WorkUnit) -> lease.LeaseView:
         if view is None:
             if len(_VIEWS) >= 64:
                 _VIEWS.clear()
-            view = _VIEWS[ident] = lease.LeaseView(read, unit.run_id, unit.epoch,
-                                                   unit.lease_ttl_seconds)  # fmt: skip
+            view = _VIEWS[ident] = lease.LeaseView(
+                read, unit.run_id, unit.epoch, unit.lease_ttl_seconds
+            )
         return view
 
 
@@ -58,11 +59,12 @@ class UnitFencing:
         self._bucket = unit.route.target.bucket
         self.enabled = unit.epoch > 0
         # Attempts of one unit read the same records and cut the same objects.
-        self._mine = {RUN_META: unit.run_id,
-                      UNIT_META: f"{unit.start}-{unit.stop}-{unit.young_after_ms}"}  # fmt: skip
+        self._mine = {
+            RUN_META: unit.run_id,
+            UNIT_META: f"{unit.start}-{unit.stop}-{unit.young_after_ms}",
+        }
         if self.enabled:
-            store.object_metadata = writer_metadata(unit.run_id, unit.epoch,
-                                                    self._mine[UNIT_META])  # fmt: skip
+            store.object_metadata = writer_metadata(unit.run_id, unit.epoch, self._mine[UNIT_META])
         self._lease = _lease_view(store, unit)
 
     def check(self) -> None:
@@ -88,9 +90,7 @@ class UnitFencing:
                 return  # an attempt of this very unit: the same records, the same bytes
             self.confirm_partition()
             self._store.delete_if_match(self._bucket, key, head.etag)
-        raise lease.fenced(
-            f"s3://{self._bucket}/{key} keeps being written by another run"
-        )
+        raise lease.fenced(f"s3://{self._bucket}/{key} keeps being written by another run")
 
     def confirm_partition(self) -> None:
         """Prove that no run committed or fenced the unit's partition since it was planned

@@ -70,12 +70,15 @@ class Identity:
 
     @classmethod
     def here(cls) -> Identity:
-        return cls(socket.gethostname(), _read("/proc/sys/kernel/random/boot_id"),
-                   _link("/proc/self/ns/pid"), os.getpid())  # fmt: skip
+        return cls(
+            socket.gethostname(),
+            _read("/proc/sys/kernel/random/boot_id"),
+            _link("/proc/self/ns/pid"),
+            os.getpid(),
+        )
 
     def fields(self) -> dict[str, object]:
-        return {"host": self.host, "boot_id": self.boot_id, "pid_ns": self.pid_ns,
-                "pid": self.pid}  # fmt: skip
+        return {"host": self.host, "boot_id": self.boot_id, "pid_ns": self.pid_ns, "pid": self.pid}
 
 
 def _read(path: str) -> str:
@@ -113,8 +116,10 @@ def holder_provably_dead(
     if not (here.boot_id and here.pid_ns):
         return False  # cannot tell (not Linux): wait for the lease to expire
     if (held.get("host"), held.get("boot_id"), held.get("pid_ns")) != (
-        here.host, here.boot_id, here.pid_ns,
-    ):  # fmt: skip
+        here.host,
+        here.boot_id,
+        here.pid_ns,
+    ):
         return False
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == here.pid:
         return False
@@ -122,9 +127,11 @@ def holder_provably_dead(
 
 
 def may_take_over(
-    held: Mapping[str, Any], now_ms: int, here: Identity,
+    held: Mapping[str, Any],
+    now_ms: int,
+    here: Identity,
     alive: Callable[[int], bool] = pid_alive,
-) -> bool:  # fmt: skip
+) -> bool:
     """Whether a held lock may be taken over now: released, expired, or its holder is
     provably dead."""
     if held.get("released") is True:
@@ -156,9 +163,7 @@ def lease_status(
     return LeaseStatus(True, remaining)
 
 
-def renewal_applied(
-    body: Mapping[str, Any] | None, run_id: str, epoch: int, renewal: int
-) -> bool:
+def renewal_applied(body: Mapping[str, Any] | None, run_id: str, epoch: int, renewal: int) -> bool:
     """After a renewal answered 412: whether the lock is that very renewal (it was applied,
     its response lost, and the retry saw the new ETag) rather than another run's."""
     return (
@@ -180,9 +185,12 @@ class LeaseView:
     past its lease reads it again before its next write, and stops."""
 
     def __init__(
-        self, read: Callable[[], Mapping[str, Any] | None], run_id: str, epoch: int,
+        self,
+        read: Callable[[], Mapping[str, Any] | None],
+        run_id: str,
+        epoch: int,
         ttl_seconds: int,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._read = read
         self._run_id = run_id
         self._epoch = epoch

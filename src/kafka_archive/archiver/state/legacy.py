@@ -97,9 +97,15 @@ def retire_locks(
                 "versions on this prefix again",
             )
         previous = lease.epoch_of(held.body) or 0
-        body = {"job": job, "run_id": run_id, "epoch": max(epoch, previous + 1),
-                "released": True, "retired": True, "expires_at_ms": lease.now_ms(),
-                "moved_to": f"{state_root(target)}/lock.json"}  # fmt: skip
+        body = {
+            "job": job,
+            "run_id": run_id,
+            "epoch": max(epoch, previous + 1),
+            "released": True,
+            "retired": True,
+            "expires_at_ms": lease.now_ms(),
+            "moved_to": f"{state_root(target)}/lock.json",
+        }
         try:
             store.put_document(target.bucket, key, body, if_match=held.etag)
         except PreconditionFailed:
@@ -141,14 +147,18 @@ def adopt(
             if doc is not None:
                 body = {**doc.body, "adopted_from": old}
                 try:
-                    store.put_document(target.bucket, state_key(target, tp), body,
-                                       if_match=None)  # fmt: skip
+                    store.put_document(target.bucket, state_key(target, tp), body, if_match=None)
                 except PreconditionFailed:
                     continue  # created meanwhile: that one counts
                 store.delete(target.bucket, [old])
                 adopted += 1
-                log.info("%s: adopted the state of job %s (next offset %s) from %s",
-                         tp, chosen, body.get("next_offset"), old)  # fmt: skip
+                log.info(
+                    "%s: adopted the state of job %s (next offset %s) from %s",
+                    tp,
+                    chosen,
+                    body.get("next_offset"),
+                    old,
+                )
     return adopted
 
 
@@ -156,8 +166,7 @@ def _move_markers(store: S3Store, target: Target, tp: TopicPartition, keys: list
     for key in keys:
         raw = store.get_bytes(target.bucket, key)
         if raw is not None:
-            store.put_bytes(target.bucket, pending_prefix(target, tp) + key.rsplit("/", 1)[-1],
-                            raw)  # fmt: skip
+            store.put_bytes(target.bucket, pending_prefix(target, tp) + key.rsplit("/", 1)[-1], raw)
     if keys:
         store.delete(target.bucket, keys)
 
@@ -169,8 +178,13 @@ def forget(
     reset: otherwise the next run would adopt them."""
     wanted = set(topics)
     layout = scan(store, target)
-    keys = [k for tp, by_job in layout.states.items() if every or tp.topic in wanted
-            for k in by_job.values()]  # fmt: skip
-    keys += [k for (_, tp), found in layout.markers.items() if every or tp.topic in wanted
-             for k in found]  # fmt: skip
+    keys = [
+        k
+        for tp, by_job in layout.states.items()
+        if every or tp.topic in wanted
+        for k in by_job.values()
+    ]
+    keys += [
+        k for (_, tp), found in layout.markers.items() if every or tp.topic in wanted for k in found
+    ]
     return keys

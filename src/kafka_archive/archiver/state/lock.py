@@ -80,15 +80,16 @@ class JobLock:
         sent = time.monotonic()
         for _ in range(3):
             held = self.store.get_document(bucket, self.key)
-            if held is not None and self.epoch and lease.renewal_applied(
-                held.body, self.run_id, self.epoch, 0
+            if (
+                held is not None
+                and self.epoch
+                and lease.renewal_applied(held.body, self.run_id, self.epoch, 0)
             ):  # our acquisition was applied, its response lost (the retry saw 412)
                 self._etag, self._valid_until = held.etag, sent + self.ttl_seconds
                 break
             previous = lease.epoch_of(held.body) if held is not None else None
             self.epoch = lease.next_epoch(previous, lease.now_ms())
-            if held is not None and not lease.may_take_over(held.body, lease.now_ms(),
-                                                            self._here):  # fmt: skip
+            if held is not None and not lease.may_take_over(held.body, lease.now_ms(), self._here):
                 raise JobLockedError(
                     f"job {held.body.get('job', self.job)!r} is already running on "
                     f"s3://{bucket}/{self.target.prefix} (run {held.body.get('run_id')} on "
@@ -101,9 +102,11 @@ class JobLock:
             sent = time.monotonic()
             try:
                 self._etag = self.store.put_document(
-                    bucket, self.key, self._body(0),
+                    bucket,
+                    self.key,
+                    self._body(0),
                     if_match=held.etag if held is not None else None,
-                )  # fmt: skip
+                )
             except PreconditionFailed:
                 continue  # it changed between our two requests: look again
             self._valid_until = sent + self.ttl_seconds
@@ -173,9 +176,11 @@ class JobLock:
                 return
             try:
                 self.store.put_document(
-                    self.target.bucket, self.key, self._body(self._renewal + 1, released=True),
+                    self.target.bucket,
+                    self.key,
+                    self._body(self._renewal + 1, released=True),
                     if_match=self._etag,
-                )  # fmt: skip
+                )
             except PreconditionFailed:
                 held = self.store.get_document(self.target.bucket, self.key)
                 body: Any = held.body if held is not None else {}
@@ -183,8 +188,12 @@ class JobLock:
                 if mine != (self.run_id, self.epoch, self._renewal + 1):
                     log.warning("the lock of job %s was taken over before release", self.job)
             except ArchiveError as exc:
-                log.warning("could not release the lock of job %s (it expires in %d s): %s",
-                            self.job, self.ttl_seconds, exc)  # fmt: skip
+                log.warning(
+                    "could not release the lock of job %s (it expires in %d s): %s",
+                    self.job,
+                    self.ttl_seconds,
+                    exc,
+                )
             self._etag = None
 
     def __enter__(self) -> JobLock:

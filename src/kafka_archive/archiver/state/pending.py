@@ -50,13 +50,18 @@ def marker_key(target: Target, tp: TopicPartition, start: int, key: str) -> str:
 
 
 def mark(
-    store: S3Store, target: Target, job: str, tp: TopicPartition, start: int, key: str, run: str,
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    start: int,
+    key: str,
+    run: str,
     epoch: int = 0,
-) -> str:  # fmt: skip
+) -> str:
     """Record the intent to upload ``key``; returns the marker's own key."""
     mkey = marker_key(target, tp, start, key)
-    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch,
-                       "job": job}).encode()  # fmt: skip
+    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch, "job": job}).encode()
     store.put_bytes(target.bucket, mkey, body)
     return mkey
 

@@ -31,8 +31,10 @@ def check_conditional_writes(
         try:
             store.probe_conditional_writes(bucket, key)
         except ConditionalWritesIgnored as exc:
-            message = (f"the S3 endpoint applied a PUT whose {exc} condition was false "
-                       f"(s3://{bucket}): it does not honour conditional writes")  # fmt: skip
+            message = (
+                f"the S3 endpoint applied a PUT whose {exc} condition was false "
+                f"(s3://{bucket}): it does not honour conditional writes"
+            )
             if not unsafe:
                 raise ConditionalWritesError(
                     message,
@@ -40,6 +42,9 @@ def check_conditional_writes(
                     "accepting that two overlapping runs of the job can lose or duplicate "
                     "records, set unsafe_single_writer_without_conditional_writes: true",
                 ) from None
-            log.warning("%s; UNSAFE: continuing because unsafe_single_writer_without_"
-                        "conditional_writes is set: overlapping runs of this job can lose "
-                        "or duplicate records", message)  # fmt: skip
+            log.warning(
+                "%s; UNSAFE: continuing because unsafe_single_writer_without_"
+                "conditional_writes is set: overlapping runs of this job can lose "
+                "or duplicate records",
+                message,
+            )

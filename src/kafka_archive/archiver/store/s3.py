@@ -68,17 +68,29 @@ _ROLE_LOCK = threading.Lock()
 # made under the lock.
 _SESSIONS: dict[str, boto3.Session] = {}
 _SESSION_LOCK = threading.Lock()
-_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                   "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE",
-                   "AWS_SHARED_CREDENTIALS_FILE", "AWS_ROLE_ARN",
-                   "AWS_WEB_IDENTITY_TOKEN_FILE")  # fmt: skip
+_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+)
 
 
 def _client(settings: S3Settings, **kwargs: Any) -> Any:
     """An S3 client of the process's session for ``settings``' credentials."""
-    source = [settings.role_arn, settings.external_id, settings.role_session_name,
-              settings.sts_endpoint_url, settings.region,
-              *(os.environ.get(name) for name in _CREDENTIAL_ENV)]  # fmt: skip
+    source = [
+        settings.role_arn,
+        settings.external_id,
+        settings.role_session_name,
+        settings.sts_endpoint_url,
+        settings.region,
+        *(os.environ.get(name) for name in _CREDENTIAL_ENV),
+    ]
     key = hashlib.sha256(repr(source).encode()).hexdigest()
     with _SESSION_LOCK:
         session = _SESSIONS.get(key)
@@ -91,8 +103,13 @@ def _session(settings: S3Settings) -> boto3.Session:
     """boto3's default credential chain, or with ``role_arn`` a role assumed with it."""
     if settings.role_arn is None:
         return boto3.Session()
-    cache = (settings.role_arn, settings.external_id, settings.role_session_name,
-             settings.sts_endpoint_url, settings.region)  # fmt: skip
+    cache = (
+        settings.role_arn,
+        settings.external_id,
+        settings.role_session_name,
+        settings.sts_endpoint_url,
+        settings.region,
+    )
     with _ROLE_LOCK:
         credentials = _ROLE_CREDENTIALS.get(cache)
         if credentials is None:
@@ -122,16 +139,19 @@ def _assume_role(settings: S3Settings) -> Any:
         )
 
     def sts_client(service: str, **kwargs: Any) -> Any:
-        return base.create_client(service, endpoint_url=settings.sts_endpoint_url,
-                                  region_name=settings.region, **kwargs)  # fmt: skip
+        return base.create_client(
+            service, endpoint_url=settings.sts_endpoint_url, region_name=settings.region, **kwargs
+        )
 
     extra: dict[str, Any] = {"RoleSessionName": settings.role_session_name}
     if settings.external_id:
         extra["ExternalId"] = settings.external_id
     fetcher = AssumeRoleCredentialFetcher(
-        client_creator=sts_client, source_credentials=source, role_arn=settings.role_arn,
+        client_creator=sts_client,
+        source_credentials=source,
+        role_arn=settings.role_arn,
         extra_args=extra,
-    )  # fmt: skip
+    )
     credentials = DeferredRefreshableCredentials(
         refresh_using=fetcher.fetch_credentials, method="assume-role"
     )
@@ -151,8 +171,13 @@ def _assume_role(settings: S3Settings) -> Any:
     return credentials
 
 
-_EXPIRED = ("ExpiredToken", "ExpiredTokenException", "TokenRefreshRequired", "RequestExpired",
-            "InvalidToken")
+_EXPIRED = (
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "TokenRefreshRequired",
+    "RequestExpired",
+    "InvalidToken",
+)
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 16 * 1024 * 1024
 
@@ -315,9 +340,13 @@ class S3Store:
             code, status = _code(exc), _status(exc)
             if _is_precondition(exc):
                 return _ConditionFailed(f"S3 refused to {what} {where}: precondition failed")
-            if code in ("NoSuchBucket",) or (status == 404 and not key) or (
-                # A conditional write to a key of a deleted bucket can say NoSuchKey.
-                status == 404 and what != "read" and self._bucket_missing(bucket)
+            if (
+                code in ("NoSuchBucket",)
+                or (status == 404 and not key)
+                or (
+                    # A conditional write to a key of a deleted bucket can say NoSuchKey.
+                    status == 404 and what != "read" and self._bucket_missing(bucket)
+                )
             ):
                 return BucketNotFoundError(
                     f"bucket {bucket!r} does not exist at {endpoint}",
@@ -572,9 +601,13 @@ class S3Store:
         extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
         try:
             response = self._client.upload_part(
-                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body,
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                Body=body,
                 **extra,
-            )  # fmt: skip
+            )
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, f"upload part {number} of", bucket, key) from None
         if algorithm:  # CompleteMultipartUpload names each part's checksum
