@@ -99,6 +99,8 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
         s3_endpoint,
     ]
     assert main(["run", *args]) == 0, capsys.readouterr().err
+    # The run counts partitions as partitions, and says how many pieces it made of them.
+    assert "archiving 4 partition(s), 7 pieces with Spark" in capsys.readouterr().err
     # Spark ran the hot partition as 4 tasks of 1,000 offsets; the cold ones (small units)
     # share a task per core.
     assert last_job_tasks(spark) == HOT // 1000 + min(3, spark.defaultParallelism)

@@ -115,8 +115,11 @@ class Session:
             tables=iceberg.offsets_by_route(self.tables),
         )
         if work.units:
+            partitions = len({(u.route_index, u.tp) for u in work.units})
+            pieces = len(work.units) - partitions
+            split = f", {len(work.units)} pieces" if pieces else ""
             self.progress.step(
-                f"archiving {len(work.units)} partition(s) with Spark ({self.settings.master})"
+                f"archiving {partitions} partition(s){split} with Spark ({self.settings.master})"
             )
         assert self.spark is not None, "batch() runs inside session()"
         units = transforms.with_roots(work.units, self.transform_roots)
