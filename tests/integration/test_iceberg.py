@@ -74,6 +74,11 @@ def referenced(table: Any, bucket: str) -> set[str]:
     return {path.removeprefix(f"s3://{bucket}/") for path in files}
 
 
+def run_args(kcql: str, broker: str, s3_endpoint: str) -> list[str]:
+    """``run`` of one statement against the test broker and S3 endpoint."""
+    return ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+
+
 def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> str:
     return (
         f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS PARQUET "
@@ -93,15 +98,7 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=PARTITIONS), bucket()
-    args = [
-        "run",
-        "--kcql",
-        kcql_for(name, bkt, 100),
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
     produce_ids(broker, name, 0, 500, partitions=PARTITIONS)
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
@@ -168,15 +165,8 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
     """Each trial: produce, start a run, SIGKILL its process group as soon as a file of it
     is in S3 (mid-upload, or between the uploads and the commit), then run to the end."""
     name, bkt = topic(partitions=PARTITIONS), bucket()
-    args = [
-        "--kcql",
-        kcql_for(name, bkt, 50),
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
-    command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
+    args = run_args(kcql_for(name, bkt, 50), broker, s3_endpoint)
+    command = [KAFKA_ARCHIVE, *args, "--master", "local[2]"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = orphaned = 0
     for _ in range(trials):
@@ -206,7 +196,7 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
         if data_keys(s3_client, bkt) - committed:
             orphaned += 1
 
-        assert main(["run", *args]) == 0, capsys.readouterr().err
+        assert main(args) == 0, capsys.readouterr().err
         capsys.readouterr()
         table = reader_table(catalog_uri, s3_endpoint)
         ids = table_ids(table)
@@ -233,15 +223,7 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
     from kafka_archive.archiver import iceberg
 
     name, bkt = topic(partitions=1), bucket()
-    args = [
-        "run",
-        "--kcql",
-        kcql_for(name, bkt, 100),
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
     produce_ids(broker, name, 0, 100, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     produce_ids(broker, name, 100, 100, partitions=1)
@@ -252,7 +234,7 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
         iceberg.commit = real_commit
         try:
             other = kcql_for(name, bkt, 100, prefix="tables/orders-other")
-            assert main(["run", "--kcql", other, *args[3:], "--job-name", "other-writer"]) == 0
+            assert main([*run_args(other, broker, s3_endpoint), "--job-name", "other-writer"]) == 0
         finally:
             iceberg.commit = racing
         real_commit(table, *a, **k)
@@ -290,7 +272,7 @@ def test_partitionby_value_fields_become_identity_partitions(
         f"INSERT INTO {bkt}:tables/orders SELECT * FROM {name} PARTITIONBY country "
         f"STOREAS PARQUET PROPERTIES('table.format'='iceberg', 'iceberg.table'='{TABLE}')"
     )
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
     (field,) = table.spec().fields
@@ -385,15 +367,7 @@ def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    args = [
-        "run",
-        "--kcql",
-        kcql_for(name, bkt, 100),
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
     produce_ids(broker, name, 0, 10, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     producer = Producer({"bootstrap.servers": broker})
