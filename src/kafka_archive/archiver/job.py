@@ -343,11 +343,7 @@ def _load_state(
     route) the offset of the table's latest snapshot."""
     if table is None:
         return checkpoint.load(store, target, job, tp)
-    return _table_state(table.get(tp))
-
-
-def _table_state(next_offset: int | None) -> checkpoint.LoadedState:
-    """An Iceberg route's committed offset of a partition, as planning reads states."""
+    next_offset = table.get(tp)
     if next_offset is None:
         return checkpoint.LoadedState(None, None)
     return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
