@@ -93,7 +93,7 @@ def _per_record(unit: WorkUnit, batches: list[Batch], spool: Path) -> tuple[Any,
             except BadRecordError:
                 continue  # the skip policy
     chunks.flush_all()
-    return _data(store), tuple(chunks.written)
+    return _data(store), chunks.lifecycle.uploaded()
 
 
 def _batched(unit: WorkUnit, batches: list[Batch], spool: Path) -> tuple[Any, ...]:
@@ -108,7 +108,7 @@ def _batched(unit: WorkUnit, batches: list[Batch], spool: Path) -> tuple[Any, ..
             except BadRecordError:
                 continue
     chunks.flush_all()
-    return _data(store), tuple(chunks.written)
+    return _data(store), chunks.lifecycle.uploaded()
 
 
 def _data(store: FakeStore) -> dict[str, bytes]:

@@ -1,9 +1,9 @@
 """The open objects of one work unit: each record goes to one open object (chunk) per path.
 
 A chunk lives in a local spool file while it is written; when it is rolled it is closed,
-its intent marker is written, it is uploaded whole, and its spool file is removed. Chunk
-boundaries depend only on the records and the flush policy, so every attempt of a unit
-writes the same keys.
+its intent marker is written, it is uploaded whole, and its spool file is removed (the
+stages of :mod:`.lifecycle`). Chunk boundaries depend only on the records and the flush
+policy, so every attempt of a unit writes the same keys.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from kafka_archive.archiver.formats.base import (
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.writers import batch_encoder_for, writer_for
 from kafka_archive.archiver.kafka.reader import Batch
+from kafka_archive.archiver.lifecycle import Lifecycle, Stage
 from kafka_archive.archiver.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
-from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.store.streaming import StreamingUpload
@@ -82,7 +82,8 @@ class ChunkSet:
     ) -> None:
         self._unit = unit
         self._max_open = max_open
-        self.fencing = fencing or UnitFencing(store, unit)
+        # Where each object is between its spool file and the commit.
+        self.lifecycle = Lifecycle(unit, store, fencing)
         self._part_bytes = part_bytes
         self._registry = registry
         self._store = store
@@ -112,10 +113,6 @@ class ChunkSet:
             if registry is None and not self._grouped and self._block_bytes is None
             else None
         )
-        self.written: list[ObjectWritten] = []
-        self.marker_keys: list[str] = []
-        # The last offset in any object uploaded so far (start - 1 before the first).
-        self.written_end = unit.start - 1
 
     def add(self, record: Record) -> None:
         """Write one record into the open object of its group (PARTITIONBY values, time).
@@ -139,7 +136,7 @@ class ChunkSet:
             if len(self._open) >= self._max_open:
                 # Bounded open writers: roll (upload) the least recently written object.
                 # Like a count roll, it depends on the records alone; its marker makes it
-                # uncommitted until the unit commits, and written_end keeps the cut clean.
+                # uncommitted until the unit commits, and the commit cut stays after it.
                 self._roll(next(iter(self._open)))
             chunk = self._open_chunk(record.offset, record.timestamp, values)
             evolution.carry(self._previous.get(values), chunk.writer)  # schema.compatibility
@@ -212,7 +209,7 @@ class ChunkSet:
 
     def bytes_so_far(self) -> int:
         """Bytes of the objects written so far, and encoded into the open ones (progress)."""
-        return sum(o.size for o in self.written) + sum(
+        return sum(o.size for o in self.lifecycle.uploaded()) + sum(
             c.writer.bytes_written() for c in self._open.values()
         )
 
@@ -257,6 +254,7 @@ class ChunkSet:
                 else None
             ),
         )
+        self.lifecycle.open(key)
         self._open[values] = chunk
         return chunk
 
@@ -264,59 +262,42 @@ class ChunkSet:
         chunk = self._open.pop(values)
         try:
             if chunk.records == 0:
+                self.lifecycle.discard(chunk.key)
                 return
             chunk.writer.close()
             if chunk.compressor is not None:
                 chunk.compressor.close()  # writes the trailer; leaves the file open
             chunk.file.close()
-            unit = self._unit
-            target = unit.route.target
+            bucket = self._unit.route.target.bucket
             keys = [chunk.key]
             if isinstance(chunk.compressor, BlockGzipSink):
                 keys.append(index_key(chunk.key))
-            self.fencing.check()
-            # Iceberg routes need no markers: what no snapshot references is an orphan.
-            for key in keys if unit.route.iceberg is None else ():
-                self.marker_keys.append(
-                    pending.mark(
-                        self._store,
-                        target,
-                        unit.job,
-                        unit.tp,
-                        chunk.first_offset,
-                        key,
-                        unit.run_id,
-                        unit.epoch,
-                    )
-                )
+            self.lifecycle.mark(keys, chunk.first_offset)
+            written = ObjectWritten(
+                key=chunk.key,
+                first_offset=chunk.first_offset,
+                last_offset=chunk.last_offset,
+                records=chunk.records,
+                size=chunk.path.stat().st_size,
+            )
             upload = chunk.upload
             if upload is not None and upload.started:
-                size = chunk.path.stat().st_size
-                self.fencing.create(chunk.key, lambda: upload.complete(size))
+                self.lifecycle.create(chunk.key, lambda: upload.complete(written.size), written)
             else:
                 path = chunk.path
-                self.fencing.create(
-                    chunk.key, lambda: self._store.upload_file(target.bucket, chunk.key, path)
+                self.lifecycle.create(
+                    chunk.key, lambda: self._store.upload_file(bucket, chunk.key, path), written
                 )
             if isinstance(chunk.compressor, BlockGzipSink):
                 index = index_document(chunk.compressor.blocks)
-                self.fencing.create(
-                    index_key(chunk.key),
-                    lambda: self._store.put_bytes(target.bucket, index_key(chunk.key), index),
+                self.lifecycle.create(
+                    keys[1], lambda: self._store.put_bytes(bucket, keys[1], index)
                 )
-            self.written_end = max(self.written_end, chunk.last_offset)
-            self.written.append(
-                ObjectWritten(
-                    key=chunk.key,
-                    first_offset=chunk.first_offset,
-                    last_offset=chunk.last_offset,
-                    records=chunk.records,
-                    size=chunk.path.stat().st_size,
-                )
-            )
         except BaseException:
             if chunk.upload is not None:
                 chunk.upload.abort()
+            if self.lifecycle.stage(chunk.key) is Stage.WRITING:
+                self.lifecycle.discard(chunk.key)
             raise
         finally:
             chunk.file.close()
@@ -340,7 +321,11 @@ class ChunkSet:
                 flush.OpenSpan(c.first_offset, c.last_offset, c.first_timestamp)
                 for c in self._open.values()
             ]
-            cut = flush.commit_cut(spans, self.written_end, stop, young_after_ms)
+            # The last offset in any object uploaded so far (start - 1 before the first).
+            written_end = max(
+                (o.last_offset for o in self.lifecycle.uploaded()), default=self._unit.start - 1
+            )
+            cut = flush.commit_cut(spans, written_end, stop, young_after_ms)
         for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
             if self._open[values].first_offset < cut:
                 self._roll(values)
@@ -351,18 +336,15 @@ class ChunkSet:
         chunk = self._open.pop(values)
         if chunk.upload is not None:
             chunk.upload.abort()
-        chunk.file.close()
+        with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
+            chunk.file.close()
         chunk.path.unlink(missing_ok=True)
+        self.lifecycle.discard(chunk.key)
 
     def discard_all(self) -> None:
         """Drop every open chunk without uploading (held back, or a failed unit)."""
-        for chunk in self._open.values():
-            if chunk.upload is not None:
-                chunk.upload.abort()
-            with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
-                chunk.file.close()
-            chunk.path.unlink(missing_ok=True)
-        self._open.clear()
+        for values in list(self._open):
+            self._discard(values)
 
 
 def _interval_cut(

@@ -27,12 +27,13 @@ import itertools
 from collections.abc import Sequence
 
 from kafka_archive.archiver import errors
+from kafka_archive.archiver.lifecycle import commit_state
 from kafka_archive.archiver.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.task import UnitFailure, commit_state
+from kafka_archive.archiver.task import UnitFailure
 
 
 def piece_size(count: int, max_records: int) -> int:

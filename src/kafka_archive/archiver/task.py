@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -20,14 +20,12 @@ from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
-from kafka_archive.archiver.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
 
-MAX_KEYS_IN_STATE = 100
 log = logging.getLogger(__name__)
 
 
@@ -53,36 +51,6 @@ class UnitFailure:
         )
 
 
-def commit_state(
-    store: S3Store,
-    unit: WorkUnit,
-    start: int,
-    next_offset: int,
-    written: Sequence[ObjectWritten],
-    marker_keys: Sequence[str],
-) -> None:
-    """Advance the partition of ``unit`` from ``start`` (where the run began it) to
-    ``next_offset`` over the objects ``written`` (conditional on the ETag the run planned
-    with), then clear their intent markers. The caller proved the lease just before."""
-    state = checkpoint.PartitionState(
-        next_offset=next_offset,
-        run_id=unit.run_id,
-        committed_at=checkpoint.now_iso(),
-        last_objects=tuple(o.key for o in written[-MAX_KEYS_IN_STATE:]),
-        records=unit.prior.records + sum(o.records for o in written),
-        bytes=unit.prior.bytes + sum(o.size for o in written),
-        objects=unit.prior.objects + len(written),
-        epoch=unit.epoch,
-        commits=checkpoint.append_commit(unit.commits, start, unit.epoch),
-    )
-    checkpoint.commit(
-        store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
-    )
-    # Markers of committed objects are stale now; a leftover one is harmless (the next
-    # run's recovery ignores markers below the committed offset).
-    pending.clear(store, unit.route.target, list(marker_keys))
-
-
 def _commit(
     unit: WorkUnit,
     store: S3Store,
@@ -96,32 +64,17 @@ def _commit(
     # refusals, which are not this run's to write.
     letters = refused.letters.below(next_offset)
     dead_key = None
-    fencing = chunks.fencing
+    lifecycle = chunks.lifecycle
     if letters.first_offset is not None:
-        first = letters.first_offset
-        dead_key = deadletter.dead_letter_key(unit.route, unit.tp, first)
-        fencing.check()
-        if unit.route.iceberg is None:  # Iceberg routes keep no markers (see iceberg.py)
-            chunks.marker_keys.append(
-                pending.mark(
-                    store,
-                    unit.route.target,
-                    unit.job,
-                    unit.tp,
-                    first,
-                    dead_key,
-                    unit.run_id,
-                    unit.epoch,
-                )
-            )
+        dead_key = deadletter.dead_letter_key(unit.route, unit.tp, letters.first_offset)
         key, body = dead_key, letters.body()
-        fencing.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
-    written = tuple(chunks.written)
+        lifecycle.mark([key], letters.first_offset)
+        lifecycle.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
+    written = lifecycle.uploaded()
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
-    if next_offset > unit.start and unit.route.iceberg is None and not unit.deferred:
-        fencing.check()
-        commit_state(store, unit, unit.start, next_offset, written, chunks.marker_keys)
+    if next_offset > unit.start and lifecycle.commits_here:
+        lifecycle.commit(next_offset)
     return UnitResult(
         route_index=unit.route_index,
         tp=unit.tp,
@@ -136,7 +89,7 @@ def _commit(
         dead_letter_key=dead_key,
         s3_retries=store.retries,
         # A sub-unit leaves its markers to the driver, which commits it in offset order.
-        marker_keys=tuple(chunks.marker_keys) if unit.deferred else (),
+        marker_keys=lifecycle.markers() if unit.deferred else (),
     )
 
 
