@@ -179,10 +179,8 @@ def _run_units(
     plan = parse(kcql)
     store = S3Store(good.settings.s3)
     with KafkaAdmin(good.settings.kafka, "g") as admin:
-        topics = tuple(sorted({r.topic for r in plan.routes}))
         work = jobs.plan_work(
-            plan,
-            admin.partitions(topics),
+            driver.partition_states(driver.Preflight("j", store, plan, admin), legacy=False),
             store=store,
             admin=admin,
             settings=good.settings,

@@ -23,6 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_archive import kcql
+from kafka_archive.archiver import driver
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.model import TopicPartition
@@ -113,11 +114,12 @@ def test_a_thousand_partitions(
     # markers read, one batched offsets lookup.
     with KafkaAdmin(settings.kafka, "scale-plan") as kafka_admin:
         partitions = kafka_admin.partitions(tuple(topics))
+        store = S3Store(settings.s3)
         started = time.monotonic()
+        pre = driver.Preflight("scale", store, plan, kafka_admin)
         work = jobs.plan_work(
-            plan,
-            partitions,
-            store=S3Store(settings.s3),
+            driver.partition_states(pre, partitions=partitions, legacy=False),
+            store=store,
             admin=kafka_admin,
             settings=settings,
             job="scale",
@@ -181,13 +183,14 @@ def test_planning_ten_thousand_partitions(s3_endpoint: str, bucket: Callable[...
     settings = Settings(
         KafkaSettings("unused:9092"), S3Settings(endpoint_url=s3_endpoint, region="us-east-1")
     )
+    store, admin = S3Store(settings.s3), _StubAdmin()
     tracemalloc.start()
     started = time.monotonic()
+    pre = driver.Preflight("scale", store, plan, admin)  # type: ignore[arg-type]
     work = jobs.plan_work(
-        plan,
-        partitions,
-        store=S3Store(settings.s3),
-        admin=_StubAdmin(),  # type: ignore[arg-type]
+        driver.partition_states(pre, partitions=partitions, legacy=False),
+        store=store,
+        admin=admin,  # type: ignore[arg-type]
         settings=settings,
         job="scale",
         run_id="plan",

@@ -3,7 +3,7 @@
 - :func:`preflight`: the job's name, the buckets checked, Kafka reached and the plan's topics
   resolved, before anything is read or written;
 - :func:`partition_states`: each (route, partition) with its S3 state and Kafka's offsets
-  (one batched lookup for all partitions);
+  (one batched lookup for all partitions, one GET of each state on a bounded pool);
 - :class:`SparkOnDemand` and :func:`map_units`: run units as Spark tasks, one task each,
   their progress shown live; :func:`first_error` turns the failures the tasks returned back
   into our errors.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -132,24 +133,58 @@ class PartitionView:
 def partition_states(
     pre: Preflight,
     also: Mapping[int, Iterable[TopicPartition]] | None = None,
-) -> Iterator[PartitionView]:
-    """Each route's partitions in order: Kafka's (with a preflight that reached Kafka) and
-    those ``also`` names by route index (e.g. what the archive holds), each with its state
-    and Kafka's offsets (one batched lookup for all, None without Kafka)."""
+    *,
+    partitions: Mapping[str, Sequence[int]] | None = None,
+    tables: Mapping[int, Mapping[TopicPartition, int]] | None = None,
+    legacy: bool = True,
+) -> list[PartitionView]:
+    """Each route's partitions in order: ``partitions`` by topic (a session's, found once),
+    else Kafka's (with a preflight that reached Kafka), and those ``also`` names by route
+    index (e.g. what the archive holds). Each with Kafka's offsets (one batched lookup for
+    all, None without Kafka) and its state: one GET each, on a bounded pool of threads.
+
+    An Iceberg route's state is its table's latest snapshot, from ``tables`` by route index
+    (:func:`.iceberg.offsets_by_route`), with no request. With ``legacy`` (read-only
+    commands) a partition without state falls back to the state its job kept before routes
+    owned it; without (a run, which adopted that state under its lease), the route's state
+    is loaded with the ETag a commit must match."""
     plan, admin = pre.plan, pre.admin
-    kafka_partitions = (
-        admin.partitions(tuple(sorted({r.topic for r in plan.routes}))) if admin else {}
-    )
+    if partitions is None:
+        topics = tuple(sorted({r.topic for r in plan.routes}))
+        partitions = admin.partitions(topics) if admin else {}
     wanted: list[tuple[int, Route, TopicPartition]] = []
     for index, route in enumerate(plan.routes):
         tps = set((also or {}).get(index, ()))
-        tps |= {TopicPartition(route.topic, p) for p in kafka_partitions.get(route.topic, ())}
+        tps |= {TopicPartition(route.topic, p) for p in partitions.get(route.topic, ())}
         wanted += [(index, route, tp) for tp in sorted(tps)]
     offsets = admin.offsets(tp for _, _, tp in wanted) if admin else {}
-    for index, route, tp in wanted:
-        # Read only: the route's state, else the job's of the layout before routes owned it.
-        state = checkpoint.read(pre.store, route.target, pre.job, tp)
-        yield PartitionView(index, route, tp, checkpoint.LoadedState(state, None), offsets.get(tp))
+    states = jobs.in_parallel(
+        [
+            functools.partial(_state, pre, route, tp, (tables or {}).get(index), legacy)
+            for index, route, tp in wanted
+        ]
+    )
+    return [
+        PartitionView(index, route, tp, loaded, offsets.get(tp))
+        for (index, route, tp), loaded in zip(wanted, states, strict=True)
+    ]
+
+
+def _state(
+    pre: Preflight,
+    route: Route,
+    tp: TopicPartition,
+    table: Mapping[TopicPartition, int] | None,
+    legacy: bool,
+) -> checkpoint.LoadedState:
+    if route.iceberg is not None:  # no state objects: the table's snapshot
+        next_offset = (table or {}).get(tp)
+        if next_offset is None:
+            return checkpoint.LoadedState(None, None)
+        return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
+    if legacy:
+        return checkpoint.LoadedState(checkpoint.read(pre.store, route.target, pre.job, tp), None)
+    return checkpoint.load(pre.store, route.target, pre.job, tp)
 
 
 # -- running units on Spark -----------------------------------------------------------

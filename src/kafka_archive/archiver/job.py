@@ -1,5 +1,5 @@
-"""Driver side: name the job, plan work units (one per partition, or its pieces), run them
-on Spark."""
+"""Driver side: name the job, plan work units (one per partition, or its pieces), pack them
+into Spark tasks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from kafka_archive.archiver import positions, subunits
 from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedError
@@ -22,6 +22,9 @@ from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
+
+if TYPE_CHECKING:
+    from kafka_archive.archiver.driver import PartitionView
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,6 @@ def new_run_id() -> str:
 class WorkPlan:
     units: tuple[WorkUnit, ...]
     skipped: tuple[PartitionSkip, ...]
-    recovered_objects: int
     gaps: tuple[Gap, ...] = ()
 
 
@@ -124,8 +126,7 @@ class _PartitionFence:
 
 
 def plan_work(
-    plan: Plan,
-    partitions: dict[str, tuple[int, ...]],
+    views: Sequence[PartitionView],
     *,
     store: S3Store,
     admin: KafkaAdmin,
@@ -137,13 +138,13 @@ def plan_work(
     value_schemas: Mapping[int, str] | None = None,
     epochs: Mapping[Target, int] | None = None,
     check_lease: Callable[[Target], None] = lambda target: None,
-    tables: Mapping[int, Mapping[TopicPartition, int]] | None = None,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
-    For each partition: load its state, remove what a crashed attempt left beyond the
-    committed offset, and fix the stop offset for this run (the last stable offset, from one
-    batched lookup for all partitions). The driver's clock
+    ``views`` are the partitions with their states and offsets
+    (:func:`.driver.partition_states`, the route's state objects loaded with their ETags).
+    For each: remove what a crashed attempt left beyond the committed offset, and fix the
+    stop offset for this run (the last stable offset). The driver's clock
     ``now_ms`` fixes which open objects count as young (held back at the end) when the route
     states a flush interval or ``hold_tails`` (continuous mode) is set, so that every
     attempt of a task makes the same decision.
@@ -152,44 +153,31 @@ def plan_work(
     fenced (:func:`checkpoint.fence`) before anything of it is deleted or written, and
     ``check_lease`` proves the lease first.
 
-    ``tables`` holds, by route index, the committed offsets of Iceberg routes (their
-    table's latest snapshot, :mod:`.iceberg`): those routes have no state objects, nothing
-    to recover or fence here, and their commit is the driver's.
+    An Iceberg route's state is its table's latest snapshot (:mod:`.iceberg`): it has no
+    state objects, nothing to recover or fence here, and its commit is the driver's.
     """
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
     gaps: list[Gap] = []
-    recovered = 0
     group = group_for(job)
     start_given = settings.given("start")
-    targets = [
-        (index, route, TopicPartition(route.topic, partition))
-        for index, route in enumerate(plan.routes)
-        for partition in partitions[route.topic]
-    ]
-    # One batched lookup for every partition of the job (not a request per partition), one
-    # GET of each partition's state (a bounded pool of threads), one listing of the job's
-    # intent markers per target.
-    offsets = admin.offsets(tp for _, _, tp in targets)
-    states = _in_parallel(
-        [
-            functools.partial(_load_state, store, route.target, job, tp, (tables or {}).get(index))
-            for index, route, tp in targets
-        ]
-    )
+    # One listing of the job's intent markers per target (not one per partition).
     marked = {
         target: pending.markers_of_job(store, target, job)
-        for target in {route.target for route in plan.routes if route.iceberg is None}
+        for target in {v.route.target for v in views if v.route.iceberg is None}
     }
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []
     planned: list[tuple[_PartitionFence, int, Route, int, int]] = []
-    for (index, route, tp), loaded in zip(targets, states, strict=True):
-        table = (tables or {}).get(index)
+    for view in views:
+        index, route, tp, loaded = view.route_index, view.route, view.tp, view.loaded
+        marks = view.marks
+        assert marks is not None, "planning reads Kafka's offsets"
+        # Iceberg routes have none: the table's snapshot is their state.
+        state_object = route.iceberg is None
         state = loaded.state
         committed = state.next_offset if state is not None else 0
-        marks = offsets[tp]
         if state is not None:
             if start_given:
                 log.info(
@@ -242,14 +230,14 @@ def plan_work(
             )
             if note:
                 log.warning("%s: %s", tp, note)
-        epoch = (epochs or {}).get(route.target, 0) if table is None else 0
+        epoch = (epochs or {}).get(route.target, 0) if state_object else 0
 
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
         recovery = (
             pending.recover(
                 store, route.target, job, tp, state, fence, found=marked[route.target].get(tp, [])
             )
-            if table is None
+            if state_object
             else pending.Recovery((), 0)
         )
         if recovery.deleted_objects:
@@ -258,7 +246,6 @@ def plan_work(
                 tp,
                 len(recovery.deleted_objects),
             )
-            recovered += len(recovery.deleted_objects)
         if marks.end < marks.high:
             log.info(
                 "%s: an open transaction holds offsets %d.. back; archiving up to "
@@ -269,8 +256,8 @@ def plan_work(
             )
         stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
         if start >= stop:
-            current = fence.loaded.state if table is None else None
-            if current is None and start > 0 and table is None:
+            current = fence.loaded.state if state_object else None
+            if current is None and start > 0 and state_object:
                 # Pin where a new job starts (latest, a time, a group), so that the next
                 # run continues from here instead of choosing again.
                 pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
@@ -300,7 +287,7 @@ def plan_work(
             continue
         writes.append(fence)
         planned.append((fence, index, route, start, stop))
-    _in_parallel(writes)
+    in_parallel(writes)
     for fence, index, route, start, stop in planned:
         loaded, tp, state, epoch = fence.loaded, fence.tp, fence.loaded.state, fence.epoch
         prior = Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
@@ -329,24 +316,7 @@ def plan_work(
             ),
             settings.max_records_per_unit,
         )
-    return WorkPlan(tuple(units), tuple(skipped), recovered, tuple(gaps))
-
-
-def _load_state(
-    store: S3Store,
-    target: Target,
-    job: str,
-    tp: TopicPartition,
-    table: Mapping[TopicPartition, int] | None,
-) -> checkpoint.LoadedState:
-    """A partition's state as planning reads it: the route's state object, or (Iceberg
-    route) the offset of the table's latest snapshot."""
-    if table is None:
-        return checkpoint.load(store, target, job, tp)
-    next_offset = table.get(tp)
-    if next_offset is None:
-        return checkpoint.LoadedState(None, None)
-    return checkpoint.LoadedState(checkpoint.PartitionState(next_offset, "", ""), None)
+    return WorkPlan(tuple(units), tuple(skipped), tuple(gaps))
 
 
 # Concurrent S3 requests of the driver's planning: botocore's connection pool holds 10.
@@ -354,7 +324,7 @@ PLAN_THREADS = 10
 _T = TypeVar("_T")
 
 
-def _in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
+def in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
     """The results of ``calls``, in order, run on at most PLAN_THREADS threads; the first
     exception (in order) is raised once the calls started are over."""
     if len(calls) <= 1:

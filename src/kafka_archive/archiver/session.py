@@ -80,7 +80,7 @@ class Session:
     def __init__(
         self, settings: Settings, pre: driver.Preflight, run_id: str, progress: driver.Progress
     ) -> None:
-        self.settings, self.store, self.admin = settings, pre.store, pre.kafka
+        self.settings, self.pre, self.store, self.admin = settings, pre, pre.store, pre.kafka
         self.job, self.run_id, self.progress = pre.job, run_id, progress
         self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
         self.plan = plan = pre.plan
@@ -99,9 +99,14 @@ class Session:
         """Archive from each committed offset to the end as of now; raise the first failure."""
         started = time.monotonic()
         self.check_leases()
+        views = driver.partition_states(
+            self.pre,
+            partitions=self.partitions,
+            tables=iceberg.offsets_by_route(self.tables),
+            legacy=False,  # adopted at the session's start, under its lease
+        )
         work = jobs.plan_work(
-            self.plan,
-            self.partitions,
+            views,
             store=self.store,
             admin=self.admin,
             settings=self.settings,
@@ -112,7 +117,6 @@ class Session:
             value_schemas=self.value_schemas,
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
-            tables=iceberg.offsets_by_route(self.tables),
         )
         if work.units:
             partitions = len({(u.route_index, u.tp) for u in work.units})

@@ -42,14 +42,13 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     """
     rows: list[PartitionStatus] = []
     with driver.preflight(settings, plan) as pre:
-        # Iceberg routes: the offsets of the table's latest snapshot.
-        tables = iceberg.by_route(iceberg.open_tables(pre.plan, settings.s3))
-        for view in driver.partition_states(pre):
-            table = tables.get(view.route_index)
-            state = view.state if table is None else None
-            archived = view.committed if table is None else table.offsets.get(view.tp)
-            marks = view.marks
+        # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
+        opened = iceberg.open_tables(pre.plan, settings.s3)
+        tables = iceberg.by_route(opened)
+        for view in driver.partition_states(pre, tables=iceberg.offsets_by_route(opened)):
+            table, state, marks = tables.get(view.route_index), view.state, view.marks
             assert marks is not None
+            archived = view.committed
             lag = marks.high - max(archived if archived is not None else 0, marks.low)
             rows.append(
                 PartitionStatus(
