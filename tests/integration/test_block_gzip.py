@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce_ids
 from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
@@ -20,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -28,7 +28,7 @@ def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce_ids(broker, name, 0, 2000, partitions=1)
+    produce(name, 2000, partitions=1)
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('store.compression'="
         "'gzip', 'store.gzip.block.bytes'=4096, 'flush.count'=1000)"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from archive_helpers import KAFKA_ARCHIVE
 
 from kafka_archive.cli import main
 
@@ -54,6 +54,7 @@ def ids_of(objects: dict[str, bytes]) -> list[int]:
 
 def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -70,7 +71,7 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     produced = 0
     interrupted = 0  # trials killed with uploaded, uncommitted objects (intent markers) left
     for trial in range(TRIALS):
-        produce_ids(broker, name, produced, PER_TRIAL, partitions=PARTITIONS)
+        produce(name, PER_TRIAL, first=produced, partitions=PARTITIONS)
         produced += PER_TRIAL
         process = subprocess.Popen(
             command,

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from archive_helpers import archived_ids
-from archive_helpers import produce as produce_records
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
@@ -39,26 +38,9 @@ from kafka_archive.kcql import parse
 pytestmark = pytest.mark.integration
 
 
-def produce(
-    broker: str,
-    topic: str,
-    count: int,
-    *,
-    partitions: int = 2,
-    pad: int = 0,
-    batch_bytes: int = 1_000_000,
-) -> None:
-    """Records {"id": i, "pad": "x" * pad}, record i into partition i % partitions, in
-    record batches of at most ``batch_bytes``."""
-    produce_records(
-        broker,
-        topic,
-        (
-            {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
-            for i in range(count)
-        ),
-        batch_size=batch_bytes,
-    )
+def padded(pad: int) -> Callable[[int], dict[str, Any]]:
+    """Values {"id": i, "pad": "x" * pad}."""
+    return lambda i: {"id": i, "pad": "x" * pad}
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -111,6 +93,7 @@ def tmpfs(path: Path, *options: str) -> Iterator[Path]:
 
 def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -121,7 +104,7 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 6000, pad=200)  # ~700 KiB per partition, one object each
+    produce(name, 6000, value=padded(200))  # ~700 KiB per partition, one object each
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     report = tmp_path / "report.json"
@@ -216,6 +199,7 @@ def _run_units(
 )
 def test_executor_errors_cross_back_as_ours(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -226,7 +210,7 @@ def test_executor_errors_cross_back_as_ours(
     message: str,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 10)
+    produce(name, 10)
     results = _run_units(
         spark, broker, s3_endpoint, f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env
     )
@@ -267,6 +251,7 @@ def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
 def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exactly_once(
     kafka: KafkaBroker,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -277,7 +262,7 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 20000, pad=300, batch_bytes=4096)  # ~12 records a batch
+    produce(name, 20000, value=padded(300), batch_size=4096)  # ~12 records a batch
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     monkeypatch.setenv("KAFKA_ARCHIVE_READ_TIMEOUT_SECONDS", "5")
@@ -363,6 +348,7 @@ class TrippingProxy(FaultProxy):
 
 def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -373,7 +359,7 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 2000)
+    produce(name, 2000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     monkeypatch.setenv("KAFKA_ARCHIVE_LOCK_TTL_SECONDS", "3")  # its release fails too
     report = tmp_path / "report.json"
@@ -404,6 +390,7 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
 
 def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -412,7 +399,7 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 4000)
+    produce(name, 4000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 20"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     deleted, done = threading.Event(), threading.Event()

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -23,21 +22,12 @@ COUNTRIES = ("DE", "FR", None)  # None: the record has no country header
 KINDS = ("retail", "b2b")
 
 
-def produce(broker: str, topic: str, count: int, partitions: int) -> None:
-    produce_records(
-        broker,
-        topic,
-        (
-            {
-                "value": json.dumps({"id": i, "kind": KINDS[i % 2]}).encode(),
-                "partition": i % partitions,
-                "headers": []
-                if COUNTRIES[i % 3] is None
-                else [("country", COUNTRIES[i % 3].encode())],
-            }
-            for i in range(count)
-        ),
-    )
+def kind(i: int) -> dict[str, Any]:
+    return {"id": i, "kind": KINDS[i % 2]}
+
+
+def country(i: int) -> list[tuple[str, bytes]]:
+    return [] if (c := COUNTRIES[i % 3]) is None else [("country", c.encode())]
 
 
 def objects(s3: Any, bucket: str) -> dict[str, list[dict[str, Any]]]:
@@ -65,6 +55,7 @@ NAME = r"(?P<topic>[^/(]+)\((?P<p>\d+)_(?P<o>\d{12})\)\.json$"
 )
 def test_records_land_under_their_values_exactly_once_and_verify_passes(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -80,7 +71,7 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
         f"STOREAS `JSON` {partitioner} WITH_FLUSH_COUNT = 100"
     )
     common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
-    produce(broker, name, 1200, partitions=2)
+    produce(name, 1200, partitions=2, value=kind, headers=country)
 
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
@@ -127,6 +118,7 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
 )
 def test_layouts_chosen_in_kcql_name_the_objects(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -137,7 +129,7 @@ def test_layouts_chosen_in_kcql_name_the_objects(
     pattern: str,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, 30, partitions=1)
+    produce(name, 30, partitions=1, value=kind, headers=country)
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} PROPERTIES({layout})"
     common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
     assert main(["run", *common]) == 0, capsys.readouterr().err

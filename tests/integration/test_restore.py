@@ -8,15 +8,10 @@ from typing import Any
 
 import pytest
 from archive_helpers import cli
-from archive_helpers import produce as produce_records
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 pytestmark = pytest.mark.integration
-
-
-def produce(broker: str, topic: str, values: list[tuple[int, bytes | None]]) -> None:
-    produce_records(broker, topic, ({"value": v, "partition": p} for p, v in values))
 
 
 def read_all(
@@ -50,6 +45,7 @@ def read_all(
 @pytest.fixture
 def archive(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -65,7 +61,7 @@ def archive(
         flush: int = 100,
     ) -> tuple[str, str, dict[int, list[bytes | None]]]:
         name, bkt = topic(partitions=partitions), bucket()
-        produce(broker, name, values)
+        produce(name, ({"value": v, "partition": p} for p, v in values))
         kcql = (
             f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = {flush}"
         )

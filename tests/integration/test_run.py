@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -23,21 +22,13 @@ pytestmark = pytest.mark.integration
 KEY = re.compile(r"^archive/(?P<topic>[^/]+)/(?P<partition>\d+)/(?P<offset>\d{12})\.(?P<ext>\w+)$")
 
 
-def produce(broker: str, topic: str, first: int, count: int, partitions: int = 3) -> None:
-    """Record i goes to partition i % partitions with value {"id": i}."""
-    produce_records(
-        broker,
-        topic,
-        (
-            {
-                "key": f"k{i}".encode(),
-                "value": json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
-                "partition": i % partitions,
-                "headers": [("n", str(i).encode())],
-            }
-            for i in range(first, first + count)
-        ),
-    )
+# Record i: key k{i}, value {"id": i, "note": ...}, header n=i (produce(..., **NOTED)).
+NOTED: dict[str, Any] = {
+    "partitions": 3,
+    "key": lambda i: f"k{i}".encode(),
+    "value": lambda i: {"id": i, "note": "x" * (i % 7)},
+    "headers": lambda i: [("n", str(i).encode())],
+}
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -86,6 +77,7 @@ def assert_exactly_once(found: dict[str, bytes], topic: str, total: int, partiti
 
 def test_run_archives_then_resumes_then_has_nothing_new(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -97,7 +89,7 @@ def test_run_archives_then_resumes_then_has_nothing_new(
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 1000"
     args = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
 
-    produce(broker, name, 0, 10_000)
+    produce(name, 10_000, **NOTED)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     first = objects(s3_client, bkt)
@@ -106,7 +98,7 @@ def test_run_archives_then_resumes_then_has_nothing_new(
     assert "total: 10000 records" in out
     assert f"{name}-0: offsets 0..3333" in out
 
-    produce(broker, name, 10_000, 2_000)
+    produce(name, 2_000, first=10_000, **NOTED)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     second = objects(s3_client, bkt)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 
 import boto3
 import pytest
-from archive_helpers import archived_ids, produce_ids
+from archive_helpers import archived_ids
 from confluent_kafka import Producer
 from faultproxy import FaultProxy
 
@@ -144,6 +144,7 @@ def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
 
 def test_an_assumed_role_with_external_id_signs_every_request(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -153,7 +154,7 @@ def test_an_assumed_role_with_external_id_signs_every_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 500)
+    produce(name, 500)
     role = "arn:aws:iam::123456789012:role/archiver"
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_ROLE_ARN", role)
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_EXTERNAL_ID", "ext-4711")
@@ -200,6 +201,7 @@ def test_settings_are_checked_before_the_run(
 
 def test_an_object_lock_bucket_takes_the_checksummed_writes(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -217,7 +219,7 @@ def test_an_object_lock_bucket_takes_the_checksummed_writes(
             "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
         },
     )
-    produce_ids(broker, name, 0, 300)
+    produce(name, 300)
     args = [
         "run",
         "--kcql",

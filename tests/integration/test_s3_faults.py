@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from archive_helpers import archived_ids
-from archive_helpers import produce_ids as produce
 from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
@@ -19,6 +18,7 @@ pytestmark = pytest.mark.integration
 
 def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -28,7 +28,7 @@ def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 1000)
+    produce(name, 1000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "10")
     with FaultProxy(s3_endpoint, rate=0.2, seed=7, stall_seconds=0.5) as proxy:
@@ -42,6 +42,7 @@ def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
 
 def test_faults_beyond_the_budget_fail_cleanly_and_the_next_run_resumes_exactly(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -51,7 +52,7 @@ def test_faults_beyond_the_budget_fail_cleanly_and_the_next_run_resumes_exactly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 400)
+    produce(name, 400)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "2")
     with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
@@ -64,7 +65,7 @@ def test_faults_beyond_the_budget_fail_cleanly_and_the_next_run_resumes_exactly(
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("kafka-archive: error: "), err
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "8")
-    produce(broker, name, 400, 100)
+    produce(name, 100, first=400)
     assert (
         main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
         == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +64,7 @@ class ProcSampler:
 def test_no_secret_on_any_command_line_log_or_report(
     stack: Any,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -71,7 +72,7 @@ def test_no_secret_on_any_command_line_log_or_report(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 200)
+    produce(name, 200)
     password = "pw-" + secrets.token_hex(16)
     registry_password = "sr-" + secrets.token_hex(16)
     events = tmp_path / "events"
