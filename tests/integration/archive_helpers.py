@@ -28,6 +28,24 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_args(
+    kcql: str, broker: str, endpoint: str, *extra: str, command: str | None = "run"
+) -> list[str]:
+    """The command line of ``kafka-archive run`` (or ``command``; None: the options alone, for
+    several commands) of ``kcql`` against ``broker`` and the S3 ``endpoint``, then ``extra``."""
+    head = [] if command is None else [command]
+    return [
+        *head,
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+        *extra,
+    ]
+
+
 def produce_to(
     broker: str,
     topic: str,

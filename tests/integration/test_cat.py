@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli
+from archive_helpers import cli, run_args
 
 pytestmark = pytest.mark.integration
 
@@ -27,9 +27,7 @@ def json_archive(
     name, bkt = topic(partitions=1), bucket()
     produce(name, 250, partitions=1)
     kcql = f"INSERT INTO {bkt}:data/v1 SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    code, _, err = cli(
-        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     return name, f"{bkt}:data/v1", s3_endpoint
 
@@ -118,9 +116,7 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
     values: list[bytes | None] = [b"\x00\xff", "naïve".encode(), None, b""]
     produce(name, len(values), partitions=1, value=values.__getitem__)
     kcql = f"INSERT INTO {bkt}:raw SELECT * FROM {name} STOREAS BYTES"
-    code, _, err = cli(
-        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     code, out, err = cli(
         capsys,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import kafka_records
+from archive_helpers import kafka_records, run_args
 
 from kafka_archive.cli import main
 
@@ -108,10 +108,7 @@ def test_json_envelope_lines_are_readable_json_with_offsets(
     source, bkt = topic(partitions=1), bucket()
     produce(source, as_produced(originals(12, partitions=1)))
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {source} PROPERTIES('store.envelope'=true)"
-    assert (
-        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
-        == 0
-    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
     body = s3_client.get_object(Bucket=bkt, Key=f"arch/{source}/0/000000000000.json")["Body"]
     lines = [json.loads(line) for line in body.read().decode().splitlines()]
     assert [line["metadata"]["offset"] for line in lines] == list(range(12))

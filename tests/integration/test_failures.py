@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids
+from archive_helpers import archived_ids, run_args
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
@@ -106,7 +106,7 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 6000, value=padded(200))  # ~700 KiB per partition, one object each
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     report = tmp_path / "report.json"
     with tmpfs(tmp_path / "small", "size=512k") as small:
         monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(small))
@@ -133,14 +133,9 @@ def test_a_missing_or_read_only_spool_fails_before_the_run(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    args = [
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    args = run_args(
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint, command=None
+    )
     missing = tmp_path / "no-such-dir"
     monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(missing))
     code, _, err = cli(capsys, *args)
@@ -232,12 +227,9 @@ def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
     name, bkt = topic(partitions=1), bucket()
     code, _, err = cli(
         capsys,
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint, command=None
+        ),
         "-X",
         "no.such.property=1",
     )
@@ -264,7 +256,7 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
     name, bkt = topic(partitions=2), bucket()
     produce(name, 20000, value=padded(300), batch_size=4096)  # ~12 records a batch
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     monkeypatch.setenv("KAFKA_ARCHIVE_READ_TIMEOUT_SECONDS", "5")
     stopped = threading.Event()
 
@@ -366,12 +358,7 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     with TrippingProxy(s3_endpoint, f"/arch/{name}/", 3, 400, "ExpiredToken") as proxy:
         code, _, err = cli(
             capsys,
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            proxy.url,
+            *run_args(kcql, broker, proxy.url, command=None),
             "--report",
             str(report),
         )
@@ -381,9 +368,7 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     assert "the AWS credentials expired (ExpiredToken)" in line
     report_counts_only_commits(report, s3_client, bkt)
     time.sleep(4)  # the lock's lease runs out
-    code, _, err = cli(
-        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command=None))
     assert code == 0, err
     assert archived_ids(s3_client, bkt) == list(range(2000))
 
@@ -401,7 +386,7 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
     name, bkt = topic(partitions=2), bucket()
     produce(name, 4000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 20"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     deleted, done = threading.Event(), threading.Event()
 
     def delete_bucket_once_objects_appear() -> None:

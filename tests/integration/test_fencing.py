@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -44,13 +44,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
     return [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        endpoint,
+        *run_args(kcql, broker, endpoint),
         "--master",
         "local[1]",
         *more,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
@@ -72,13 +72,7 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
         command = [
             KAFKA_ARCHIVE,
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            proxy.url,
+            *run_args(kcql, broker, proxy.url),
             "--follow",
             "--poll-interval",
             "0.3",
@@ -150,13 +144,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     )
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(kcql, broker, s3_endpoint),
         "--follow",
         "--poll-interval",
         "0.5",
@@ -225,13 +213,7 @@ def test_start_positions_for_a_job_without_state(
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
         return main(
             [
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
+                *run_args(kcql, broker, s3_endpoint),
                 *extra,
             ]
         )
@@ -269,20 +251,5 @@ def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 50, timestamp=1_700_000_000_000)  # record i at base + i ms
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    assert (
-        main(
-            [
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
-                "--start",
-                "2023-11-14T22:13:20.030Z",
-            ]
-        )
-        == 0
-    )
+    assert main(run_args(kcql, broker, s3_endpoint, "--start", "2023-11-14T22:13:20.030Z")) == 0
     assert archived_ids(s3_client, bkt) == list(range(30, 50))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE
+from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
 from pyiceberg.exceptions import NoSuchTableError
 
@@ -72,11 +72,6 @@ def data_keys(s3: Any, bucket: str) -> set[str]:
 def referenced(table: Any, bucket: str) -> set[str]:
     files = table.inspect.all_files().column("file_path").to_pylist()
     return {path.removeprefix(f"s3://{bucket}/") for path in files}
-
-
-def run_args(kcql: str, broker: str, s3_endpoint: str) -> list[str]:
-    """``run`` of one statement against the test broker and S3 endpoint."""
-    return ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
 
 
 def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.model import TopicPartition, WorkUnit
@@ -84,13 +84,7 @@ def run_limited(
 ) -> tuple[subprocess.CompletedProcess[str], int, float]:
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        endpoint,
+        *run_args(kcql, broker, endpoint),
         "--master",
         "local[1]",
     ]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 
 from kafka_archive.cli import main
 
@@ -41,13 +41,7 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     env.update(PATH=f"{decoy}:{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[2]",
     ]
@@ -73,13 +67,7 @@ def test_a_terminal_gets_a_live_progress_display(
     produce(name, 400)
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[1]",
     ]
@@ -124,13 +112,7 @@ def test_report_and_metrics_describe_the_run_without_secrets(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     code = main(
         [
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            s3_endpoint,
+            *run_args(kcql, broker, s3_endpoint),
             "-X",
             "sasl.password=hunter2",
             "--report",
@@ -172,7 +154,7 @@ def test_reset_state_starts_over_from_start_and_asks_first(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 100)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main(args) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(100))
     capsys.readouterr()
@@ -207,7 +189,7 @@ def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 100)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main([*args, "--max-records-per-partition", "20"]) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(40))
     assert main(args) == 0
@@ -229,7 +211,7 @@ def test_from_star_archives_the_topics_a_regex_selects(
     for name in (first, second, other):
         produce(name, 10)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM `*`"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *args]) == 2
     assert "none is given" in capsys.readouterr().err
     regex = f"({first}|{second})"
@@ -257,7 +239,7 @@ def test_log_format_json_and_quiet(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 20)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main(["--log-format", "json", *args]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert lines and all({"time", "level", "logger", "message"} <= set(d) for d in lines)
@@ -281,7 +263,7 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
     name, bkt = topic(partitions=2), bucket()
     produce(name, 60)  # 30 records per partition
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=8)"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
 
     def status(*extra: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -346,13 +328,7 @@ def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
     env = {**os.environ, "JAVA_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[1]",
     ]

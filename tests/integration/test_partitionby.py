@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -70,7 +71,7 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} PARTITIONBY _header.country, kind "
         f"STOREAS `JSON` {partitioner} WITH_FLUSH_COUNT = 100"
     )
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
     produce(name, 1200, partitions=2, value=kind, headers=country)
 
     assert main(["run", *common]) == 0, capsys.readouterr().err
@@ -131,7 +132,7 @@ def test_layouts_chosen_in_kcql_name_the_objects(
     name, bkt = topic(partitions=1), bucket()
     produce(name, 30, partitions=1, value=kind, headers=country)
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} PROPERTIES({layout})"
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
     assert found and all(re.match(pattern.format(t=re.escape(name)), k) for k in found), found
@@ -151,9 +152,7 @@ def test_a_template_that_cannot_name_objects_uniquely_is_refused_before_running(
         f"INSERT INTO {bucket()}:archive SELECT * FROM {topic()} "
         "PROPERTIES('layout.template'='{topic}/{offset}.{ext}')"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     err = capsys.readouterr().err
     assert code == 2 and "partition" in err and "Traceback" not in err
 
@@ -181,7 +180,7 @@ def test_hive_time_layout_from_a_value_field_and_verify_passes(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
         "PROPERTIES('layout'='hive', 'partition.time.field'='_value.event.at')"
     )
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
     by_day: dict[str, list[int]] = {}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli
+from archive_helpers import cli, run_args
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -67,13 +67,7 @@ def archive(
         )
         code, _, err = cli(
             capsys,
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            s3_endpoint,
+            *run_args(kcql, broker, s3_endpoint),
         )
         assert code == 0, err
         by_partition: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}

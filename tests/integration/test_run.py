@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -87,7 +88,7 @@ def test_run_archives_then_resumes_then_has_nothing_new(
 ) -> None:
     name, bkt = topic(partitions=3), bucket()
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 1000"
-    args = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    args = run_args(kcql, broker, s3_endpoint, command=None)
 
     produce(name, 10_000, **NOTED)
     code, out, err = run_cli(capsys, *args)
@@ -131,12 +132,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
 
     code, _, err = run_cli(
         capsys,
-        "--kcql",
-        f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
+            broker,
+            s3_endpoint,
+            command=None,
+        ),
     )
     assert code == 0, err
     (body,) = objects(s3_client, bkt).values()
@@ -156,12 +157,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
     assert producer.flush(30) == 0
     code, _, err = run_cli(
         capsys,
-        "--kcql",
-        f"insert into {bkt}:text select * from {text_topic} storeas `text`",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"insert into {bkt}:text select * from {text_topic} storeas `text`",
+            broker,
+            s3_endpoint,
+            command=None,
+        ),
     )
     assert code == 0, err
     (text,) = objects(s3_client, bkt, "text/").values()
@@ -184,13 +185,11 @@ def test_value_that_is_not_json_fails_naming_offset_and_keeps_what_came_before(
     producer.produce(name, value=b"not json {", partition=0)
     producer.produce(name, value=b'{"id": 6}', partition=0)
     assert producer.flush(30) == 0
-    args = (
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON`",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
+        command=None,
     )
 
     code, _, err = run_cli(capsys, *args)
@@ -274,9 +273,7 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
         f"PROPERTIES('error.policy'='{policy}', 'flush.count'=10)"
     )
-    code, out, err = run_cli(
-        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, out, err = run_cli(capsys, *run_args(kcql, broker, s3_endpoint, command=None))
     assert code == 0, err
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -297,7 +294,5 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         ]
         assert all("not JSON" in d["error"] for d in lines)
     # Verify agrees: the refused records are in no object by design, not missing.
-    code = main(
-        ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint, command="verify"))
     assert code == 0, capsys.readouterr().out

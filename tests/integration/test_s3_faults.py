@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids
+from archive_helpers import archived_ids, run_args
 from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
@@ -32,9 +32,7 @@ def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "10")
     with FaultProxy(s3_endpoint, rate=0.2, seed=7, stall_seconds=0.5) as proxy:
-        code = main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
-        )
+        code = main(run_args(kcql, broker, proxy.url))
         assert code == 0, capsys.readouterr().err
     assert all(proxy.injected[f] > 0 for f in ("503", "500", "reset")), proxy.injected
     assert archived_ids(s3_client, bkt) == list(range(1000))
@@ -57,17 +55,12 @@ def test_faults_beyond_the_budget_fail_cleanly_and_the_next_run_resumes_exactly(
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "2")
     with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
         proxy.fail_all = True
-        code = main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
-        )
+        code = main(run_args(kcql, broker, proxy.url))
     err = capsys.readouterr().err
     assert code in (5, 12), err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("kafka-archive: error: "), err
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "8")
     produce(name, 100, first=400)
-    assert (
-        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
-        == 0
-    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
     assert archived_ids(s3_client, bkt) == list(range(500))

@@ -16,6 +16,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -122,7 +123,7 @@ def archive(
 ) -> None:
     props = f"'flush.count'={COUNT}" + (f", 'schema.compatibility'='{mode}'" if mode else "")
     kcql = f"INSERT INTO {bucket}:arch SELECT * FROM {topic} STOREAS `{fmt}` PROPERTIES({props})"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3]
+    args = run_args(kcql, broker, s3)
     if registry:
         args += ["--schema-registry-url", registry]
     assert main(args) == 0
@@ -169,7 +170,7 @@ def test_interleaved_schema_versions_in_every_mode(
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `{fmt}` "
         f"PROPERTIES('flush.count'={COUNT}, 'schema.compatibility'='BACKWARD')"
     )
-    args = ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command="verify")
     assert main([*args, *(["--schema-registry-url", url] if url else [])]) == 0
     # A rerun from the same offset writes the same objects.
     assert found["BACKWARD again"] == found["BACKWARD"]

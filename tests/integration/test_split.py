@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE
+from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -90,14 +90,12 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     produce(name, skewed())
     produced = SKEWED
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "1000")
-    args = [
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 500",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
-    ]
+        command=None,
+    )
     assert main(["run", *args]) == 0, capsys.readouterr().err
     # The run counts partitions as partitions, and says how many pieces it made of them.
     assert "archiving 4 partition(s), 7 pieces with Spark" in capsys.readouterr().err
@@ -186,14 +184,12 @@ def test_sigkill_with_split_partitions_resumes_to_exactly_once(
 ) -> None:
     rng = random.Random(20261123)
     name, bkt = topic(partitions=4), bucket()
-    args = [
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
-    ]
+        command=None,
+    )
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "500")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = interrupted = 0
@@ -275,13 +271,7 @@ def test_measure_a_skewed_topic_split_and_whole(
         done = subprocess.run(
             [
                 KAFKA_ARCHIVE,
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
+                *run_args(kcql, broker, s3_endpoint),
                 "--master",
                 "local[2]",
             ],

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from archive_helpers import run_args
 
 from kafka_archive.cli import main
 
@@ -42,9 +43,7 @@ def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
 
     def run(flush: str) -> int:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` {flush}"
-        return main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-        )
+        return main(run_args(kcql, broker, s3_endpoint))
 
     # Records are seconds old, the interval an hour: the one open object (~12 MB, two parts
     # already sent) is held back for a later run, and its upload is aborted, not left open.

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_helpers import run_args
 
 from kafka_archive.cli import main
 
@@ -82,9 +83,7 @@ def test_the_sample_pii_transform_archives_scrubbed_records(
         "PROPERTIES('transform'='pii:drop_pii', 'flush.count'=100, "
         "'store.envelope'=true)"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     out, err = capsys.readouterr()
     assert code == 0, err
     found = objects(s3_client, bkt)
@@ -127,9 +126,7 @@ def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
         f"PROPERTIES('transform'='{test_module}:fail_on_poison', 'flush.count'=10, "
         f"'error.policy'='{policy}')"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     out, err = capsys.readouterr()
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -171,9 +168,7 @@ def test_a_transform_that_is_not_deterministic_fails_the_run(
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
         f"PROPERTIES('transform'='{test_module}:stamp_time', 'store.envelope'=true)"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     err = capsys.readouterr().err
     assert code == 22, err
     assert "is not deterministic" in err and "offset 0" in err

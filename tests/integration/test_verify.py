@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli
+from archive_helpers import cli, run_args
 
 pytestmark = pytest.mark.integration
 
@@ -25,13 +25,11 @@ def archived(
     """A topic of 600 records over 2 partitions archived in objects of 100 records."""
     name, bkt = topic(partitions=2), bucket()
     produce(name, 600, partitions=2)
-    conn = (
-        "--kcql",
+    conn = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
+        command=None,
     )
     code, _, err = cli(capsys, "run", *conn)
     assert code == 0, err
