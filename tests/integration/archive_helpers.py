@@ -33,17 +33,8 @@ def run_args(
 ) -> list[str]:
     """The command line of ``kafka-archive run`` (or ``command``; None: the options alone, for
     several commands) of ``kcql`` against ``broker`` and the S3 ``endpoint``, then ``extra``."""
-    head = [] if command is None else [command]
-    return [
-        *head,
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        endpoint,
-        *extra,
-    ]
+    options = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", endpoint]
+    return [*([] if command is None else [command]), *options, *extra]
 
 
 def produce_to(
