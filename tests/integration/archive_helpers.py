@@ -1,4 +1,4 @@
-"""What several integration tests share: records in (:func:`produce`, :func:`produce_ids`),
+"""What several integration tests share: records in (:func:`produce_to`, the ``produce`` fixture),
 a topic read back with a plain consumer (:func:`kafka_records`), the archive read back with
 plain boto3 + json (never our own readers), and the installed command for subprocess runs."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,37 +28,44 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def produce_ids(
+def run_args(
+    kcql: str, broker: str, endpoint: str, *extra: str, command: str | None = "run"
+) -> list[str]:
+    """The command line of ``kafka-archive run`` (or ``command``; None: the options alone, for
+    several commands) of ``kcql`` against ``broker`` and the S3 ``endpoint``, then ``extra``."""
+    options = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", endpoint]
+    return [*([] if command is None else [command]), *options, *extra]
+
+
+def produce_to(
     broker: str,
     topic: str,
-    first: int,
-    count: int,
+    records: int | Iterable[Mapping[str, Any]],
     *,
+    first: int = 0,
     partitions: int = 2,
+    value: Callable[[int], Any] | None = None,
+    key: Callable[[int], bytes | None] | None = None,
+    headers: Callable[[int], list[tuple[str, bytes]]] | None = None,
     timestamp: int | None = None,
+    **config: Any,
 ) -> None:
-    """Records ``{"id": i}`` for i in [first, first + count), record i into partition
-    ``i % partitions`` (at ``timestamp + i`` ms when a timestamp is given)."""
-    produce(
-        broker,
-        topic,
-        (
-            {
-                "value": json.dumps({"id": i}).encode(),
-                "partition": i % partitions,
-                **({} if timestamp is None else {"timestamp": timestamp + i}),
-            }
-            for i in range(first, first + count)
-        ),
-    )
+    """Records into ``topic``, then wait until all are acknowledged (tests use the ``produce``
+    fixture, this bound to the session broker).
 
-
-def produce(broker: str, topic: str, records: Iterable[Mapping[str, Any]], **config: Any) -> None:
-    """Each record (the keyword arguments of ``Producer.produce``: value, partition, key,
-    headers, timestamp) into ``topic``, then wait until all are acknowledged. ``config``
-    adds producer settings (``batch_size=...`` for ``batch.size``)."""
+    ``records`` is either a count: record i for i in [first, first + count) goes into
+    partition ``i % partitions`` with value ``value(i)`` (``{"id": i}`` by default; bytes or
+    None as they are, anything else as JSON), ``key(i)`` and ``headers(i)`` when given, at
+    ``timestamp + i`` ms when a timestamp is given; or each record's keyword arguments of
+    ``Producer.produce`` (value, partition, key, headers, timestamp, on_delivery).
+    ``config`` adds producer settings (``batch_size=...`` for ``batch.size``)."""
+    if isinstance(records, int):
+        records = (
+            _numbered(i, partitions, value, key, headers, timestamp)
+            for i in range(first, first + records)
+        )
     settings = {"bootstrap.servers": broker, "linger.ms": 5}
-    settings.update({name.replace("_", "."): value for name, value in config.items()})
+    settings.update({name.replace("_", "."): v for name, v in config.items()})
     producer = Producer(settings)
     for n, record in enumerate(records):
         while True:
@@ -70,6 +77,29 @@ def produce(broker: str, topic: str, records: Iterable[Mapping[str, Any]], **con
         if n % 5000 == 0:
             producer.poll(0)
     assert producer.flush(60) == 0
+
+
+def _numbered(
+    i: int,
+    partitions: int,
+    value: Callable[[int], Any] | None,
+    key: Callable[[int], bytes | None] | None,
+    headers: Callable[[int], list[tuple[str, bytes]]] | None,
+    timestamp: int | None,
+) -> dict[str, Any]:
+    """Record i of a counted :func:`produce_to`."""
+    data = {"id": i} if value is None else value(i)
+    record: dict[str, Any] = {
+        "value": data if data is None or isinstance(data, bytes) else json.dumps(data).encode(),
+        "partition": i % partitions,
+    }
+    if key is not None:
+        record["key"] = key(i)
+    if headers is not None:
+        record["headers"] = headers(i)
+    if timestamp is not None:
+        record["timestamp"] = timestamp + i
+    return record
 
 
 class KafkaRecord(NamedTuple):

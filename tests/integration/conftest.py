@@ -8,6 +8,7 @@ buckets from the ``topic`` and ``bucket`` factories, so tests never see each oth
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import uuid
@@ -18,6 +19,7 @@ from typing import Any
 
 import boto3
 import pytest
+from archive_helpers import produce_to
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_broker import KafkaBroker, ensure_libs
 
@@ -111,6 +113,14 @@ def spark(stack: Stack) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def admin(broker: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker})
+
+
+@pytest.fixture(scope="session")
+def produce(broker: str) -> Callable[..., None]:
+    """``produce(topic, records, ...)``: records into the session broker, acknowledged when it
+    returns (``records`` a count of ``{"id": i}`` records or each record's fields; the options
+    are :func:`archive_helpers.produce_to`'s)."""
+    return functools.partial(produce_to, broker)
 
 
 @pytest.fixture

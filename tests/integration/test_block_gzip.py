@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce_ids
+from archive_helpers import run_args
 from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -28,12 +29,12 @@ def test_block_gzip_objects_are_gzip_with_an_index_and_cat_uses_one_range_get(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce_ids(broker, name, 0, 2000, partitions=1)
+    produce(name, 2000, partitions=1)
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('store.compression'="
         "'gzip', 'store.gzip.block.bytes'=4096, 'flush.count'=1000)"
     )
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *args]) == 0, capsys.readouterr().err
 
     key = f"arch/{name}/0/000000001000.json.gz"

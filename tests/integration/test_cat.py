@@ -8,19 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli
-from archive_helpers import produce as produce_records
+from archive_helpers import cli, run_args
 
 pytestmark = pytest.mark.integration
-
-
-def produce(broker: str, topic: str, values: list[bytes | None]) -> None:
-    produce_records(broker, topic, ({"value": value, "partition": 0} for value in values))
 
 
 @pytest.fixture
 def json_archive(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -29,11 +25,9 @@ def json_archive(
 ) -> tuple[str, str, str]:
     """250 JSON records of one partition in objects starting at 0, 100 and 200."""
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, [json.dumps({"id": i}).encode() for i in range(250)])
+    produce(name, 250, partitions=1)
     kcql = f"INSERT INTO {bkt}:data/v1 SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    code, _, err = cli(
-        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     return name, f"{bkt}:data/v1", s3_endpoint
 
@@ -111,6 +105,7 @@ def test_cat_beyond_the_archive_and_a_wrong_place_fail_with_one_line(
 
 def test_cat_prints_binary_values_base64_and_text_as_text(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -119,11 +114,9 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
     values: list[bytes | None] = [b"\x00\xff", "naïve".encode(), None, b""]
-    produce(broker, name, values)
+    produce(name, len(values), partitions=1, value=values.__getitem__)
     kcql = f"INSERT INTO {bkt}:raw SELECT * FROM {name} STOREAS BYTES"
-    code, _, err = cli(
-        capsys, "run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     code, out, err = cli(
         capsys,

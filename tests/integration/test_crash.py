@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, run_args
 
 from kafka_archive.cli import main
 
@@ -54,6 +54,7 @@ def ids_of(objects: dict[str, bytes]) -> list[int]:
 
 def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -64,13 +65,13 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_record(
     rng = random.Random(20261123)
     name, bkt = topic(partitions=PARTITIONS), bucket()
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     command = [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = 0
     interrupted = 0  # trials killed with uploaded, uncommitted objects (intent markers) left
     for trial in range(TRIALS):
-        produce_ids(broker, name, produced, PER_TRIAL, partitions=PARTITIONS)
+        produce(name, PER_TRIAL, first=produced, partitions=PARTITIONS)
         produced += PER_TRIAL
         process = subprocess.Popen(
             command,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids, produce_ids
+from archive_helpers import archived_ids, produce_to, run_args
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devstack import LOOPBACK, TANSU_ENV, start_broker
@@ -44,10 +44,10 @@ def test_the_demo_broker_archives_exactly_once(
     admin.create_topics([NewTopic("orders", num_partitions=2)])["orders"].result(timeout=30)
     bkt = bucket()
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM orders STOREAS `JSON`"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", tansu, "--endpoint-url", s3_endpoint]
-    produce_ids(tansu, "orders", 0, 100)
+    args = run_args(kcql, tansu, s3_endpoint)
+    produce_to(tansu, "orders", 100)
     assert main(args) == 0
     assert archived_ids(s3_client, bkt) == list(range(100))
-    produce_ids(tansu, "orders", 100, 30)
+    produce_to(tansu, "orders", 30, first=100)
     assert main(args) == 0
     assert archived_ids(s3_client, bkt) == list(range(130))

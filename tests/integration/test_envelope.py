@@ -6,12 +6,11 @@ original (key, value, headers, timestamp, partition), nothing missing, nothing e
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import kafka_records
-from archive_helpers import produce as produce_records
+from archive_helpers import kafka_records, run_args
 
 from kafka_archive.cli import main
 
@@ -43,22 +42,17 @@ def originals(count: int, partitions: int) -> dict[int, list[Original]]:
     return out
 
 
-def produce(broker: str, topic: str, records: dict[int, list[Original]]) -> None:
-    produce_records(
-        broker,
-        topic,
-        (
-            {
+def as_produced(records: dict[int, list[Original]]) -> Iterator[dict[str, Any]]:
+    """The ``Producer.produce`` arguments of each original record."""
+    for partition, items in records.items():
+        for key, value, headers, timestamp in items:
+            yield {
                 "key": key,
                 "value": value,
                 "headers": list(headers),
                 "partition": partition,
                 "timestamp": timestamp,
             }
-            for partition, items in records.items()
-            for key, value, headers, timestamp in items
-        ),
-    )
 
 
 def read_back(broker: str, topic: str, partitions: int) -> dict[int, list[Original]]:
@@ -71,6 +65,7 @@ def read_back(broker: str, topic: str, partitions: int) -> dict[int, list[Origin
 @pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET"])
 def test_envelope_archive_verifies_and_restores_every_record_exactly(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -81,7 +76,7 @@ def test_envelope_archive_verifies_and_restores_every_record_exactly(
 ) -> None:
     source, target, bkt = topic(partitions=2), topic(partitions=2), bucket()
     records = originals(300, partitions=2)
-    produce(broker, source, records)
+    produce(source, as_produced(records))
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {source} STOREAS {fmt} "
         "PROPERTIES('store.envelope'=true, 'flush.count'=40)"
@@ -102,6 +97,7 @@ def test_envelope_archive_verifies_and_restores_every_record_exactly(
 
 def test_json_envelope_lines_are_readable_json_with_offsets(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -110,12 +106,9 @@ def test_json_envelope_lines_are_readable_json_with_offsets(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     source, bkt = topic(partitions=1), bucket()
-    produce(broker, source, originals(12, partitions=1))
+    produce(source, as_produced(originals(12, partitions=1)))
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {source} PROPERTIES('store.envelope'=true)"
-    assert (
-        main(["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint])
-        == 0
-    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
     body = s3_client.get_object(Bucket=bkt, Key=f"arch/{source}/0/000000000000.json")["Body"]
     lines = [json.loads(line) for line in body.read().decode().splitlines()]
     assert [line["metadata"]["offset"] for line in lines] == list(range(12))

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids
-from archive_helpers import produce as produce_records
+from archive_helpers import archived_ids, run_args
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
@@ -39,26 +38,9 @@ from kafka_archive.kcql import parse
 pytestmark = pytest.mark.integration
 
 
-def produce(
-    broker: str,
-    topic: str,
-    count: int,
-    *,
-    partitions: int = 2,
-    pad: int = 0,
-    batch_bytes: int = 1_000_000,
-) -> None:
-    """Records {"id": i, "pad": "x" * pad}, record i into partition i % partitions, in
-    record batches of at most ``batch_bytes``."""
-    produce_records(
-        broker,
-        topic,
-        (
-            {"value": json.dumps({"id": i, "pad": "x" * pad}).encode(), "partition": i % partitions}
-            for i in range(count)
-        ),
-        batch_size=batch_bytes,
-    )
+def padded(pad: int) -> Callable[[int], dict[str, Any]]:
+    """Values {"id": i, "pad": "x" * pad}."""
+    return lambda i: {"id": i, "pad": "x" * pad}
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -111,6 +93,7 @@ def tmpfs(path: Path, *options: str) -> Iterator[Path]:
 
 def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -121,9 +104,9 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 6000, pad=200)  # ~700 KiB per partition, one object each
+    produce(name, 6000, value=padded(200))  # ~700 KiB per partition, one object each
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     report = tmp_path / "report.json"
     with tmpfs(tmp_path / "small", "size=512k") as small:
         monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(small))
@@ -150,14 +133,9 @@ def test_a_missing_or_read_only_spool_fails_before_the_run(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    args = [
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    args = run_args(
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint, command=None
+    )
     missing = tmp_path / "no-such-dir"
     monkeypatch.setenv("KAFKA_ARCHIVE_SPOOL_DIR", str(missing))
     code, _, err = cli(capsys, *args)
@@ -214,6 +192,7 @@ def _run_units(
 )
 def test_executor_errors_cross_back_as_ours(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -224,7 +203,7 @@ def test_executor_errors_cross_back_as_ours(
     message: str,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 10)
+    produce(name, 10)
     results = _run_units(
         spark, broker, s3_endpoint, f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env
     )
@@ -246,12 +225,9 @@ def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
     name, bkt = topic(partitions=1), bucket()
     code, _, err = cli(
         capsys,
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint, command=None
+        ),
         "-X",
         "no.such.property=1",
     )
@@ -265,6 +241,7 @@ def test_a_property_librdkafka_refuses_is_one_line_on_the_driver(
 def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exactly_once(
     kafka: KafkaBroker,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -275,9 +252,9 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 20000, pad=300, batch_bytes=4096)  # ~12 records a batch
+    produce(name, 20000, value=padded(300), batch_size=4096)  # ~12 records a batch
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     monkeypatch.setenv("KAFKA_ARCHIVE_READ_TIMEOUT_SECONDS", "5")
     stopped = threading.Event()
 
@@ -361,6 +338,7 @@ class TrippingProxy(FaultProxy):
 
 def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -371,19 +349,14 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 2000)
+    produce(name, 2000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     monkeypatch.setenv("KAFKA_ARCHIVE_LOCK_TTL_SECONDS", "3")  # its release fails too
     report = tmp_path / "report.json"
     with TrippingProxy(s3_endpoint, f"/arch/{name}/", 3, 400, "ExpiredToken") as proxy:
         code, _, err = cli(
             capsys,
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            proxy.url,
+            *run_args(kcql, broker, proxy.url, command=None),
             "--report",
             str(report),
         )
@@ -393,15 +366,14 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     assert "the AWS credentials expired (ExpiredToken)" in line
     report_counts_only_commits(report, s3_client, bkt)
     time.sleep(4)  # the lock's lease runs out
-    code, _, err = cli(
-        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command=None))
     assert code == 0, err
     assert archived_ids(s3_client, bkt) == list(range(2000))
 
 
 def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -410,9 +382,9 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 4000)
+    produce(name, 4000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 20"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     deleted, done = threading.Event(), threading.Event()
 
     def delete_bucket_once_objects_appear() -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -44,13 +44,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
     return [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        endpoint,
+        *run_args(kcql, broker, endpoint),
         "--master",
         "local[1]",
         *more,
@@ -140,6 +134,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     follow: bool,
     flush_b: int,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -151,7 +146,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     committed, nor commit anything: it stops with exit 18 (fenced)."""
     name, bkt = topic(partitions=2), bucket()
     first = 40_500  # not a multiple of the flush count: each run's last object is cut short
-    produce_ids(broker, name, 0, first, timestamp=DAYS_AGO)
+    produce(name, first, timestamp=DAYS_AGO)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=1000)"
     kcql_b = kcql.replace("=1000", f"={flush_b}")
     follow_args = ("--follow", "--poll-interval", "1") if follow else ()
@@ -162,7 +157,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     ) as run_a:
         os.killpg(run_a.pid, signal.SIGSTOP)
         assert run_a.poll() is None, "run A finished before it could be frozen"
-        produce_ids(broker, name, first, 3_000, timestamp=DAYS_AGO + first)
+        produce(name, 3_000, first=first, timestamp=DAYS_AGO + first)
         time.sleep(TTL + 2)  # A's lease runs out while it is frozen
         with _process(command_b, _env()) as run_b:
             if follow:
@@ -194,6 +189,7 @@ def _lock_key(s3: Any, bucket: str) -> str:
 
 def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -205,7 +201,7 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
     ran on with a lease that expired under it); at the end it releases it (before, it left
     the lock held), so the next run — from any host — starts at once."""
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 4000)
+    produce(name, 4000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=500)"
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
 
@@ -233,7 +229,7 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
     lock = json.loads(
         s3_client.get_object(Bucket=bkt, Key=_lock_key(s3_client, bkt))["Body"].read()
     )
-    produce_ids(broker, name, 4000, 1000)
+    produce(name, 1000, first=4000)
     second = _run(_command(kcql, broker, s3_endpoint), _env())
     assert second.returncode == 0, second.stderr  # not 8: the lease was released
     assert lock.get("released") is True and lock["renewal"] >= 2, lock
@@ -244,6 +240,7 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
 def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
     same_kernel: bool,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -254,7 +251,7 @@ def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
     must be waited out (exit 8); only a holder of this very kernel instance — same boot id
     and PID namespace — is provably dead, and its lease is taken over at once."""
     name, bkt = topic(partitions=1), bucket()
-    produce_ids(broker, name, 0, 1000, partitions=1)
+    produce(name, 1000, partitions=1)
     gone = subprocess.Popen(["true"])
     gone.wait()
     with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
@@ -290,6 +287,7 @@ def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
 
 def test_an_endpoint_that_ignores_conditional_writes_is_refused(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -299,7 +297,7 @@ def test_an_endpoint_that_ignores_conditional_writes_is_refused(
     silently remove every fence: the run refuses it (exit 19) before it writes anything,
     unless the user states the risk with the loudly named setting."""
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 2000)
+    produce(name, 2000)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.strip_headers = {"if-none-match", "if-match"}
@@ -319,6 +317,7 @@ def test_an_endpoint_that_ignores_conditional_writes_is_refused(
 def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
     flush_after: int,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -328,7 +327,7 @@ def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
     the same flush count, or another one: other object boundaries) removes them and
     archives everything once."""
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 6_500)
+    produce(name, 6_500)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=100)"
 
     def uploaded() -> bool:
@@ -355,6 +354,7 @@ def _dead_letter_offsets(s3: Any, bucket: str) -> list[int]:
 
 def test_dead_letters_past_the_commit_cut_are_written_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -367,7 +367,6 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
     bad = {100, 500, 1100, 1200}
     now = int(time.time() * 1000)
     produce(
-        broker,
         name,
         (
             {

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
-from archive_helpers import produce_ids as produce
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
@@ -57,6 +56,7 @@ def scrape(port: int) -> dict[str, float]:
 
 def test_follow_rides_out_an_s3_outage_and_counts_it(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -66,19 +66,13 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
     batches in kafka_archive_errors_total, /health turns 503 once no batch has succeeded
     for --health-max-age, and when S3 is back every record is archived exactly once."""
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, 0, 50, partitions=1)
+    produce(name, 50, partitions=1)
     port = free_port()
     with FaultProxy(s3_endpoint, rate=0.0, seed=3) as proxy:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
         command = [
             KAFKA_ARCHIVE,
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            proxy.url,
+            *run_args(kcql, broker, proxy.url),
             "--follow",
             "--poll-interval",
             "0.3",
@@ -100,7 +94,7 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
                 assert time.monotonic() < deadline, "first wave not archived"
                 time.sleep(0.3)
             proxy.fail_all = True
-            produce(broker, name, 50, 30, partitions=1)
+            produce(name, 30, first=50, partitions=1)
             deadline = time.monotonic() + 60
             while (
                 get(port, "/health")[0] != 503
@@ -131,13 +125,14 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
 
 def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 100)
+    produce(name, 100)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -149,13 +144,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     )
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(kcql, broker, s3_endpoint),
         "--follow",
         "--poll-interval",
         "0.5",
@@ -183,7 +172,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
                     if code == 503:
                         lagging.append(body)
                 time.sleep(0.1)
-            produce(broker, name, 100 + 50 * wave, 50)
+            produce(name, 50, first=100 + 50 * wave)
         # A wave is held back for a second (flush.interval): a batch ends in between and
         # reports its lag, past --health-max-lag 0.
         assert any(body.startswith("unhealthy: lag ") for body in lagging), lagging
@@ -208,6 +197,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
 
 def test_start_positions_for_a_job_without_state(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -217,19 +207,13 @@ def test_start_positions_for_a_job_without_state(
 ) -> None:
     name = topic(partitions=2)
     base = 1_700_000_000_000
-    produce(broker, name, 0, 40, timestamp=base)  # record i at base + i ms
+    produce(name, 40, timestamp=base)  # record i at base + i ms
 
     def run(bkt: str, *extra: str) -> int:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
         return main(
             [
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
+                *run_args(kcql, broker, s3_endpoint),
                 *extra,
             ]
         )
@@ -237,7 +221,7 @@ def test_start_positions_for_a_job_without_state(
     latest = bucket()
     assert run(latest, "--start", "latest") == 0
     assert archived_ids(s3_client, latest) == []
-    produce(broker, name, 40, 10, timestamp=base)
+    produce(name, 10, first=40, timestamp=base)
     assert run(latest, "--start", "earliest") == 0  # the job has state: --start is ignored
     assert archived_ids(s3_client, latest) == list(range(40, 50))
 
@@ -257,6 +241,7 @@ def test_start_positions_for_a_job_without_state(
 
 def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -264,22 +249,7 @@ def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     bucket: Callable[..., str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 50, timestamp=1_700_000_000_000)  # record i at base + i ms
+    produce(name, 50, timestamp=1_700_000_000_000)  # record i at base + i ms
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    assert (
-        main(
-            [
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
-                "--start",
-                "2023-11-14T22:13:20.030Z",
-            ]
-        )
-        == 0
-    )
+    assert main(run_args(kcql, broker, s3_endpoint, "--start", "2023-11-14T22:13:20.030Z")) == 0
     assert archived_ids(s3_client, bkt) == list(range(30, 50))

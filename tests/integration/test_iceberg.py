@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
 from pyiceberg.exceptions import NoSuchTableError
 
@@ -74,11 +74,6 @@ def referenced(table: Any, bucket: str) -> set[str]:
     return {path.removeprefix(f"s3://{bucket}/") for path in files}
 
 
-def run_args(kcql: str, broker: str, s3_endpoint: str) -> list[str]:
-    """``run`` of one statement against the test broker and S3 endpoint."""
-    return ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-
-
 def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> str:
     return (
         f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS PARQUET "
@@ -89,6 +84,7 @@ def kcql_for(name: str, bkt: str, flush: int, prefix: str = "tables/orders") -> 
 
 def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -99,7 +95,7 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
 ) -> None:
     name, bkt = topic(partitions=PARTITIONS), bucket()
     args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
-    produce_ids(broker, name, 0, 500, partitions=PARTITIONS)
+    produce(name, 500, partitions=PARTITIONS)
     assert main(args) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
     assert table.location() == f"s3://{bkt}/tables/orders"
@@ -153,6 +149,7 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
 )
 def test_a_run_killed_before_its_commit_leaves_no_record_twice(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -170,7 +167,7 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = orphaned = 0
     for _ in range(trials):
-        produce_ids(broker, name, produced, 2000, partitions=PARTITIONS)
+        produce(name, 2000, first=produced, partitions=PARTITIONS)
         produced += 2000
         before = data_keys(s3_client, bkt)
         process = subprocess.Popen(
@@ -208,6 +205,7 @@ def test_a_run_killed_before_its_commit_leaves_no_record_twice(
 
 def test_state_conflict_when_another_writer_moved_the_partitions(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -224,9 +222,9 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
 
     name, bkt = topic(partitions=1), bucket()
     args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
-    produce_ids(broker, name, 0, 100, partitions=1)
+    produce(name, 100, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
-    produce_ids(broker, name, 100, 100, partitions=1)
+    produce(name, 100, first=100, partitions=1)
     real_commit = iceberg.commit
 
     def racing(table: Any, *a: Any, **k: Any) -> None:
@@ -291,6 +289,7 @@ def test_partitionby_value_fields_become_identity_partitions(
 @pytest.mark.full
 def test_follow_commits_once_per_micro_batch(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     catalog_uri: str,
     topic: Callable[..., str],
@@ -320,7 +319,7 @@ def test_follow_commits_once_per_micro_batch(
         "local[1]",
     ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    produce_ids(broker, name, 0, 100, partitions=PARTITIONS)
+    produce(name, 100, partitions=PARTITIONS)
     process = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -339,7 +338,7 @@ def test_follow_commits_once_per_micro_batch(
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, f"wave {wave} not archived: {ids()[-5:]}"
                 time.sleep(0.2)
-            produce_ids(broker, name, 100 + 50 * wave, 50, partitions=PARTITIONS)
+            produce(name, 50, first=100 + 50 * wave, partitions=PARTITIONS)
         deadline = time.monotonic() + 60
         while ids() != list(range(250)):
             assert time.monotonic() < deadline, "the last wave was not archived"
@@ -358,6 +357,7 @@ def test_follow_commits_once_per_micro_batch(
 @pytest.mark.full
 def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -368,7 +368,7 @@ def test_an_incompatible_schema_change_stops_the_run_and_adds_nothing(
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
     args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
-    produce_ids(broker, name, 0, 10, partitions=1)
+    produce(name, 10, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     producer = Producer({"bootstrap.servers": broker})
     producer.produce(name, value=json.dumps({"id": "eleven"}).encode(), partition=0)

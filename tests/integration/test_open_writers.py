@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
-from archive_helpers import produce as produce_records
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.model import TopicPartition, WorkUnit
@@ -32,16 +31,9 @@ pytestmark = pytest.mark.integration
 RECORDS = 10_000
 
 
-def produce_keyed(broker: str, topic: str, values: int) -> None:
-    """RECORDS records {"id": i, "k": i % values} into partition 0."""
-    produce_records(
-        broker,
-        topic,
-        (
-            {"value": json.dumps({"id": i, "k": i % values}).encode(), "partition": 0}
-            for i in range(RECORDS)
-        ),
-    )
+def keyed(values: int) -> Callable[[int], dict[str, Any]]:
+    """Values {"id": i, "k": i % values}."""
+    return lambda i: {"id": i, "k": i % values}
 
 
 def _limit_open_files() -> None:
@@ -92,13 +84,7 @@ def run_limited(
 ) -> tuple[subprocess.CompletedProcess[str], int, float]:
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        kcql,
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        endpoint,
+        *run_args(kcql, broker, endpoint),
         "--master",
         "local[1]",
     ]
@@ -125,6 +111,7 @@ def run_limited(
 
 def test_ten_thousand_values_under_ulimit_1024_memory_flat_and_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -134,7 +121,7 @@ def test_ten_thousand_values_under_ulimit_1024_memory_flat_and_exactly_once(
     figures = {}
     for values in (10, RECORDS):
         name, bkt = topic(partitions=1), bucket()
-        produce_keyed(broker, name, values)
+        produce(name, RECORDS, partitions=1, value=keyed(values))
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY k"
         done, peak_kib, seconds = run_limited(broker, s3_endpoint, kcql, tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -149,13 +136,14 @@ def test_ten_thousand_values_under_ulimit_1024_memory_flat_and_exactly_once(
 
 def test_without_the_bound_the_same_run_fails_in_one_line(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     topic: Callable[..., str],
     bucket: Callable[..., str],
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce_keyed(broker, name, RECORDS)
+    produce(name, RECORDS, partitions=1, value=keyed(RECORDS))
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY k"
     done, _, _ = run_limited(
         broker, s3_endpoint, kcql, tmp_path, KAFKA_ARCHIVE_MAX_OPEN_WRITERS="100000"

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids
-from archive_helpers import produce_ids as produce
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 
 from kafka_archive.cli import main
 
@@ -21,6 +20,7 @@ pytestmark = pytest.mark.integration
 
 def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -32,7 +32,7 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     one line per finished partition on stderr (not a terminal), and none of Spark's
     start-up chatter."""
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 200)
+    produce(name, 200)
     decoy = tmp_path / "bin"
     decoy.mkdir()
     (decoy / "python3").write_text("#!/bin/sh\necho 'not the python of kafka-archive'\nexit 3\n")
@@ -41,13 +41,7 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
     env.update(PATH=f"{decoy}:{env.get('PATH', '')}", SPARK_LOCAL_IP="127.0.0.1")
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[2]",
     ]
@@ -62,6 +56,7 @@ def test_run_from_a_plain_shell_runs_spark_workers_on_its_own_python(
 
 def test_a_terminal_gets_a_live_progress_display(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     topic: Callable[..., str],
     bucket: Callable[..., str],
@@ -69,16 +64,10 @@ def test_a_terminal_gets_a_live_progress_display(
     """On a terminal, `run` draws units done / total, records, MB/s and what is left to
     read while Spark works, and prints each finished partition above the display."""
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 400)
+    produce(name, 400)
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[1]",
     ]
@@ -107,6 +96,7 @@ def test_a_terminal_gets_a_live_progress_display(
 
 def test_report_and_metrics_describe_the_run_without_secrets(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -116,19 +106,13 @@ def test_report_and_metrics_describe_the_run_without_secrets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 300)
+    produce(name, 300)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")  # moto accepts any secret
     report, metrics = tmp_path / "out" / "report.json", tmp_path / "out" / "archive.prom"
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     code = main(
         [
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            s3_endpoint,
+            *run_args(kcql, broker, s3_endpoint),
             "-X",
             "sasl.password=hunter2",
             "--report",
@@ -159,6 +143,7 @@ def test_report_and_metrics_describe_the_run_without_secrets(
 
 def test_reset_state_starts_over_from_start_and_asks_first(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -167,9 +152,9 @@ def test_reset_state_starts_over_from_start_and_asks_first(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 100)
+    produce(name, 100)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main(args) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(100))
     capsys.readouterr()
@@ -179,20 +164,21 @@ def test_reset_state_starts_over_from_start_and_asks_first(
     out, err = capsys.readouterr()
     assert "pass --yes" in err and out == ""
 
-    produce(broker, name, 100, 20)
+    produce(name, 20, first=100)
     assert main([*args, "--reset-state", "--yes", "--start", "latest"]) == 0
     out, err = capsys.readouterr()
     assert "reset job" in err
     # From latest: the 20 new records are not archived again (they were before "latest"),
     # and the earlier objects are untouched.
     assert "total: 0 records" in out
-    produce(broker, name, 120, 10)
+    produce(name, 10, first=120)
     assert main(args) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(100)) + list(range(120, 130))
 
 
 def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -201,9 +187,9 @@ def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 100)
+    produce(name, 100)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main([*args, "--max-records-per-partition", "20"]) == 0
     assert sorted(archived_ids(s3_client, bkt)) == list(range(40))
     assert main(args) == 0
@@ -212,6 +198,7 @@ def test_max_records_per_partition_bounds_a_run_and_the_next_resumes(
 
 def test_from_star_archives_the_topics_a_regex_selects(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -222,9 +209,9 @@ def test_from_star_archives_the_topics_a_regex_selects(
     first, second, other = (topic(partitions=2) for _ in range(3))
     bkt = bucket()
     for name in (first, second, other):
-        produce(broker, name, 0, 10)
+        produce(name, 10)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM `*`"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *args]) == 2
     assert "none is given" in capsys.readouterr().err
     regex = f"({first}|{second})"
@@ -242,6 +229,7 @@ def test_from_star_archives_the_topics_a_regex_selects(
 
 def test_log_format_json_and_quiet(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -249,14 +237,14 @@ def test_log_format_json_and_quiet(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 20)
+    produce(name, 20)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint)
     assert main(["--log-format", "json", *args]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     assert lines and all({"time", "level", "logger", "message"} <= set(d) for d in lines)
     assert any("with Spark" in d["message"] for d in lines)
-    produce(broker, name, 20, 20)
+    produce(name, 20, first=20)
     assert main(["--quiet", *args]) == 0
     out, err = capsys.readouterr()
     assert err == "" and "total: 20 records" in out
@@ -264,6 +252,7 @@ def test_log_format_json_and_quiet(
 
 def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -272,9 +261,9 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 60)  # 30 records per partition
+    produce(name, 60)  # 30 records per partition
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=8)"
-    args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command=None)
 
     def status(*extra: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -319,6 +308,7 @@ def test_status_reports_what_was_produced_and_archived_and_alerts_on_lag(
 def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
     java: str,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -327,7 +317,7 @@ def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
 ) -> None:
     """No Java, or a JVM that dies at start: not an internal error with a traceback."""
     name, bkt = topic(partitions=2), bucket()
-    produce(broker, name, 0, 5)
+    produce(name, 5)
     home = tmp_path / "jdk"
     if java == "exits":
         (home / "bin").mkdir(parents=True)
@@ -338,13 +328,7 @@ def test_spark_that_cannot_start_is_one_clear_line_and_exit_15(
     env = {**os.environ, "JAVA_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}
     command = [
         KAFKA_ARCHIVE,
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name}",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, s3_endpoint),
         "--master",
         "local[1]",
     ]

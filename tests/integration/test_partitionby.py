@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -23,21 +23,12 @@ COUNTRIES = ("DE", "FR", None)  # None: the record has no country header
 KINDS = ("retail", "b2b")
 
 
-def produce(broker: str, topic: str, count: int, partitions: int) -> None:
-    produce_records(
-        broker,
-        topic,
-        (
-            {
-                "value": json.dumps({"id": i, "kind": KINDS[i % 2]}).encode(),
-                "partition": i % partitions,
-                "headers": []
-                if COUNTRIES[i % 3] is None
-                else [("country", COUNTRIES[i % 3].encode())],
-            }
-            for i in range(count)
-        ),
-    )
+def kind(i: int) -> dict[str, Any]:
+    return {"id": i, "kind": KINDS[i % 2]}
+
+
+def country(i: int) -> list[tuple[str, bytes]]:
+    return [] if (c := COUNTRIES[i % 3]) is None else [("country", c.encode())]
 
 
 def objects(s3: Any, bucket: str) -> dict[str, list[dict[str, Any]]]:
@@ -65,6 +56,7 @@ NAME = r"(?P<topic>[^/(]+)\((?P<p>\d+)_(?P<o>\d{12})\)\.json$"
 )
 def test_records_land_under_their_values_exactly_once_and_verify_passes(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -79,8 +71,8 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} PARTITIONBY _header.country, kind "
         f"STOREAS `JSON` {partitioner} WITH_FLUSH_COUNT = 100"
     )
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
-    produce(broker, name, 1200, partitions=2)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
+    produce(name, 1200, partitions=2, value=kind, headers=country)
 
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
@@ -127,6 +119,7 @@ def test_records_land_under_their_values_exactly_once_and_verify_passes(
 )
 def test_layouts_chosen_in_kcql_name_the_objects(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -137,9 +130,9 @@ def test_layouts_chosen_in_kcql_name_the_objects(
     pattern: str,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, 30, partitions=1)
+    produce(name, 30, partitions=1, value=kind, headers=country)
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} PROPERTIES({layout})"
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
     assert found and all(re.match(pattern.format(t=re.escape(name)), k) for k in found), found
@@ -159,9 +152,7 @@ def test_a_template_that_cannot_name_objects_uniquely_is_refused_before_running(
         f"INSERT INTO {bucket()}:archive SELECT * FROM {topic()} "
         "PROPERTIES('layout.template'='{topic}/{offset}.{ext}')"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     err = capsys.readouterr().err
     assert code == 2 and "partition" in err and "Traceback" not in err
 
@@ -189,7 +180,7 @@ def test_hive_time_layout_from_a_value_field_and_verify_passes(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
         "PROPERTIES('layout'='hive', 'partition.time.field'='_value.event.at')"
     )
-    common = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    common = run_args(kcql, broker, s3_endpoint, command=None)
     assert main(["run", *common]) == 0, capsys.readouterr().err
     found = objects(s3_client, bkt)
     by_day: dict[str, list[int]] = {}

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 from archive_helpers import cli, kafka_records
-from confluent_kafka import Producer
 
 pytestmark = pytest.mark.integration
 
@@ -160,9 +159,9 @@ def shape_records(
     return out
 
 
-def produce_shape(broker: str, topic: str, shape: str) -> list[Produced]:
+def produce_shape(produce: Callable[..., None], topic: str, shape: str) -> list[Produced]:
     produced: list[Produced] = []
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "enable.idempotence": True})
+    records: list[dict[str, Any]] = []
     for i, (key, value, headers) in enumerate(shape_records(shape)):
         partition, timestamp = i % PARTITIONS, BASE_MS + i * 3 * 3_600_000
 
@@ -177,16 +176,17 @@ def produce_shape(broker: str, topic: str, shape: str) -> list[Produced]:
             assert err is None, err
             produced.append(Produced(msg.partition(), msg.offset(), key, value, headers, timestamp))
 
-        producer.produce(
-            topic,
-            key=key,
-            value=value,
-            headers=list(headers),
-            partition=partition,
-            timestamp=timestamp,
-            on_delivery=delivered,
+        records.append(
+            {
+                "key": key,
+                "value": value,
+                "headers": list(headers),
+                "partition": partition,
+                "timestamp": timestamp,
+                "on_delivery": delivered,
+            }
         )
-    assert producer.flush(30) == 0
+    produce(topic, records, enable_idempotence=True)
     assert len(produced) == RECORDS
     return sorted(produced, key=lambda p: (p.partition, p.offset))
 
@@ -360,6 +360,7 @@ def run_matrix(
     broker: str,
     endpoint: str,
     s3: Any,
+    produce: Callable[..., None],
     topic: Callable[..., str],
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
@@ -369,7 +370,7 @@ def run_matrix(
     bkt = bucket()
     shapes = sorted({c["shape"] for c in combos})
     topics = {shape: topic(partitions=PARTITIONS) for shape in shapes}
-    produced = {shape: produce_shape(broker, topics[shape], shape) for shape in shapes}
+    produced = {shape: produce_shape(produce, topics[shape], shape) for shape in shapes}
     archives = [
         Archive(
             c, f"c{i:03d}", topics[c["shape"]], statement(c, bkt, f"c{i:03d}", topics[c["shape"]])
@@ -522,12 +523,13 @@ def test_read_side_over_a_covering_array_of_the_write_matrix(
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
+    produce: Callable[..., None],
     topic: Callable[..., str],
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     combos = covering_array()
-    failures = run_matrix(combos, broker, s3_endpoint, s3_client, topic, bucket, capsys)
+    failures = run_matrix(combos, broker, s3_endpoint, s3_client, produce, topic, bucket, capsys)
     assert not failures, "\n".join(failures)
 
 
@@ -543,10 +545,11 @@ def test_read_side_over_the_full_write_matrix(
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
+    produce: Callable[..., None],
     topic: Callable[..., str],
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
     batch: list[Combo],
 ) -> None:
-    failures = run_matrix(batch, broker, s3_endpoint, s3_client, topic, bucket, capsys)
+    failures = run_matrix(batch, broker, s3_endpoint, s3_client, produce, topic, bucket, capsys)
     assert not failures, "\n".join(failures)

@@ -7,16 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli
-from archive_helpers import produce as produce_records
+from archive_helpers import cli, run_args
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 pytestmark = pytest.mark.integration
-
-
-def produce(broker: str, topic: str, values: list[tuple[int, bytes | None]]) -> None:
-    produce_records(broker, topic, ({"value": v, "partition": p} for p, v in values))
 
 
 def read_all(
@@ -50,6 +45,7 @@ def read_all(
 @pytest.fixture
 def archive(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -65,19 +61,13 @@ def archive(
         flush: int = 100,
     ) -> tuple[str, str, dict[int, list[bytes | None]]]:
         name, bkt = topic(partitions=partitions), bucket()
-        produce(broker, name, values)
+        produce(name, ({"value": v, "partition": p} for p, v in values))
         kcql = (
             f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = {flush}"
         )
         code, _, err = cli(
             capsys,
-            "run",
-            "--kcql",
-            kcql,
-            "--bootstrap-servers",
-            broker,
-            "--endpoint-url",
-            s3_endpoint,
+            *run_args(kcql, broker, s3_endpoint),
         )
         assert code == 0, err
         by_partition: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids, produce_ids
+from archive_helpers import archived_ids
 
 from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.model import TopicPartition
@@ -40,6 +40,7 @@ def _ids(s3: Any, bucket: str, topic: str) -> list[int]:
 
 def test_adding_and_removing_statements_keeps_every_routes_progress(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -52,7 +53,7 @@ def test_adding_and_removing_statements_keeps_every_routes_progress(
     into = f"INSERT INTO {bkt}:arch SELECT * FROM"
     sa, sb, sc = (f"{into} {t} STOREAS `JSON` WITH_FLUSH_COUNT = 50" for t in (a, b, c))
     for name in (a, b, c):
-        produce_ids(broker, name, 0, 120, partitions=1)
+        produce(name, 120, partitions=1)
 
     out = _run(capsys, [sa, sb], *flags)
     assert "total: 240 records" in out
@@ -60,7 +61,7 @@ def test_adding_and_removing_statements_keeps_every_routes_progress(
 
     # Add C (another default job name): A and B resume from their state, C starts where
     # --start says (latest: at its end).
-    produce_ids(broker, a, 120, 30, partitions=1)
+    produce(a, 30, first=120, partitions=1)
     out = _run(capsys, [sa, sb, sc], *flags, "--start", "latest")
     assert "total: 30 records" in out, out
     assert _ids(s3_client, bkt, a) == list(range(150))
@@ -68,9 +69,9 @@ def test_adding_and_removing_statements_keeps_every_routes_progress(
     assert _ids(s3_client, bkt, c) == []
 
     # Remove B: A and C keep their progress; B, added back later, keeps its own.
-    produce_ids(broker, a, 150, 10, partitions=1)
-    produce_ids(broker, b, 120, 10, partitions=1)
-    produce_ids(broker, c, 120, 5, partitions=1)
+    produce(a, 10, first=150, partitions=1)
+    produce(b, 10, first=120, partitions=1)
+    produce(c, 5, first=120, partitions=1)
     out = _run(capsys, [sa, sc], *flags)
     assert "total: 15 records" in out, out
     assert _ids(s3_client, bkt, a) == list(range(160))
@@ -121,6 +122,7 @@ def _to_old_layout(s3: Any, bucket: str, topic: str, job: str) -> dict[str, Any]
 
 def test_an_archive_of_the_job_scoped_layout_is_adopted(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -134,7 +136,7 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     name, bkt = topic(), bucket()
     flags = ("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
     statement = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 50"
-    produce_ids(broker, name, 0, 100, partitions=1)
+    produce(name, 100, partitions=1)
     _run(capsys, [statement], *flags)
     old = _to_old_layout(s3_client, bkt, name, "orders-0a1b2c3d")
     assert old["next_offset"] == 100
@@ -148,7 +150,7 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
         Key=f"arch/.kafka-archive/orders-0a1b2c3d/pending/{name}/0/{100:020d}-{digest}.json",
         Body=json.dumps(marker).encode(),
     )
-    produce_ids(broker, name, 100, 40, partitions=1)
+    produce(name, 40, first=100, partitions=1)
 
     out = _run(capsys, [statement], *flags, "--job-name", "renamed")
     assert "total: 40 records" in out, out

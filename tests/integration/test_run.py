@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -23,21 +23,13 @@ pytestmark = pytest.mark.integration
 KEY = re.compile(r"^archive/(?P<topic>[^/]+)/(?P<partition>\d+)/(?P<offset>\d{12})\.(?P<ext>\w+)$")
 
 
-def produce(broker: str, topic: str, first: int, count: int, partitions: int = 3) -> None:
-    """Record i goes to partition i % partitions with value {"id": i}."""
-    produce_records(
-        broker,
-        topic,
-        (
-            {
-                "key": f"k{i}".encode(),
-                "value": json.dumps({"id": i, "note": "x" * (i % 7)}).encode(),
-                "partition": i % partitions,
-                "headers": [("n", str(i).encode())],
-            }
-            for i in range(first, first + count)
-        ),
-    )
+# Record i: key k{i}, value {"id": i, "note": ...}, header n=i (produce(..., **NOTED)).
+NOTED: dict[str, Any] = {
+    "partitions": 3,
+    "key": lambda i: f"k{i}".encode(),
+    "value": lambda i: {"id": i, "note": "x" * (i % 7)},
+    "headers": lambda i: [("n", str(i).encode())],
+}
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -86,6 +78,7 @@ def assert_exactly_once(found: dict[str, bytes], topic: str, total: int, partiti
 
 def test_run_archives_then_resumes_then_has_nothing_new(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -95,9 +88,9 @@ def test_run_archives_then_resumes_then_has_nothing_new(
 ) -> None:
     name, bkt = topic(partitions=3), bucket()
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 1000"
-    args = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    args = run_args(kcql, broker, s3_endpoint, command=None)
 
-    produce(broker, name, 0, 10_000)
+    produce(name, 10_000, **NOTED)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     first = objects(s3_client, bkt)
@@ -106,7 +99,7 @@ def test_run_archives_then_resumes_then_has_nothing_new(
     assert "total: 10000 records" in out
     assert f"{name}-0: offsets 0..3333" in out
 
-    produce(broker, name, 10_000, 2_000)
+    produce(name, 2_000, first=10_000, **NOTED)
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     second = objects(s3_client, bkt)
@@ -139,12 +132,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
 
     code, _, err = run_cli(
         capsys,
-        "--kcql",
-        f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS BYTES",
+            broker,
+            s3_endpoint,
+            command=None,
+        ),
     )
     assert code == 0, err
     (body,) = objects(s3_client, bkt).values()
@@ -164,12 +157,12 @@ def test_text_and_bytes_formats_store_values_verbatim(
     assert producer.flush(30) == 0
     code, _, err = run_cli(
         capsys,
-        "--kcql",
-        f"insert into {bkt}:text select * from {text_topic} storeas `text`",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"insert into {bkt}:text select * from {text_topic} storeas `text`",
+            broker,
+            s3_endpoint,
+            command=None,
+        ),
     )
     assert code == 0, err
     (text,) = objects(s3_client, bkt, "text/").values()
@@ -192,13 +185,11 @@ def test_value_that_is_not_json_fails_naming_offset_and_keeps_what_came_before(
     producer.produce(name, value=b"not json {", partition=0)
     producer.produce(name, value=b'{"id": 6}', partition=0)
     assert producer.flush(30) == 0
-    args = (
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} STOREAS `JSON`",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
+        command=None,
     )
 
     code, _, err = run_cli(capsys, *args)
@@ -282,9 +273,7 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} "
         f"PROPERTIES('error.policy'='{policy}', 'flush.count'=10)"
     )
-    code, out, err = run_cli(
-        capsys, "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint
-    )
+    code, out, err = run_cli(capsys, *run_args(kcql, broker, s3_endpoint, command=None))
     assert code == 0, err
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -305,7 +294,5 @@ def test_error_policies_keep_bad_records_out_and_count_them(
         ]
         assert all("not JSON" in d["error"] for d in lines)
     # Verify agrees: the refused records are in no object by design, not missing.
-    code = main(
-        ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint, command="verify"))
     assert code == 0, capsys.readouterr().out

@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 
 import boto3
 import pytest
-from archive_helpers import archived_ids, produce_ids
+from archive_helpers import archived_ids, run_args
 from confluent_kafka import Producer
 from faultproxy import FaultProxy
 
@@ -104,9 +104,7 @@ def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
         "WITH_FLUSH_SIZE = 100000000"
     )
     with RecordingProxy(s3_endpoint) as proxy:
-        code = main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
-        )
+        code = main(run_args(kcql, broker, proxy.url))
         assert code == 0, capsys.readouterr().err
     assert archived_ids(s3_client, bkt) == list(range(14000))
 
@@ -144,6 +142,7 @@ def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
 
 def test_an_assumed_role_with_external_id_signs_every_request(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -153,7 +152,7 @@ def test_an_assumed_role_with_external_id_signs_every_request(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 500)
+    produce(name, 500)
     role = "arn:aws:iam::123456789012:role/archiver"
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_ROLE_ARN", role)
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_EXTERNAL_ID", "ext-4711")
@@ -161,9 +160,7 @@ def test_an_assumed_role_with_external_id_signs_every_request(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
     with RecordingProxy(s3_endpoint) as proxy:
         monkeypatch.setenv("KAFKA_ARCHIVE_STS_ENDPOINT_URL", proxy.url)
-        code = main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", proxy.url]
-        )
+        code = main(run_args(kcql, broker, proxy.url))
         assert code == 0, capsys.readouterr().err
     assert archived_ids(s3_client, bkt) == list(range(500))
     assumed = [
@@ -200,6 +197,7 @@ def test_settings_are_checked_before_the_run(
 
 def test_an_object_lock_bucket_takes_the_checksummed_writes(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -217,16 +215,10 @@ def test_an_object_lock_bucket_takes_the_checksummed_writes(
             "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
         },
     )
-    produce_ids(broker, name, 0, 300)
-    args = [
-        "run",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
-    ]
+    produce(name, 300)
+    args = run_args(
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100", broker, s3_endpoint
+    )
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_CHECKSUM", "off")  # S3 refuses: one clear line
     code = main(args)
     err = capsys.readouterr().err

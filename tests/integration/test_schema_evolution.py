@@ -16,6 +16,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from archive_helpers import run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -94,14 +95,6 @@ def json_value(i: int) -> bytes:
     ).encode()
 
 
-def produce_interleaved(broker: str, topic: str, value: Callable[[int], bytes]) -> None:
-    """Two producers, one per schema version, taking turns record by record."""
-    producers = [Producer({"bootstrap.servers": broker}) for _ in range(2)]
-    for i in range(N):
-        producers[i % 2].produce(topic, value=value(i), partition=0)
-        assert producers[i % 2].flush(30) == 0  # in turn: offset i holds record i
-
-
 def read_objects(s3: Any, bucket: str, fmt: str) -> list[tuple[int, list[str], list[dict]]]:
     """(first offset, the object's field names, its rows) per object, in key order."""
     out = []
@@ -130,7 +123,7 @@ def archive(
 ) -> None:
     props = f"'flush.count'={COUNT}" + (f", 'schema.compatibility'='{mode}'" if mode else "")
     kcql = f"INSERT INTO {bucket}:arch SELECT * FROM {topic} STOREAS `{fmt}` PROPERTIES({props})"
-    args = ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3]
+    args = run_args(kcql, broker, s3)
     if registry:
         args += ["--schema-registry-url", registry]
     assert main(args) == 0
@@ -146,6 +139,7 @@ FORWARD_STARTS = [0, 25, 50, 75]  # v1 objects holding v2 projected: only the co
 @pytest.mark.parametrize("source", ["registry", "json"])
 def test_interleaved_schema_versions_in_every_mode(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -156,7 +150,9 @@ def test_interleaved_schema_versions_in_every_mode(
     source: str,
 ) -> None:
     name = topic(partitions=1)
-    produce_interleaved(broker, name, registry_value if source == "registry" else json_value)
+    # The schema versions take turns record by record; idempotence keeps offset i record i.
+    value = registry_value if source == "registry" else json_value
+    produce(name, N, partitions=1, value=value, enable_idempotence=True)
     url = registry if source == "registry" else None
     newer = "email" if source == "registry" else "label"
     found: dict[str | None, list[tuple[int, list[str], list[dict]]]] = {}
@@ -174,7 +170,7 @@ def test_interleaved_schema_versions_in_every_mode(
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `{fmt}` "
         f"PROPERTIES('flush.count'={COUNT}, 'schema.compatibility'='BACKWARD')"
     )
-    args = ["verify", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
+    args = run_args(kcql, broker, s3_endpoint, command="verify")
     assert main([*args, *(["--schema-registry-url", url] if url else [])]) == 0
     # A rerun from the same offset writes the same objects.
     assert found["BACKWARD again"] == found["BACKWARD"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +64,7 @@ class ProcSampler:
 def test_no_secret_on_any_command_line_log_or_report(
     stack: Any,
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     topic: Callable[..., str],
@@ -71,7 +72,7 @@ def test_no_secret_on_any_command_line_log_or_report(
     tmp_path: Path,
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 200)
+    produce(name, 200)
     password = "pw-" + secrets.token_hex(16)
     registry_password = "sr-" + secrets.token_hex(16)
     events = tmp_path / "events"
@@ -94,12 +95,12 @@ def test_no_secret_on_any_command_line_log_or_report(
         "spark.driver.bindAddress=127.0.0.1",
         "--conf",
         f"spark.pyspark.python={sys.executable}",
-        "--kcql",
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50",
-        "--bootstrap-servers",
-        broker,
-        "--endpoint-url",
-        s3_endpoint,
+        *run_args(
+            f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 50",
+            broker,
+            s3_endpoint,
+            command=None,
+        ),
         # PLAINTEXT: librdkafka accepts and ignores the SASL password.
         "-X",
         f"sasl.password={password}",

@@ -14,11 +14,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE
+from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -29,20 +29,18 @@ KEY = re.compile(r"^archive/(?P<topic>[^/]+)/(?P<partition>\d+)/(?P<offset>\d{12
 HOT, COLD = 4000, 200  # records of the hot partition 0 and of each of partitions 1..3
 
 
-def produce_skewed(broker: str, topic: str, first: int = 0, *, bad: int | None = None) -> int:
-    """Keyed records {"id": i}: one hot key fills partition 0, three cold keys the others.
-    The record with id ``bad`` is not JSON. Returns how many were produced."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+SKEWED = HOT + 3 * COLD  # records of one skewed()
+
+
+def skewed(first: int = 0, *, bad: int | None = None) -> Iterator[dict[str, Any]]:
+    """Keyed records {"id": i} from ``first``: one hot key fills partition 0, three cold keys
+    the others. The record with id ``bad`` is not JSON."""
     i = first
     for partition, count in ((0, HOT), (1, COLD), (2, COLD), (3, COLD)):
         for _ in range(count):
             value = b"not json {" if i == bad else json.dumps({"id": i}).encode()
-            producer.produce(
-                topic, key=f"key-{partition}".encode(), value=value, partition=partition
-            )
+            yield {"key": f"key-{partition}".encode(), "value": value, "partition": partition}
             i += 1
-    assert producer.flush(30) == 0
-    return i - first
 
 
 def data_objects(s3: Any, bucket: str) -> dict[str, bytes]:
@@ -79,6 +77,7 @@ def last_job_tasks(spark: Any) -> int:
 
 def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -88,16 +87,15 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=4), bucket()
-    produced = produce_skewed(broker, name)
+    produce(name, skewed())
+    produced = SKEWED
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "1000")
-    args = [
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 500",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
-    ]
+        command=None,
+    )
     assert main(["run", *args]) == 0, capsys.readouterr().err
     # The run counts partitions as partitions, and says how many pieces it made of them.
     assert "archiving 4 partition(s), 7 pieces with Spark" in capsys.readouterr().err
@@ -120,7 +118,8 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     assert not any("/pending/" in item["Key"] for item in page.get("Contents", []))
 
     # More records: the next run continues from each partition's commit, still exactly once.
-    produced += produce_skewed(broker, name, produced)
+    produce(name, skewed(produced))
+    produced += SKEWED
     assert main(["run", *args]) == 0, capsys.readouterr().err
     ids = ids_of(data_objects(s3_client, bkt))
     assert sorted(ids) == list(range(produced)) and len(ids) == len(set(ids))
@@ -129,6 +128,7 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
 
 def test_a_failed_piece_commits_only_the_pieces_before_it(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -139,7 +139,8 @@ def test_a_failed_piece_commits_only_the_pieces_before_it(
 ) -> None:
     name, bkt = topic(partitions=4), bucket()
     bad = 2345  # in the hot partition's third piece [2000, 3000)
-    produced = produce_skewed(broker, name, bad=bad)
+    produce(name, skewed(bad=bad))
+    produced = SKEWED
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "1000")
     conn = ["--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
     kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} PROPERTIES('flush.count'=500"
@@ -172,6 +173,7 @@ def test_a_failed_piece_commits_only_the_pieces_before_it(
 @pytest.mark.full
 def test_sigkill_with_split_partitions_resumes_to_exactly_once(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -182,19 +184,18 @@ def test_sigkill_with_split_partitions_resumes_to_exactly_once(
 ) -> None:
     rng = random.Random(20261123)
     name, bkt = topic(partitions=4), bucket()
-    args = [
-        "--kcql",
+    args = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
-    ]
+        command=None,
+    )
     monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "500")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     produced = interrupted = 0
     for trial in range(6):
-        produced += produce_skewed(broker, name, produced)
+        produce(name, skewed(produced))
+        produced += SKEWED
         process = subprocess.Popen(
             [KAFKA_ARCHIVE, "run", *args, "--master", "local[2]"],
             env=env,
@@ -270,13 +271,7 @@ def test_measure_a_skewed_topic_split_and_whole(
         done = subprocess.run(
             [
                 KAFKA_ARCHIVE,
-                "run",
-                "--kcql",
-                kcql,
-                "--bootstrap-servers",
-                broker,
-                "--endpoint-url",
-                s3_endpoint,
+                *run_args(kcql, broker, s3_endpoint),
                 "--master",
                 "local[2]",
             ],

@@ -12,25 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
+from archive_helpers import run_args
 
 from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 12_000  # ~1 KB each: ~12 MB, three 5 MiB parts per object when whole
-
-
-def produce(broker: str, topic: str) -> None:
-    produce_records(
-        broker,
-        topic,
-        (
-            {"value": json.dumps({"id": i, "pad": "x" * 1000}).encode(), "partition": 0}
-            for i in range(RECORDS)
-        ),
-        linger_ms=20,
-    )
 
 
 def data_objects(s3: Any, bucket: str) -> dict[str, dict[str, Any]]:
@@ -40,6 +28,7 @@ def data_objects(s3: Any, bucket: str) -> dict[str, dict[str, Any]]:
 
 def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -49,14 +38,12 @@ def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name)
+    produce(name, RECORDS, partitions=1, value=lambda i: {"id": i, "pad": "x" * 1000}, linger_ms=20)
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_STREAM_PART_MB", "5")
 
     def run(flush: str) -> int:
         kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` {flush}"
-        return main(
-            ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-        )
+        return main(run_args(kcql, broker, s3_endpoint))
 
     # Records are seconds old, the interval an hour: the one open object (~12 MB, two parts
     # already sent) is held back for a later run, and its upload is aborted, not left open.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import produce as produce_records
+from archive_helpers import run_args
 
 from kafka_archive.cli import main
 
@@ -49,23 +49,13 @@ def objects(s3: Any, bucket: str, prefix: str = "arch/") -> dict[str, bytes]:
     return found
 
 
-def produce(broker: str, topic: str, values: list[dict[str, Any]]) -> None:
-    produce_records(
-        broker,
-        topic,
-        (
-            {
-                "value": json.dumps(value).encode(),
-                "partition": 0,
-                "headers": [("x-user-email", b"a@example.com"), ("n", str(i).encode())],
-            }
-            for i, value in enumerate(values)
-        ),
-    )
+def headers(i: int) -> list[tuple[str, bytes]]:
+    return [("x-user-email", b"a@example.com"), ("n", str(i).encode())]
 
 
 def test_the_sample_pii_transform_archives_scrubbed_records(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -87,15 +77,13 @@ def test_the_sample_pii_transform_archives_scrubbed_records(
         }
         for i in range(250)
     ]
-    produce(broker, name, values)
+    produce(name, len(values), partitions=1, value=values.__getitem__, headers=headers)
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
         "PROPERTIES('transform'='pii:drop_pii', 'flush.count'=100, "
         "'store.envelope'=true)"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     out, err = capsys.readouterr()
     assert code == 0, err
     found = objects(s3_client, bkt)
@@ -119,6 +107,7 @@ def test_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.mark.parametrize("policy", ["fail", "skip", "dead-letter"])
 def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -129,15 +118,15 @@ def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
     policy: str,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, [{"id": i, "poison": i in (12, 31)} for i in range(40)])
+    produce(
+        name, 40, partitions=1, value=lambda i: {"id": i, "poison": i in (12, 31)}, headers=headers
+    )
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
         f"PROPERTIES('transform'='{test_module}:fail_on_poison', 'flush.count'=10, "
         f"'error.policy'='{policy}')"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     out, err = capsys.readouterr()
     found = objects(s3_client, bkt)
     data = {k: v for k, v in found.items() if "/_dead-letter/" not in k}
@@ -164,6 +153,7 @@ def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
 
 def test_a_transform_that_is_not_deterministic_fails_the_run(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
@@ -173,14 +163,12 @@ def test_a_transform_that_is_not_deterministic_fails_the_run(
     test_module: str,
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
-    produce(broker, name, [{"id": i} for i in range(20)])
+    produce(name, 20, partitions=1, headers=headers)
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` "
         f"PROPERTIES('transform'='{test_module}:stamp_time', 'store.envelope'=true)"
     )
-    code = main(
-        ["run", "--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
-    )
+    code = main(run_args(kcql, broker, s3_endpoint))
     err = capsys.readouterr().err
     assert code == 22, err
     assert "is not deterministic" in err and "offset 0" in err

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli, produce_ids
+from archive_helpers import cli, run_args
 
 pytestmark = pytest.mark.integration
 
@@ -15,6 +15,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def archived(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
@@ -23,14 +24,12 @@ def archived(
 ) -> tuple[str, str, tuple[str, ...]]:
     """A topic of 600 records over 2 partitions archived in objects of 100 records."""
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 600, partitions=2)
-    conn = (
-        "--kcql",
+    produce(name, 600, partitions=2)
+    conn = run_args(
         f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100",
-        "--bootstrap-servers",
         broker,
-        "--endpoint-url",
         s3_endpoint,
+        command=None,
     )
     code, _, err = cli(capsys, "run", *conn)
     assert code == 0, err

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from archive_helpers import produce_ids
 
 from kafka_archive import kcql
 from kafka_archive.archiver import api
@@ -41,13 +40,14 @@ class Recorder:
 
 def test_verify_reports_each_partition_as_it_is_compared(
     broker: str,
+    produce: Callable[..., None],
     s3_endpoint: str,
     spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
-    produce_ids(broker, name, 0, 40, partitions=2)
+    produce(name, 40, partitions=2)
     plan = kcql.parse(f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 7")
     settings = load_settings(None, {}, {"bootstrap_servers": broker, "endpoint_url": s3_endpoint})
     api.run(settings.settings, plan)

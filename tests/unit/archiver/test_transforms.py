@@ -213,7 +213,7 @@ def test_a_transform_package_is_shipped_as_a_zip(
 def test_the_sample_drops_pii_fields_headers_and_test_records() -> None:
     import importlib.util
 
-    path = Path(__file__).parents[2] / "samples" / "transforms" / "pii.py"
+    path = Path(__file__).parents[3] / "samples" / "transforms" / "pii.py"
     spec = importlib.util.spec_from_file_location("sample_pii", path)
     assert spec is not None and spec.loader is not None
     sample = importlib.util.module_from_spec(spec)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from partition_helpers import COUNTRY, KIND, T, route
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.keys import object_key
@@ -14,6 +13,8 @@ from kafka_archive.archiver.partition.layouts import LayoutError, LayoutKind, la
 from kafka_archive.archiver.partition.values import HIVE_NULL_SEGMENT, MISSING_SEGMENT
 from kafka_archive.kcql import KcqlError
 from kafka_archive.kcql.plan import FieldRef, KeyNaming, Padding, Source
+
+from .partition_helpers import COUNTRY, KIND, T, route
 
 TP = TopicPartition("orders", 3)
 PB = (COUNTRY, KIND)

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 BURN = 0.4  # CPU-seconds each process burns
 
 _TREE = textwrap.dedent(f"""

@@ -81,7 +81,7 @@ def test_plan_shows_each_setting_and_where_it_came_from(
     assert settings["kafka_properties"]["value"] == {"sasl.password": "***"}
 
 
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
 
 @pytest.mark.parametrize(

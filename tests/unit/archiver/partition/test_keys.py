@@ -8,7 +8,6 @@ import re
 import pytest
 from hypothesis import assume, example, given, reject, settings
 from hypothesis import strategies as st
-from partition_helpers import COUNTRY, KIND, T, route
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition import keys
@@ -16,6 +15,8 @@ from kafka_archive.archiver.partition.keys import object_group, object_key
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for
 from kafka_archive.archiver.partition.values import HIVE_NULL_SEGMENT, MISSING_SEGMENT
 from kafka_archive.kcql.plan import FieldRef, Format, KeyNaming, Padding, Route, Source
+
+from .partition_helpers import COUNTRY, KIND, T, route
 
 TP = TopicPartition("orders", 3)
 PB = (COUNTRY, KIND)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
-from partition_helpers import COUNTRY, KIND, T, route
-from test_partition_keys import OFFSET, TIMESTAMP, TPS, _accepted, routes_and_values
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.keys import object_group, object_key
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import ParsedKey, listing_prefix, parse_key
 from kafka_archive.kcql.plan import KeyNaming, Padding, Route
+
+from .partition_helpers import COUNTRY, KIND, T, route
+from .test_keys import OFFSET, TIMESTAMP, TPS, _accepted, routes_and_values
 
 TP = TopicPartition("orders", 3)
 
