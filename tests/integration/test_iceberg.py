@@ -8,6 +8,7 @@ runs SIGKILLed between writing files and committing them.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, produce_ids
+from archive_helpers import KAFKA_ARCHIVE, produce, produce_ids
 from confluent_kafka import Producer
 from pyiceberg.exceptions import NoSuchTableError
 
@@ -40,7 +42,7 @@ def catalog_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return uri
 
 
-def reader_table(uri: str, s3_endpoint: str) -> Any:
+def reader_table(uri: str, s3_endpoint: str, name: str = TABLE) -> Any:
     """The table as an independent pyiceberg client sees it (its own catalog object)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -54,7 +56,7 @@ def reader_table(uri: str, s3_endpoint: str) -> Any:
             "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
         },
     )
-    return catalog.load_table(TABLE)
+    return catalog.load_table(name)
 
 
 def table_ids(table: Any) -> list[int]:
@@ -286,6 +288,89 @@ def test_partitionby_value_fields_become_identity_partitions(
             i for i in range(300) if countries[i % 3] == country
         ]
     assert table_ids(table) == list(range(300))
+
+
+def test_partitionby_date_becomes_day_and_hour_partitions_of_the_record_time(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One run, two routes of one topic: daily (Lenses' three-field spelling) and hourly
+    with a value field. Each table has the record timestamp as a timestamptz column, the
+    declared spec, and every row in the partition of its own timestamp's day or hour."""
+    import datetime as dt
+
+    from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
+    from pyiceberg.types import TimestamptzType
+
+    name, bkt = topic(partitions=1), bucket()
+    start = int(dt.datetime(2024, 5, 6, 20, 30, tzinfo=dt.UTC).timestamp() * 1000)
+    count, step = 60, 17 * 60_000  # 17 minutes apart: 17 hours, across midnight
+    countries = ("DE", "FR")
+    times = {i: start + i * step for i in range(count)}
+    produce(
+        broker,
+        name,
+        (
+            {
+                "value": json.dumps({"id": i, "country": countries[i % 2]}).encode(),
+                "partition": 0,
+                "timestamp": times[i],
+            }
+            for i in range(count)
+        ),
+    )
+    table = "PROPERTIES('table.format'='iceberg', 'iceberg.table'"
+    kcql = (
+        f"INSERT INTO {bkt}:tables/daily SELECT * FROM {name} "
+        f"PARTITIONBY _date.uuuu, _date.MM, _date.dd STOREAS PARQUET {table}='db.daily'); "
+        f"INSERT INTO {bkt}:tables/hourly SELECT * FROM {name} "
+        f"PARTITIONBY country, _date.`uuuu-MM-dd-HH` STOREAS PARQUET {table}='db.hourly')"
+    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
+
+    def moment(i: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(times[i] / 1000, dt.UTC)
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    for ident, transforms, of in [
+        ("db.daily", [DayTransform], lambda i: (moment(i).date(),)),
+        (
+            "db.hourly",
+            [IdentityTransform, HourTransform],
+            lambda i: (countries[i % 2], int((moment(i) - epoch).total_seconds()) // 3600),
+        ),
+    ]:
+        t = reader_table(catalog_uri, s3_endpoint, ident)
+        column = t.schema().find_field("_timestamp")
+        assert isinstance(column.field_type, TimestamptzType)
+        spec = t.spec().fields
+        assert [type(f.transform) for f in spec] == transforms
+        assert t.schema().find_field(spec[-1].source_id).name == "_timestamp"
+        rows = t.scan().to_arrow().to_pylist()
+        assert sorted(r["id"] for r in rows) == list(range(count))
+        assert {r["id"]: r["_timestamp"] for r in rows} == {i: moment(i) for i in range(count)}
+        # Each file's partition (as the table records it) is that of every row in the file
+        # (read with boto3 and pyarrow).
+        files = t.inspect.files().to_pylist()
+        for f in files:
+            key = f["file_path"].removeprefix(f"s3://{bkt}/")
+            body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
+            ids = pq.read_table(io.BytesIO(body)).column("id").to_pylist()
+            assert {of(i) for i in ids} == {tuple(f["partition"].values())}, key
+        assert sum(f["record_count"] for f in files) == count
+        assert {tuple(f["partition"].values()) for f in files} == {of(i) for i in range(count)}
+    # A day's rows through a filter on the time column (partition pruning by pyiceberg).
+    daily = reader_table(catalog_uri, s3_endpoint, "db.daily")
+    first_day = daily.scan(row_filter="_timestamp < '2024-05-07T00:00:00+00:00'").to_arrow()
+    assert sorted(first_day.column("id").to_pylist()) == [
+        i for i in range(count) if moment(i).day == 6
+    ]
 
 
 @pytest.mark.full
