@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, produce, produce_ids
@@ -371,6 +372,79 @@ def test_partitionby_date_becomes_day_and_hour_partitions_of_the_record_time(
     assert sorted(first_day.column("id").to_pylist()) == [
         i for i in range(count) if moment(i).day == 6
     ]
+
+
+def test_an_existing_table_widens_int_and_float_and_refuses_long_into_double(
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A table made by another tool with int and float columns: our long and double files
+    widen them (Iceberg's allowed promotions) and the old rows still read. A whole number
+    (long) for a double column is not a promotion: exit 10, nothing committed."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType, NestedField
+
+    name, bkt = topic(partitions=1), bucket()
+    catalog = SqlCatalog(
+        "default",
+        uri=catalog_uri,
+        **{
+            "s3.endpoint": s3_endpoint,
+            "s3.access-key-id": MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
+        },
+    )
+    catalog.create_namespace("db")
+    made = catalog.create_table(
+        TABLE,
+        schema=Schema(
+            NestedField(1, "id", IntegerType(), required=False),
+            NestedField(2, "price", FloatType(), required=False),
+            NestedField(3, "rate", DoubleType(), required=False),
+        ),
+        location=f"s3://{bkt}/tables/orders",
+    )
+    made.append(
+        pa.table(
+            {"id": [-1], "price": [0.5], "rate": [0.25]},
+            schema=pa.schema([("id", pa.int32()), ("price", pa.float32()), ("rate", pa.float64())]),
+        )
+    )
+    produce(
+        broker,
+        name,
+        (
+            {
+                "value": json.dumps({"id": i, "price": i + 0.5, "rate": i / 4}).encode(),
+                "partition": 0,
+            }
+            for i in range(1, 20)  # rate 0.25, 0.5, 0.75, 1.0 ...: doubles (1.0 too)
+        ),
+    )
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    fields = {f.name: f.field_type for f in table.schema().fields}
+    assert fields == {"id": LongType(), "price": DoubleType(), "rate": DoubleType()}
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["price"], r["rate"]) for r in rows) == [(-1, 0.5, 0.25)] + [
+        (i, i + 0.5, i / 4) for i in range(1, 20)
+    ]
+
+    produce(broker, name, [{"value": json.dumps({"id": 20, "rate": 5}).encode(), "partition": 0}])
+    assert main(args) == 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "does not fit Iceberg table" in err[-1] and "rate" in err[-1], err
+    assert "Traceback" not in "\n".join(err)
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert len(table.snapshots()) == 2 and len(table.scan().to_arrow()) == 20
 
 
 @pytest.mark.full

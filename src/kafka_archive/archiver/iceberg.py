@@ -430,8 +430,9 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             raise BadRecordError(
                 f"the records' schema does not fit Iceberg table {table.name()}: {exc}",
                 hint="Iceberg takes new columns and wider types (int to long, float to "
-                "double); archive incompatible records into a new table, or reshape them "
-                "with a 'transform'",
+                "double), not long to double or any other change; archive such records into "
+                "a new table, or reshape them with a 'transform' (a whole number inferred as "
+                "long goes into a double column when written as 10.0)",
             ) from None
 
 
