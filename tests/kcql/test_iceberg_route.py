@@ -71,6 +71,8 @@ def test_date_partitions_compile_to_the_day_or_hour_transform(
     )
     plan = kcql.parse(text)
     assert plan.routes[0].iceberg == IcebergTable("db.orders", "default", time)
+    shown = kcql.plan_to_dict(plan)["routes"][0]["iceberg"]  # plan --output json
+    assert shown["time_partition"] == (None if time is None else time.value)
     assert kcql.parse(render(plan.routes[0])) == plan
 
 
