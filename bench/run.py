@@ -19,6 +19,8 @@ Steps of ``keyed`` and ``even`` (one run, same machine, same services):
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
    consumed;
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included);
+   ``ICEBERG`` (not run unless named in ``BENCH_FORMATS``) is a PARQUET route appending to
+   an Iceberg table (``'table.format'='iceberg'``, SQL catalog on SQLite);
 6. a no-op run (nothing new to archive): start-up cost;
 7. the tiny-files case: ``--evolve-records`` JSON values of two schema versions (v2
    renames a field) interleaved record by record in one partition, archived as PARQUET
@@ -415,6 +417,13 @@ def bench_topic(
             f"INSERT INTO bench:{fmt.lower()} SELECT * FROM {topic} "
             f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
         )
+        if fmt == "ICEBERG":  # PARQUET files appended to a table, in one commit per run
+            kcql = (
+                f"INSERT INTO bench:iceberg SELECT * FROM {topic} STOREAS `PARQUET` "
+                "PROPERTIES('flush.count'=1000000, 'table.format'='iceberg', "
+                f"'iceberg.table'='bench.{topic}')"
+            )
+            env["PYICEBERG_CATALOG__DEFAULT__URI"] = f"sqlite:///{work / 'iceberg.db'}"
         command = archive_command(bindir, kcql, broker, endpoint)
         usage = measure(command, env, stdout=subprocess.DEVNULL)
         results.append(Result.of(f"kafka-archive {fmt}", usage, size, records, outcome(usage)))
@@ -533,7 +542,7 @@ def main() -> int:
     parser.add_argument(
         "--formats",
         default=os.environ.get("BENCH_FORMATS"),
-        help=f"STOREAS to run (default: {','.join(FORMATS)}; wide: JSON)",
+        help=f"STOREAS to run (default: {','.join(FORMATS)}; wide: JSON), or ICEBERG",
     )
     parser.add_argument(
         "--wide-records",

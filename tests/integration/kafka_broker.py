@@ -201,8 +201,9 @@ class KafkaBroker:
         argv = self._java(
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            _cluster_id(),
+            # One '=' word: an id may start with '-' (URL-safe base64), which the tool's
+            # argument parser would take for an option (1 run in 64 failed to start).
+            f"--cluster-id={_cluster_id()}",
             "--config",
             str(self._config),
         )

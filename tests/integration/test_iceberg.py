@@ -8,6 +8,7 @@ runs SIGKILLed between writing files and committing them.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
@@ -40,7 +43,7 @@ def catalog_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return uri
 
 
-def reader_table(uri: str, s3_endpoint: str) -> Any:
+def reader_table(uri: str, s3_endpoint: str, name: str = TABLE) -> Any:
     """The table as an independent pyiceberg client sees it (its own catalog object)."""
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -54,7 +57,7 @@ def reader_table(uri: str, s3_endpoint: str) -> Any:
             "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
         },
     )
-    return catalog.load_table(TABLE)
+    return catalog.load_table(name)
 
 
 def table_ids(table: Any) -> list[int]:
@@ -284,6 +287,162 @@ def test_partitionby_value_fields_become_identity_partitions(
             i for i in range(300) if countries[i % 3] == country
         ]
     assert table_ids(table) == list(range(300))
+
+
+def test_partitionby_date_becomes_day_and_hour_partitions_of_the_record_time(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One run, two routes of one topic: daily (Lenses' three-field spelling) and hourly
+    with a value field. Each table has the record timestamp as a timestamptz column, the
+    declared spec, and every row in the partition of its own timestamp's day or hour."""
+    import datetime as dt
+
+    from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
+    from pyiceberg.types import TimestamptzType
+
+    name, bkt = topic(partitions=1), bucket()
+    start = int(dt.datetime(2024, 5, 6, 20, 30, tzinfo=dt.UTC).timestamp() * 1000)
+    count, step = 60, 17 * 60_000  # 17 minutes apart: 17 hours, across midnight
+    countries = ("DE", "FR")
+    times = {i: start + i * step for i in range(count)}
+    produce(
+        name,
+        (
+            {
+                "value": json.dumps({"id": i, "country": countries[i % 2]}).encode(),
+                "partition": 0,
+                "timestamp": times[i],
+            }
+            for i in range(count)
+        ),
+    )
+    table = "PROPERTIES('table.format'='iceberg', 'iceberg.table'"
+    kcql = (
+        f"INSERT INTO {bkt}:tables/daily SELECT * FROM {name} "
+        f"PARTITIONBY _date.uuuu, _date.MM, _date.dd STOREAS PARQUET {table}='db.daily'); "
+        f"INSERT INTO {bkt}:tables/hourly SELECT * FROM {name} "
+        f"PARTITIONBY country, _date.`uuuu-MM-dd-HH` STOREAS PARQUET {table}='db.hourly')"
+    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
+
+    def moment(i: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(times[i] / 1000, dt.UTC)
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    for ident, transforms, of in [
+        ("db.daily", [DayTransform], lambda i: (moment(i).date(),)),
+        (
+            "db.hourly",
+            [IdentityTransform, HourTransform],
+            lambda i: (countries[i % 2], int((moment(i) - epoch).total_seconds()) // 3600),
+        ),
+    ]:
+        t = reader_table(catalog_uri, s3_endpoint, ident)
+        column = t.schema().find_field("_timestamp")
+        assert isinstance(column.field_type, TimestamptzType)
+        spec = t.spec().fields
+        assert [type(f.transform) for f in spec] == transforms
+        assert t.schema().find_field(spec[-1].source_id).name == "_timestamp"
+        rows = t.scan().to_arrow().to_pylist()
+        assert sorted(r["id"] for r in rows) == list(range(count))
+        assert {r["id"]: r["_timestamp"] for r in rows} == {i: moment(i) for i in range(count)}
+        # Each file's partition (as the table records it) is that of every row in the file
+        # (read with boto3 and pyarrow).
+        files = t.inspect.files().to_pylist()
+        for f in files:
+            key = f["file_path"].removeprefix(f"s3://{bkt}/")
+            body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
+            ids = pq.read_table(io.BytesIO(body)).column("id").to_pylist()
+            assert {of(i) for i in ids} == {tuple(f["partition"].values())}, key
+        assert sum(f["record_count"] for f in files) == count
+        assert {tuple(f["partition"].values()) for f in files} == {of(i) for i in range(count)}
+    # A day's rows through a filter on the time column (partition pruning by pyiceberg).
+    daily = reader_table(catalog_uri, s3_endpoint, "db.daily")
+    first_day = daily.scan(row_filter="_timestamp < '2024-05-07T00:00:00+00:00'").to_arrow()
+    assert sorted(first_day.column("id").to_pylist()) == [
+        i for i in range(count) if moment(i).day == 6
+    ]
+
+
+def test_an_existing_table_widens_int_and_float_and_refuses_long_into_double(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A table made by another tool with int and float columns: our long and double files
+    widen them (Iceberg's allowed promotions) and the old rows still read. A whole number
+    (long) for a double column is not a promotion: exit 10, nothing committed."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType, NestedField
+
+    name, bkt = topic(partitions=1), bucket()
+    catalog = SqlCatalog(
+        "default",
+        uri=catalog_uri,
+        **{
+            "s3.endpoint": s3_endpoint,
+            "s3.access-key-id": MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": MOTO_CREDENTIALS["AWS_DEFAULT_REGION"],
+        },
+    )
+    catalog.create_namespace("db")
+    made = catalog.create_table(
+        TABLE,
+        schema=Schema(
+            NestedField(1, "id", IntegerType(), required=False),
+            NestedField(2, "price", FloatType(), required=False),
+            NestedField(3, "rate", DoubleType(), required=False),
+        ),
+        location=f"s3://{bkt}/tables/orders",
+    )
+    made.append(
+        pa.table(
+            {"id": [-1], "price": [0.5], "rate": [0.25]},
+            schema=pa.schema([("id", pa.int32()), ("price", pa.float32()), ("rate", pa.float64())]),
+        )
+    )
+    produce(
+        name,
+        (
+            {
+                "value": json.dumps({"id": i, "price": i + 0.5, "rate": i / 4}).encode(),
+                "partition": 0,
+            }
+            for i in range(1, 20)  # rate 0.25, 0.5, 0.75, 1.0 ...: doubles (1.0 too)
+        ),
+    )
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
+    assert main(args) == 0, capsys.readouterr().err
+    table = reader_table(catalog_uri, s3_endpoint)
+    fields = {f.name: f.field_type for f in table.schema().fields}
+    assert fields == {"id": LongType(), "price": DoubleType(), "rate": DoubleType()}
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["price"], r["rate"]) for r in rows) == [(-1, 0.5, 0.25)] + [
+        (i, i + 0.5, i / 4) for i in range(1, 20)
+    ]
+
+    produce(name, [{"value": json.dumps({"id": 20, "rate": 5}).encode(), "partition": 0}])
+    assert main(args) == 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "does not fit Iceberg table" in err[-1] and "rate" in err[-1], err
+    assert "Traceback" not in "\n".join(err)
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert len(table.snapshots()) == 2 and len(table.scan().to_arrow()) == 20
 
 
 @pytest.mark.full

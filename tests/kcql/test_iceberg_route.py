@@ -6,7 +6,7 @@ import pytest
 
 from kafka_archive import kcql
 from kafka_archive.kcql import KcqlError
-from kafka_archive.kcql.plan import IcebergTable
+from kafka_archive.kcql.plan import IcebergTable, TimeTransform
 from kafka_archive.kcql.render import render
 
 HEAD = "INSERT INTO bkt:tables/orders SELECT * FROM orders"
@@ -47,6 +47,33 @@ def test_value_fields_partition_a_table() -> None:
     route = kcql.parse(text).routes[0]
     assert [ref.path for ref in route.partition_by] == [("country",), ("a", "b")]
     assert route.iceberg is not None
+
+
+@pytest.mark.parametrize(
+    ("partition_by", "extra", "time"),
+    [
+        ("_date.uuuu-MM-dd", "", TimeTransform.DAY),
+        ("_date.yyyyMMdd", ", 'partition.timezone'='UTC'", TimeTransform.DAY),
+        ("_date.uuuu, _date.DDD", "", TimeTransform.DAY),
+        ("country, _date.uuuu, _date.MM, _date.dd", "", TimeTransform.DAY),
+        ("_date.`uuuu-MM-dd-HH`", "", TimeTransform.HOUR),
+        ("_date.uuuu, _date.MM, _date.dd, _date.HH, country", "", TimeTransform.HOUR),
+        ("_date.uuuu-MM-dd-kk", "", TimeTransform.HOUR),
+        ("country", "", None),
+    ],
+)
+def test_date_partitions_compile_to_the_day_or_hour_transform(
+    partition_by: str, extra: str, time: TimeTransform | None
+) -> None:
+    text = (
+        f"{HEAD} PARTITIONBY {partition_by} STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+        f"'iceberg.table'='db.orders'{extra})"
+    )
+    plan = kcql.parse(text)
+    assert plan.routes[0].iceberg == IcebergTable("db.orders", "default", time)
+    shown = kcql.plan_to_dict(plan)["routes"][0]["iceberg"]  # plan --output json
+    assert shown["time_partition"] == (None if time is None else time.value)
+    assert kcql.parse(render(plan.routes[0])) == plan
 
 
 @pytest.mark.parametrize(
@@ -100,6 +127,36 @@ def test_value_fields_partition_a_table() -> None:
             "PARTITIONBY _date.uuuu STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
             "'iceberg.table'='d.o')",
             "_date.uuuu",
+            "iceberg-partition",
+        ),
+        (  # months: Iceberg has a month transform, but only days and hours are offered
+            "PARTITIONBY country, _date.uuuu, _date.MM STOREAS PARQUET "
+            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o')",
+            "_date.uuuu",
+            "iceberg-partition",
+        ),
+        (  # minutes: no Iceberg transform
+            "PARTITIONBY _date.uuuu, _date.`MM-dd-HH-mm` STOREAS PARQUET "
+            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='d.o')",
+            "_date.`MM-dd-HH-mm`",
+            "iceberg-partition",
+        ),
+        (  # a two-digit year groups 2024 with 2124
+            "PARTITIONBY _date.uu-MM-dd STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o')",
+            "_date.uu-MM-dd",
+            "iceberg-partition",
+        ),
+        (  # Iceberg's day and hour are UTC
+            "PARTITIONBY _date.uuuu-MM-dd STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o', 'partition.timezone'='Europe/Paris')",
+            "'partition.timezone'",
+            "iceberg-partition",
+        ),
+        (  # the time column is the record timestamp
+            "PARTITIONBY _date.uuuu-MM-dd STOREAS PARQUET PROPERTIES('table.format'='iceberg', "
+            "'iceberg.table'='d.o', 'partition.time.field'='ts')",
+            "'partition.time.field'",
             "iceberg-partition",
         ),
         (

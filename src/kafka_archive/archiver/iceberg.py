@@ -42,11 +42,13 @@ from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.settings import S3Settings
 from kafka_archive.archiver.store.s3 import S3Store, frozen_credentials
 from kafka_archive.kcql.plan import (
+    RECORD_TIME_COLUMN,
     LayoutKind,
     LayoutSpec,
     Placeholder,
     Plan,
     Route,
+    Source,
     TemplateSlot,
     TemplateText,
 )
@@ -287,17 +289,36 @@ def _create(table: TableRoute, first_file: str) -> Any:
         return catalog.load_table(table.identifier)
 
 
-def _partition(tx: Any, route: Route) -> None:
-    """PARTITIONBY value fields as Iceberg identity partitions (each file holds one value of
-    each: the tasks group records by them, as for objects)."""
-    from pyiceberg.transforms import IdentityTransform
+def partition_spec(route: Route) -> list[tuple[str, str, str]]:
+    """The table's partition fields for ``route``, as (source column, transform, name), in
+    PARTITIONBY order: value fields are identity partitions; the ``_date`` entries together
+    are one ``day`` or ``hour`` partition of :data:`RECORD_TIME_COLUMN`, where the first of
+    them is. Each file holds one value of each: the tasks group records by the PARTITIONBY
+    values (and ``_date`` text, in UTC), as for objects."""
+    fields: list[tuple[str, str, str]] = []
+    time = route.iceberg.time if route.iceberg is not None else None
+    for ref in route.partition_by:
+        if ref.source is Source.DATE:
+            if time is not None and not any(f[0] == RECORD_TIME_COLUMN for f in fields):
+                name = f"{RECORD_TIME_COLUMN}_{time.value}"
+                fields.append((RECORD_TIME_COLUMN, time.value, name))
+            continue
+        column = ".".join(ref.path)
+        fields.append((column, "identity", column.replace(".", "_")))
+    return fields
 
-    if not route.partition_by:
+
+def _partition(tx: Any, route: Route) -> None:
+    """Set the partition spec of a new table (:func:`partition_spec`)."""
+    from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform
+
+    transforms = {"identity": IdentityTransform, "day": DayTransform, "hour": HourTransform}
+    fields = partition_spec(route)
+    if not fields:
         return
     with tx.update_spec() as update:
-        for ref in route.partition_by:
-            column = ".".join(ref.path)
-            update.add_field(column, IdentityTransform(), column.replace(".", "_"))
+        for column, transform, name in fields:
+            update.add_field(column, transforms[transform](), name)
 
 
 def commit(
@@ -409,8 +430,9 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             raise BadRecordError(
                 f"the records' schema does not fit Iceberg table {table.name()}: {exc}",
                 hint="Iceberg takes new columns and wider types (int to long, float to "
-                "double); archive incompatible records into a new table, or reshape them "
-                "with a 'transform'",
+                "double), not long to double or any other change; archive such records into "
+                "a new table, or reshape them with a 'transform' (a whole number inferred as "
+                "long goes into a double column when written as 10.0)",
             ) from None
 
 

@@ -153,6 +153,7 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
         else {
             "table": route.iceberg.table,
             "catalog": route.iceberg.catalog,
+            "time_partition": None if route.iceberg.time is None else route.iceberg.time.value,
         },
         "properties": dict(route.properties),
         "kcql": render(route),

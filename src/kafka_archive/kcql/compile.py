@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
-from kafka_archive.kcql.dates import compile_pattern
+from kafka_archive.kcql.dates import DatePattern, compile_pattern
 from kafka_archive.kcql.errors import KcqlSemanticError, did_you_mean, one_of
 from kafka_archive.kcql.layout import compile_layout
 from kafka_archive.kcql.plan import (
@@ -45,6 +45,7 @@ from kafka_archive.kcql.plan import (
     Span,
     TableFormat,
     Target,
+    TimeTransform,
 )
 from kafka_archive.kcql.properties import (
     FORMAT_PROPERTIES,
@@ -663,7 +664,10 @@ def _iceberg(
                 label="iceberg-layout",
             )
     envelope = settings.get("store.envelope")
+    time = _iceberg_time(settings, [ref for ref in partition_by if ref.source is Source.DATE])
     for ref in partition_by:
+        if ref.source is Source.DATE:
+            continue
         # A table is partitioned by its columns (identity): value fields, which are columns
         # unless the envelope keeps the value as bytes.
         if ref.source is not Source.VALUE or not ref.path:
@@ -683,7 +687,75 @@ def _iceberg(
                 hint="Remove PARTITIONBY, or 'store.envelope'",
                 label="iceberg-partition",
             )
-    return IcebergTable(table.value, settings.text("iceberg.catalog", DEFAULT_ICEBERG_CATALOG))
+    catalog = settings.text("iceberg.catalog", DEFAULT_ICEBERG_CATALOG)
+    return IcebergTable(table.value, catalog, time)
+
+
+# The letters of a _date pattern that name a day (with a year, and month and day or day of
+# year) and an hour of it: Iceberg's day and hour transforms, in UTC.
+_DAY_LETTERS = frozenset("uyMLdD")
+_HOUR_LETTERS = frozenset("Hk")
+_UTC_NAMES = ("UTC", "Etc/UTC")
+
+
+def _iceberg_time(settings: Settings, dates: Sequence[FieldRef]) -> TimeTransform | None:
+    """The Iceberg transform the PARTITIONBY ``_date`` entries of a table route ask for:
+    together their patterns must name a day (``day``) or an hour (``hour``), in UTC, of the
+    record timestamp (the table's :data:`RECORD_TIME_COLUMN`)."""
+    if not dates:
+        return None
+    hint = "Write _date.uuuu-MM-dd (Iceberg day partitions) or _date.uuuu-MM-dd-HH (hour)"
+    patterns: list[tuple[FieldRef, DatePattern]] = [
+        (ref, compile_pattern(ref.path[0])) for ref in dates
+    ]
+    for ref, pattern in patterns:
+        extra = pattern.letters - _DAY_LETTERS - _HOUR_LETTERS
+        if extra or pattern.reduced_year:
+            what = (
+                "a two-digit year"
+                if not extra
+                else "letter(s) " + ", ".join(repr(c) for c in sorted(extra))
+            )
+            raise KcqlSemanticError(
+                f"an Iceberg table is partitioned by day or hour of the record time; the date "
+                f"pattern {pattern.pattern!r} uses {what}, which no Iceberg transform has",
+                span=ref.span,
+                hint=hint,
+                label="iceberg-partition",
+            )
+    letters = frozenset().union(*(pattern.letters for _, pattern in patterns))
+    if not (
+        letters & frozenset("uy")
+        and ("D" in letters or ({"d"} <= letters and letters & frozenset("ML")))
+    ):
+        raise KcqlSemanticError(
+            "an Iceberg table is partitioned by day or hour of the record time; the _date "
+            "pattern(s) here do not name a day (a year, a month and a day, or a year and a "
+            "day of the year)",
+            span=dates[0].span,
+            hint=hint,
+            label="iceberg-partition",
+        )
+    zone = settings.get("partition.timezone")
+    if zone is not None and zone.value not in _UTC_NAMES:
+        raise KcqlSemanticError(
+            "Iceberg's day and hour transforms are in UTC; a table route's _date partitions "
+            "cannot use another time zone",
+            span=zone.span,
+            hint="Remove 'partition.timezone' (query engines convert times to any zone)",
+            label="iceberg-partition",
+        )
+    time_field = settings.get("partition.time.field")
+    if time_field is not None:
+        raise KcqlSemanticError(
+            "a table route's _date partitions are days or hours of the record timestamp (the "
+            "table's _timestamp column), not of a field",
+            span=time_field.span,
+            hint="Remove 'partition.time.field', or partition by the field itself "
+            "(PARTITIONBY <field>)",
+            label="iceberg-partition",
+        )
+    return TimeTransform.HOUR if letters & _HOUR_LETTERS else TimeTransform.DAY
 
 
 def _envelope(settings: Settings, fmt: Format) -> Envelope:

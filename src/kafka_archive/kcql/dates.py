@@ -122,6 +122,13 @@ class DatePattern:
         """The pattern letters used (``{'u', 'M'}`` for ``uuuu-MM``)."""
         return frozenset(piece.letter for piece in self.pieces if isinstance(piece, _Number))
 
+    @property
+    def reduced_year(self) -> bool:
+        """Whether the year is written with two digits (``uu``: 2024 and 2124 look alike)."""
+        return any(
+            isinstance(p, _Number) and p.letter in "uy" and p.width == 2 for p in self.pieces
+        )
+
 
 def local_time(timestamp_ms: int, zone: tzinfo) -> datetime | None:
     """Return the wall-clock time of ``timestamp_ms`` in ``zone``, or None if not in years 1-9999.

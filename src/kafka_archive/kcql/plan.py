@@ -307,14 +307,31 @@ class TableFormat(enum.Enum):
 DEFAULT_ICEBERG_CATALOG = "default"
 
 
+RECORD_TIME_COLUMN = "_timestamp"
+"""The column of a table partitioned by ``_date`` that holds the record timestamp (named as
+KCQL names it; Iceberg ``timestamptz``), whose day or hour the partition is."""
+
+
+class TimeTransform(enum.Enum):
+    """The Iceberg transform of a table's record-time column that PARTITIONBY ``_date``
+    entries compile to: a daily pattern (``_date.uuuu-MM-dd``) is ``day``, an hourly one
+    (``_date.uuuu-MM-dd-HH``) ``hour``."""
+
+    DAY = "day"
+    HOUR = "hour"
+
+
 @dataclass(frozen=True, slots=True)
 class IcebergTable:
     """``'table.format'='iceberg'``: the route appends its Parquet files to ``table``
     (``namespace.table``) of the pyiceberg catalog named ``catalog``; the table's location,
-    when the run creates it, is the route's ``bucket:prefix``."""
+    when the run creates it, is the route's ``bucket:prefix``. ``time`` is the transform of
+    the record-time column that the route's PARTITIONBY ``_date`` entries ask for (None:
+    no ``_date`` entry); it sits in the partition spec where the first ``_date`` entry is."""
 
     table: str
     catalog: str = DEFAULT_ICEBERG_CATALOG
+    time: TimeTransform | None = None
 
 
 ALL_TOPICS = "*"

@@ -69,3 +69,76 @@ def test_an_unconfigured_catalog_is_a_config_error_naming_the_variable(
     with pytest.raises(iceberg.ConfigError) as info:
         iceberg.load_catalog("nope", S3Settings())
     assert "PYICEBERG_CATALOG__NOPE__URI" in (info.value.hint or "")
+
+
+def partitioned(partition_by: str) -> kcql.plan.Route:
+    text = (
+        f"INSERT INTO bkt:t SELECT * FROM orders PARTITIONBY {partition_by} STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
+    return kcql.parse(text).routes[0]
+
+
+@pytest.mark.parametrize(
+    ("partition_by", "spec"),
+    [
+        ("country", [("country", "identity", "country")]),
+        ("_value.a.b", [("a.b", "identity", "a_b")]),
+        ("_date.uuuu-MM-dd", [("_timestamp", "day", "_timestamp_day")]),
+        (
+            "_date.uuuu, _date.MM, _date.dd, _date.HH",
+            [("_timestamp", "hour", "_timestamp_hour")],
+        ),
+        (
+            "country, _date.uuuu, _date.MM, _date.dd, kind",
+            [
+                ("country", "identity", "country"),
+                ("_timestamp", "day", "_timestamp_day"),
+                ("kind", "identity", "kind"),
+            ],
+        ),
+        (
+            "_date.`uuuu-MM-dd-HH`, country",
+            [("_timestamp", "hour", "_timestamp_hour"), ("country", "identity", "country")],
+        ),
+    ],
+)
+def test_partitionby_maps_to_identity_and_one_day_or_hour_field(
+    partition_by: str, spec: list[tuple[str, str, str]]
+) -> None:
+    assert iceberg.partition_spec(partitioned(partition_by)) == spec
+
+
+def test_a_table_partitioned_by_date_gets_the_record_time_as_timestamptz() -> None:
+    """The Parquet file of a _date-partitioned table route has the record timestamp in
+    microseconds UTC as its last column; other routes' files do not."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafka_archive.archiver.formats.parquet_ import ParquetWriter
+    from kafka_archive.archiver.records import Record
+
+    def written(route: kcql.plan.Route, records: list[Record]) -> pa.Table:
+        sink = io.BytesIO()
+        writer = ParquetWriter(sink, route)
+        for record in records:
+            writer.write(record)
+        writer.close()
+        return pq.read_table(io.BytesIO(sink.getvalue()))
+
+    def record(offset: int, ts: int | None, value: bytes = b'{"id": 1}') -> Record:
+        return Record("orders", 0, offset, ts, None, value, ())
+
+    table = written(
+        partitioned("_date.uuuu-MM-dd"), [record(0, 1_715_000_000_123), record(1, None)]
+    )
+    assert table.schema.names == ["id", "_timestamp"]
+    assert table.schema.field("_timestamp").type == pa.timestamp("us", tz="UTC")
+    assert table.column("_timestamp").cast(pa.int64()).to_pylist() == [1_715_000_000_123_000, None]
+    assert written(partitioned("country"), [record(0, 5, b'{"country": "DE"}')]).schema.names == [
+        "country"
+    ]
+    with pytest.raises(iceberg.BadRecordError, match="_timestamp"):
+        written(partitioned("_date.uuuu-MM-dd"), [record(0, 5, b'{"_timestamp": 1}')])

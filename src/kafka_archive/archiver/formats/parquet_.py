@@ -17,13 +17,16 @@ import pyarrow.parquet as pq
 
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
-from kafka_archive.kcql.plan import Envelope, Route
+from kafka_archive.kcql.plan import RECORD_TIME_COLUMN, Envelope, Route
 
 CODECS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
 ROW_GROUP_BYTES = 64 * 1024 * 1024
+# RECORD_TIME_COLUMN's type: Iceberg's timestamptz (microseconds, UTC).
+RECORD_TIME_TYPE = pa.timestamp("us", tz="UTC")
 
 
 def envelope_arrow_schema(envelope: Envelope) -> pa.Schema:
@@ -68,6 +71,7 @@ class ParquetWriter:
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []
         self._buffered = 0
+        self._record_time = route.iceberg is not None and route.iceberg.time is not None
 
     def inherit(self, state: tuple[Any, int | None] | None) -> None:
         """Start from the previous object's schema (``schema.compatibility``)."""
@@ -97,9 +101,26 @@ class ParquetWriter:
                 self._schema = schemas.to_arrow(first)
             # Projected onto the object's schema under 'schema.compatibility', if it was.
             self._rows.append(self._values.decode(record))
+        if self._record_time:
+            self._add_record_time(record)
         self._buffered += len(record.value or b"") + len(record.key or b"")
         if len(self._rows) >= self._group_records or self._buffered >= ROW_GROUP_BYTES:
             self._write_group()
+
+    def _add_record_time(self, record: Record) -> None:
+        """Add :data:`RECORD_TIME_COLUMN` to the row just buffered (and to the schema)."""
+        assert self._schema is not None
+        row = self._rows[-1]
+        if RECORD_TIME_COLUMN in row:
+            self._rows.pop()
+            raise BadRecordError(
+                f"the value has a field {RECORD_TIME_COLUMN!r}, the column that holds the "
+                "record timestamp in a table partitioned by _date"
+            )
+        if self._schema.get_field_index(RECORD_TIME_COLUMN) < 0:
+            self._schema = self._schema.append(pa.field(RECORD_TIME_COLUMN, RECORD_TIME_TYPE))
+        millis = record.timestamp
+        self._rows[-1] = {**row, RECORD_TIME_COLUMN: None if millis is None else millis * 1000}
 
     def _write_group(self) -> None:
         if not self._rows or self._schema is None:
