@@ -40,14 +40,16 @@ class CountingStore:
 
 
 class StubAdmin:
+    """Kafka's side: every partition holds offsets 0..100 (a job starting at the earliest
+    offset looks up no time and no group)."""
+
+    def looked_up(self, *args: object) -> None:
+        raise AssertionError("a job starting at the earliest offset looks nothing up")
+
+    offset_for_time = group_offset = looked_up
+
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: Watermarks(0, 100, 100) for tp in tps}
-
-    def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
-        raise AssertionError("a job starting at the earliest offset looks up no time")
-
-    def group_offset(self, tp: TopicPartition, group: str) -> int | None:
-        raise AssertionError("a job starting at the earliest offset looks up no group")
 
 
 def _pre(text: str, store: CountingStore) -> driver.Preflight:
