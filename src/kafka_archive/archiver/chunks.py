@@ -36,7 +36,6 @@ from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
-from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.store.streaming import StreamingUpload
 from kafka_archive.archiver.transforms import TransformedBatch
@@ -78,12 +77,11 @@ class ChunkSet:
         registry: SchemaRegistry | None = None,
         part_bytes: int | None = None,
         max_open: int = MAX_OPEN,
-        fencing: UnitFencing | None = None,
     ) -> None:
         self._unit = unit
         self._max_open = max_open
         # Where each object is between its spool file and the commit.
-        self.lifecycle = Lifecycle(unit, store, fencing)
+        self.lifecycle = Lifecycle(unit, store)
         self._part_bytes = part_bytes
         self._registry = registry
         self._store = store
@@ -305,8 +303,14 @@ class ChunkSet:
 
     def flush_all(self) -> None:
         """Roll every open chunk, oldest first (the end of a bounded run)."""
+        self._roll_before(None)
+
+    def _roll_before(self, cut: int | None) -> None:
+        """Roll the open chunks whose first offset is before ``cut`` (all with None), oldest
+        first."""
         for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
-            self._roll(values)
+            if cut is None or self._open[values].first_offset < cut:
+                self._roll(values)
 
     def finish(self, stop: int, young_after_ms: int | None) -> int:
         """End the unit: upload what may be committed and return the commit offset.
@@ -326,9 +330,7 @@ class ChunkSet:
                 (o.last_offset for o in self.lifecycle.uploaded()), default=self._unit.start - 1
             )
             cut = flush.commit_cut(spans, written_end, stop, young_after_ms)
-        for values in sorted(self._open, key=lambda v: self._open[v].first_offset):
-            if self._open[values].first_offset < cut:
-                self._roll(values)
+        self._roll_before(cut)
         self.discard_all()  # what is left starts at or after the cut: held back
         return cut
 
