@@ -85,7 +85,7 @@ class Lifecycle:
     def __init__(self, unit: WorkUnit, store: S3Store, fencing: UnitFencing | None = None):
         self._unit = unit
         self._store = store
-        self.fencing = fencing or UnitFencing(store, unit)
+        self._fencing = fencing or UnitFencing(store, unit)
         self._keeps_markers = unit.route.iceberg is None
         self._objects: dict[str, _Object] = {}
         self._marked: list[str] = []  # in the order their markers were written
@@ -115,7 +115,7 @@ class Lifecycle:
         records start at ``first_offset``: a lease proof, then a marker each."""
         for key in keys:
             self._check(key, Stage.MARKED)
-        self.fencing.check()
+        self._fencing.check()
         unit = self._unit
         for key in keys:
             marker = None
@@ -139,7 +139,7 @@ class Lifecycle:
         """Upload a marked object by calling ``send``, create-only and behind a lease proof;
         ``written`` describes a data object (offsets, records, size)."""
         self._check(key, Stage.UPLOADED)
-        self.fencing.create(key, send)
+        self._fencing.create(key, send)
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)
@@ -170,7 +170,7 @@ class Lifecycle:
                 raise IllegalMove(f"cannot commit past {key}: it is {found.stage.value}")
             if found.written is not None and found.written.last_offset >= next_offset:
                 raise IllegalMove(f"{key} ends at or after the commit offset {next_offset}")
-        self.fencing.check()
+        self._fencing.check()
         commit_state(
             self._store,
             self._unit,
