@@ -6,14 +6,61 @@ worker imports ``pyspark.worker`` and then our task modules (boto3, confluent-ka
 encoders: ~0.4 s of CPU per worker, paid while the JVM is still warming up). Imported
 here once, the workers inherit them. These imports start no thread (forking after one
 would be unsafe); ``tests/unit/test_spark_start.py`` checks that.
+
+Spark puts its ``pyspark.zip`` and ``py4j-*.zip`` first on the workers' ``PYTHONPATH``. With
+pip's pyspark those zips lie inside the installed package, next to the same modules as
+files: imported from the zip, every module is compiled from source (a zip holds no
+bytecode), and every task pays a re-read of each zip's directory (PySpark calls
+``importlib.invalidate_caches()`` when it adds the task's files directory to ``sys.path``;
+~0.4 CPU-s per task for pyspark.zip's 1,485 entries). The daemon drops such redundant zips
+before it imports anything of PySpark (:func:`redundant_spark_zips`).
 """
 
 from __future__ import annotations
 
-import pyspark.worker  # noqa: F401  (inherited by the forked workers)
-from pyspark.daemon import manager
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-import kafka_archive.archiver.task  # noqa: F401  (inherited by the forked workers)
+# (zip name pattern, the package it holds) of what Spark puts on the workers' path.
+_SPARK_ZIPS = (("pyspark.zip", "pyspark"), ("py4j-*.zip", "py4j"))
+
+
+def redundant_spark_zips(path: Sequence[str]) -> list[str]:
+    """The entries of ``path`` that are Spark's zips inside an installed pyspark package
+    (``<dir>/pyspark/python/lib/``) whose package ``<dir>`` on ``path`` also holds as files."""
+    dirs = {os.path.realpath(entry) for entry in path if entry and not entry.endswith(".zip")}
+    redundant = []
+    for entry in path:
+        zipped = Path(os.path.realpath(entry))
+        if zipped.suffix != ".zip" or len(zipped.parents) < 4:
+            continue
+        lib = zipped.parent
+        home = lib.parent.parent  # <dir>/pyspark
+        if (lib.name, lib.parent.name, home.name) != ("lib", "python", "pyspark"):
+            continue
+        site = home.parent
+        if str(site) not in dirs:
+            continue
+        for pattern, package in _SPARK_ZIPS:
+            if zipped.match(pattern) and (site / package / "__init__.py").is_file():
+                redundant.append(entry)
+    return redundant
+
+
+def _drop_redundant_spark_zips() -> None:
+    for entry in redundant_spark_zips(sys.path):
+        sys.path.remove(entry)
+        sys.path_importer_cache.pop(entry, None)
+
+
+_drop_redundant_spark_zips()
+
+import pyspark.worker  # noqa: E402, F401  (inherited by the forked workers)
+from pyspark.daemon import manager  # noqa: E402
+
+import kafka_archive.archiver.task  # noqa: E402, F401  (inherited by the forked workers)
 
 if __name__ == "__main__":
     manager()

@@ -119,13 +119,15 @@ values = st.one_of(
     st.integers(-5, 10**6).map(lambda i: str(i).encode()),
     st.text("ab c", max_size=30).map(lambda t: f'{{"t": "{t}"}}'.encode()),
     st.just(b" [1, 2] "),
+    st.just('"café"'.encode()),  # UTF-8 beyond ASCII: JSON and TEXT
 )
 # At most one value a format may refuse: its batch goes record by record (the error policy).
 refused = st.one_of(
     st.none(),
     st.tuples(
         st.integers(0, 59),
-        st.sampled_from([b"{", b"line\nbreak", None]),  # not JSON; not TEXT; a tombstone
+        # not JSON; not TEXT; not UTF-8 (neither); a tombstone
+        st.sampled_from([b"{", b"line\nbreak", b"cr\rlf", b'"\xff"', None]),
     ),
 )
 

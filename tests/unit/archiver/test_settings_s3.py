@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import pytest
 
 from kafka_archive.archiver.errors import ConfigError
@@ -97,3 +100,44 @@ def test_plan_shows_the_settings() -> None:
     loaded = load_settings(None, {"KAFKA_ARCHIVE_S3_STORAGE_CLASS": "STANDARD_IA"}, {})
     shown = loaded.settings.redacted()["s3_storage_class"]
     assert shown == {"value": "STANDARD_IA", "source": "environment KAFKA_ARCHIVE_S3_STORAGE_CLASS"}
+
+
+class _Raw:
+    """An empty HTTP response body."""
+
+    def stream(self) -> list[bytes]:
+        return []
+
+
+def _sent_headers(settings: S3Settings) -> dict[str, str]:
+    """The headers of a PUT the store sends to a plain-http endpoint (answered here)."""
+    from botocore.awsrequest import AWSResponse
+
+    store = S3Store(settings)
+    sent: dict[str, str] = {}
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        sent.update(
+            {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        )
+        return AWSResponse(request.url, 200, {"ETag": '"e"'}, _Raw())
+
+    store.client.meta.events.register("before-send.s3.PutObject", answer)
+    store.put_bytes("b", "k", b"x" * 1000)
+    return sent
+
+
+def test_bodies_carry_a_checksum_and_are_signed_only_without_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    http = {"ENDPOINT_URL": "http://127.0.0.1:9", "REGION": "us-east-1"}
+    default = _sent_headers(s3(http))
+    # S3 verifies the CRC32 against the body: the SHA-256 signature of the body (a second
+    # pass over every upload, made over http only) is not computed.
+    assert default["x-amz-checksum-crc32"]
+    assert default["X-Amz-Content-SHA256"] == "UNSIGNED-PAYLOAD"
+    unchecked = _sent_headers(s3({**http, "S3_CHECKSUM": "off"}))
+    assert "x-amz-checksum-crc32" not in unchecked
+    assert unchecked["X-Amz-Content-SHA256"] == hashlib.sha256(b"x" * 1000).hexdigest()

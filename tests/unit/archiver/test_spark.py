@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,41 @@ def test_the_jvm_stderr_filter_drops_only_the_incubator_warning(
         "kafka-archive: spark: ERROR Executor: boom\nTraceback from a worker\n  line 2\n"
         "no newline at the end"
     )
+
+
+def test_the_daemon_drops_only_spark_zips_that_duplicate_the_installed_pyspark(
+    tmp_path: Path,
+) -> None:
+    from kafka_archive.archiver.spark_daemon import redundant_spark_zips
+
+    site = tmp_path / "site-packages"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    for package in ("pyspark", "py4j"):
+        (site / package).mkdir(exist_ok=True)
+        (site / package / "__init__.py").write_text("")
+    zips = [
+        str(site / "pyspark" / "." / "python" / "lib" / "pyspark.zip"),
+        str(lib / "py4j-0.10.9.9-src.zip"),
+    ]
+    other = str(tmp_path / "user" / "deps.zip")  # a user's --py-files zip stays
+    assert redundant_spark_zips([*zips, other, str(site)]) == zips
+    # Without the installed package on the path the zips are what provides PySpark.
+    assert redundant_spark_zips([*zips, other]) == []
+    (site / "py4j" / "__init__.py").unlink()
+    assert redundant_spark_zips([*zips, str(site)]) == zips[:1]
+
+
+def test_workers_import_pyspark_from_files_not_from_spark_zips() -> None:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    zips = sorted(str(p) for p in (home / "python" / "lib").glob("*.zip"))
+    assert zips, "pip's pyspark ships its zips under python/lib"
+    out = _run(
+        f"import sys; sys.path[:0] = {zips!r};"
+        "import kafka_archive.archiver.spark_daemon, pyspark;"
+        "print(pyspark.__file__.endswith('.py'), any(p.endswith('.zip') and 'pyspark' in p"
+        " for p in sys.path))"
+    )
+    assert out == "True False"

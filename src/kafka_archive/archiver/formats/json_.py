@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import collections
 import json
+import operator
 from collections.abc import Sequence
+from itertools import repeat
 from typing import BinaryIO, cast
 
 import orjson
@@ -87,13 +89,20 @@ def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
 
     Raises :class:`BadRecordError` if any value is not JSON, before anything is written.
     The common batch — no tombstone, no line break, every value strict JSON — is checked
-    with whole-batch operations and one C-level pass of orjson; any other batch goes value
-    by value through :func:`pass_through_line`.
+    with C-level passes (line breaks, then orjson) and no Python step per value; any other
+    batch goes value by value through :func:`pass_through_line`.
     """
     if values and None not in values:
         present = cast(Sequence[bytes], values)
-        joined = b"\n".join(present)
-        if b"\r" not in joined and joined.count(b"\n") == len(present) - 1:
+        # Value by value in C (map), not on a joined copy of the batch: a batch-sized buffer
+        # alive while orjson allocates made the whole encoding ~50% dearer (measured).
+        try:
+            clean = not any(map(operator.contains, present, repeat(b"\n"))) and not any(
+                map(operator.contains, present, repeat(b"\r"))
+            )
+        except TypeError:  # bytes-like values (a transform's): value by value below
+            clean = False
+        if clean:
             try:
                 collections.deque(map(orjson.loads, present), maxlen=0)
             except orjson.JSONDecodeError:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from itertools import repeat
 from typing import BinaryIO
 
 from kafka_archive.archiver.formats.base import BadRecordError
@@ -61,19 +63,29 @@ def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
     """The lines of a batch of values; raises :class:`BadRecordError` for any value TEXT
     cannot store, before anything is written.
 
-    Checked on the batch joined by newlines: a value that adds a line break, or bytes that
-    are not UTF-8 (a newline cannot complete a split character), show in the whole.
+    Checked value by value in C (``map``): line breaks, then ASCII (valid UTF-8 as it is);
+    only a batch with other bytes is decoded, joined by newlines (a newline cannot complete
+    a split character). Measured, this costs half of decoding every batch joined.
     """
     if not values:
         return []
     if None in values:
         raise BadRecordError("a tombstone (null value) cannot be stored as TEXT")
     present: Sequence[bytes] = values  # type: ignore[assignment]  # no None, checked above
-    joined = b"\n".join(present)
-    if joined.count(b"\n") != len(present) - 1 or b"\r" in joined:
-        raise BadRecordError("value contains a line break, which TEXT cannot store")
     try:
-        joined.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRecordError("value is not UTF-8 text") from None
+        breaks = any(map(operator.contains, present, repeat(b"\n"))) or any(
+            map(operator.contains, present, repeat(b"\r"))
+        )
+        ascii_only = all(map(bytes.isascii, present))
+    except TypeError:  # bytes-like values (a transform's): checked on the joined batch
+        joined = b"\n".join(present)
+        breaks = joined.count(b"\n") != len(present) - 1 or b"\r" in joined
+        ascii_only = False
+    if breaks:
+        raise BadRecordError("value contains a line break, which TEXT cannot store")
+    if not ascii_only:
+        try:
+            b"\n".join(present).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRecordError("value is not UTF-8 text") from None
     return [v + b"\n" for v in present]
