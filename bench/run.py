@@ -8,7 +8,17 @@ Shapes (``BENCH_SHAPE``):
   and two headers;
 - ``even``: the same values spread evenly over 4 partitions, without keys or headers;
 - ``wide``: 50 topics x 20 partitions (1,000 partitions), ``BENCH_WIDE_RECORDS`` records
-  each: the time to plan (until Spark's JVM starts), to run, and a no-op run.
+  each: the time to plan (until Spark's JVM starts), to run, and a no-op run;
+- ``follow``: continuous mode. ``run --follow`` runs while a producer writes
+  ``BENCH_FOLLOW_RATE`` records/s (default 5,000) over 4 partitions for
+  ``BENCH_FOLLOW_SECONDS``, and a poller reads the partition state objects every 0.1 s: a
+  record is committed once its partition's state has moved past its offset (from then on
+  ``cat`` and any reader of the state see it, and no run archives it again). Reported: the
+  latency from produce (the record's timestamp) to committed, p50/p99/max, and the
+  micro-batches' time beyond the work itself (from the run's per-batch ``time:`` lines),
+  with the run's CPU-seconds. Objects roll by ``flush.interval`` =
+  ``BENCH_FOLLOW_FLUSH_INTERVAL`` s (default 1): a record waits for its object to close,
+  then for the next batch.
 
 Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 
@@ -36,18 +46,21 @@ Ratios, not absolute times, are what compare across machines.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import datetime
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +83,7 @@ BROKERS = ("tansu", "kafka")
 PARTITIONS = 4
 # The keyed shape: partition p gets KEYED_WEIGHTS[p] of every sum(KEYED_WEIGHTS) records.
 KEYED_WEIGHTS = (17, 14, 12, 10)
-SHAPES = ("keyed", "even", "wide")
+SHAPES = ("keyed", "even", "wide", "follow")
 WIDE_TOPICS, WIDE_PARTITIONS = 50, 20
 UPLOAD_PART = 64 * 1024 * 1024
 FORMATS = ("JSON", "BYTES", "TEXT", "AVRO", "PARQUET")
@@ -516,6 +529,224 @@ def bench_wide(
     return results, title
 
 
+# A run's per-batch line (cli.render.render_timings).
+BATCH_LINE = re.compile(
+    r"time: plan (?P<plan>[0-9.]+) s, Spark job (?P<spark>[0-9.]+) s \(longest unit "
+    r"(?P<work>[0-9.]+) s\), commit (?P<commit>[0-9.]+) s; overhead (?P<overhead>[0-9.]+) s"
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank; 0 when there are none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+class CommitPoller:
+    """Reads each partition's state object every ``interval`` s: when (wall clock) each
+    partition's committed next offset moved, as any reader of the archive would see it."""
+
+    def __init__(self, s3: object, bucket: str, keys: list[str], interval: float = 0.1) -> None:
+        self.s3, self.bucket, self.keys, self.interval = s3, bucket, keys, interval
+        #: per partition: (seen at, next offset) each time it grew
+        self.seen: list[list[tuple[float, int]]] = [[] for _ in keys]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="commit-poller")
+
+    def committed(self, partition: int) -> int:
+        return self.seen[partition][-1][1] if self.seen[partition] else 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for partition, key in enumerate(self.keys):
+                try:
+                    body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
+                except self.s3.exceptions.NoSuchKey:  # type: ignore[attr-defined]
+                    continue
+                now = time.time()
+                offset = int(json.loads(body)["next_offset"])
+                if offset > self.committed(partition):
+                    self.seen[partition].append((now, offset))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> CommitPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def wait_for(self, ends: list[int], timeout: float, alive: Callable[[], bool]) -> bool:
+        """Until every partition committed up to ``ends``; False on timeout or exit."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and alive():
+            if all(self.committed(p) >= end for p, end in enumerate(ends)):
+                return True
+            time.sleep(self.interval)
+        return all(self.committed(p) >= end for p, end in enumerate(ends))
+
+    def latency(self, partition: int, offset: int, produced_at: float) -> float | None:
+        """Seconds from ``produced_at`` until the partition's commit covered ``offset``."""
+        seen = self.seen[partition]
+        i = bisect.bisect_right([o for _, o in seen], offset)
+        return seen[i][0] - produced_at if i < len(seen) else None
+
+
+def produce_at_rate(
+    broker: str, topic: str, rate: int, seconds: float, value_bytes: int, first_id: int
+) -> list[tuple[int, int, float]]:
+    """``rate`` records/s for ``seconds``, round-robin over PARTITIONS; (partition, offset,
+    produce time) of each, the time being the record's timestamp (set at produce())."""
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+    delivered: list[tuple[int, int, float]] = []
+
+    def done(error: object, message: object) -> None:
+        if error is None:
+            _, stamp = message.timestamp()  # type: ignore[attr-defined]
+            delivered.append((message.partition(), message.offset(), stamp / 1000))  # type: ignore[attr-defined]
+
+    started = time.monotonic()
+    count = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while count < due:
+            value = value_of(first_id + count, value_bytes)
+            producer.produce(topic, value=value, partition=count % PARTITIONS, on_delivery=done)
+            count += 1
+        producer.poll(0)
+        time.sleep(0.005)
+    if producer.flush(60) != 0:
+        raise SystemExit("producing the follow topic did not finish")
+    return delivered
+
+
+def bench_follow(
+    args: argparse.Namespace,
+    formats: list[str],
+    broker: str,
+    endpoint: str,
+    env: dict[str, str],
+    work: Path,
+) -> tuple[list[Result], str]:
+    """Continuous mode: produce-to-committed latency and per-batch overhead of ``--follow``."""
+    bindir = Path(sys.executable).parent
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    topic, fmt = "follow", formats[0]
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
+    kcql = (
+        f"INSERT INTO bench:follow SELECT * FROM {topic} STOREAS `{fmt}` "
+        f"PROPERTIES('flush.count'=1000000, 'flush.interval'={args.follow_flush_interval})"
+    )
+    command = [
+        *archive_command(bindir, kcql, broker, endpoint),
+        "--follow",
+        "--poll-interval",
+        str(args.poll_interval),
+    ]
+    env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
+    keys = [f"follow/.kafka-archive/state/{topic}/{p}.json" for p in range(PARTITIONS)]
+    running: list[subprocess.Popen[bytes]] = []
+    measured: list[Usage] = []
+    out_path, err_path = work / "follow.out", work / "follow.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        runner = threading.Thread(
+            target=lambda: measured.append(
+                measure(command, env, started_hook=running.append, stdout=out, stderr=err)
+            ),
+            name="follow-run",
+        )
+        runner.start()
+        try:
+            with CommitPoller(s3, "bench", keys) as poller:
+                alive = lambda: runner.is_alive()  # noqa: E731
+                # Warm up: Spark starts on the first batch with records; not timed.
+                warmup = produce_at_rate(broker, topic, 400, 0.5, args.value_bytes, 0)
+                ends = [0] * PARTITIONS
+                for partition, offset, _ in warmup:
+                    ends[partition] = max(ends[partition], offset + 1)
+                if not poller.wait_for(ends, 300, alive):
+                    raise SystemExit(f"the warm-up was not archived: {err_path.read_text()}")
+                print(f"  warm-up archived ({len(warmup)} records); producing ...", flush=True)
+                sent = produce_at_rate(
+                    broker,
+                    topic,
+                    args.follow_rate,
+                    args.follow_seconds,
+                    args.value_bytes,
+                    len(warmup),
+                )
+                for partition, offset, _ in sent:
+                    ends[partition] = max(ends[partition], offset + 1)
+                timeout = args.follow_flush_interval + args.poll_interval + 300
+                if not poller.wait_for(ends, timeout, alive):
+                    raise SystemExit(f"not every record was archived: {err_path.read_text()}")
+        finally:
+            if running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(running[0].pid, signal.SIGTERM)
+            runner.join()
+    usage = measured[0]
+    latencies = [poller.latency(p, o, at) for p, o, at in sent]
+    known = [x for x in latencies if x is not None]
+    batches = [m.groupdict() for m in BATCH_LINE.finditer(out_path.read_text())]
+    overhead = [float(b["overhead"]) for b in batches]
+    total = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
+    # Every record once: the archive's data objects read back (JSON: one line a record).
+    ids = archived_json_ids(s3, "bench", "follow/") if fmt == "JSON" else []
+    once = (
+        ""
+        if fmt != "JSON"
+        else (
+            "every record once"
+            if sorted(ids) == list(range(len(warmup) + len(sent)))
+            else f"ARCHIVE WRONG: {len(ids)} records, {len(set(ids))} distinct"
+        )
+    )
+    size = sum(len(value_of(i, args.value_bytes)) for i in range(len(warmup) + len(sent)))
+    note = (
+        f"produce→committed p50 {percentile(known, 0.5):.1f} s, p99 {percentile(known, 0.99):.1f}"
+        f" s, max {max(known, default=0):.1f} s (target p99 < {args.poll_interval:g} + 10 s); "
+        f"{len(batches)} batches with records: {percentile(total, 0.5):.2f} s each (p50), "
+        f"overhead p50 {percentile(overhead, 0.5):.2f} s, p99 {percentile(overhead, 0.99):.2f} s;"
+        f" CPU {usage.cpu_seconds / usage.seconds:.2f} cores; {once}"
+        + ("" if usage.code in (0, -signal.SIGTERM, 143) else f"; {outcome(usage)}")
+        + ("" if len(known) == len(sent) else f"; {len(sent) - len(known)} never seen committed")
+    )
+    results = [
+        Result.of(f"kafka-archive --follow {fmt}", usage, size, len(warmup) + len(sent), note)
+    ]
+    print(f"  {note}", flush=True)
+    for name in ("plan", "spark", "work", "commit"):
+        values = [float(b[name]) for b in batches]
+        print(
+            f"  per batch {name}: p50 {percentile(values, 0.5):.2f} s, "
+            f"p99 {percentile(values, 0.99):.2f} s",
+            flush=True,
+        )
+    title = (
+        f"follow shape: {args.follow_rate} records/s of ~{args.value_bytes} B over {PARTITIONS} "
+        f"partitions for {args.follow_seconds:g} s, --poll-interval {args.poll_interval:g}, "
+        f"flush.interval {args.follow_flush_interval}"
+    )
+    return results, title
+
+
+def archived_json_ids(s3: object, bucket: str, prefix: str) -> list[int]:
+    """The ids of every JSON record in the data objects under ``prefix``."""
+    ids: list[int] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
+        for item in page.get("Contents", []):
+            if "/.kafka-archive/" not in f"/{item['Key']}":
+                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()  # type: ignore[attr-defined]
+                ids.extend(json.loads(line)["id"] for line in body.splitlines())
+    return ids
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=SHAPES, default=os.environ.get("BENCH_SHAPE", "keyed"))
@@ -523,7 +754,7 @@ def main() -> int:
         "--broker",
         choices=BROKERS,
         default=os.environ.get("BENCH_BROKER"),
-        help="tansu (default; wide: kafka): tansu answers offsets of many "
+        help="tansu (default; wide and follow: kafka): tansu answers offsets of many "
         "partitions slowly (a fetch per partition)",
     )
     parser.add_argument("--mb", type=int, default=int(os.environ.get("BENCH_MB", "256")))
@@ -542,6 +773,30 @@ def main() -> int:
         help="records per partition of the wide shape",
     )
     parser.add_argument(
+        "--follow-rate",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_RATE", "5000")),
+        help="records/s of the follow shape",
+    )
+    parser.add_argument(
+        "--follow-seconds",
+        type=float,
+        default=float(os.environ.get("BENCH_FOLLOW_SECONDS", "60")),
+        help="how long the follow shape produces",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=float(os.environ.get("BENCH_POLL_INTERVAL", "5")),
+        help="--poll-interval of the follow shape's run",
+    )
+    parser.add_argument(
+        "--follow-flush-interval",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_FLUSH_INTERVAL", "1")),
+        help="flush.interval (s) of the follow shape's KCQL",
+    )
+    parser.add_argument(
         "--evolve-records",
         type=int,
         default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
@@ -552,10 +807,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.shape not in SHAPES:
         parser.error(f"BENCH_SHAPE must be one of {', '.join(SHAPES)}, not {args.shape!r}")
-    args.broker = args.broker or ("kafka" if args.shape == "wide" else "tansu")
+    args.broker = args.broker or ("kafka" if args.shape in ("wide", "follow") else "tansu")
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
-    default_formats = "JSON" if args.shape == "wide" else ",".join(FORMATS)
+    default_formats = "JSON" if args.shape in ("wide", "follow") else ",".join(FORMATS)
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
     become_subreaper()
@@ -568,7 +823,7 @@ def main() -> int:
     try:
         with services(args.broker, work) as (broker, endpoint, broker_env):
             env.update(broker_env)
-            shape = bench_wide if args.shape == "wide" else bench_topic
+            shape = {"wide": bench_wide, "follow": bench_follow}.get(args.shape, bench_topic)
             results, title = shape(args, formats, broker, endpoint, env, work)
     except StackError as exc:  # a service did not start, or java/mvn are missing
         print(f"bench: {exc}", file=sys.stderr)
@@ -583,6 +838,13 @@ def main() -> int:
         size = (
             ("BENCH_WIDE_RECORDS", args.wide_records)
             if args.shape == "wide"
+            else (
+                "BENCH_FOLLOW_RATE",
+                f"{args.follow_rate} BENCH_FOLLOW_SECONDS={args.follow_seconds:g} "
+                f"BENCH_POLL_INTERVAL={args.poll_interval:g} "
+                f"BENCH_FOLLOW_FLUSH_INTERVAL={args.follow_flush_interval}",
+            )
+            if args.shape == "follow"
             else ("BENCH_MB", args.mb)
         )
         settings = " ".join(

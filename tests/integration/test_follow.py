@@ -5,6 +5,7 @@ and exits 0 on SIGTERM with every record exactly once; `--start latest`, a times
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -53,6 +54,30 @@ def scrape(port: int) -> dict[str, float]:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def spark_processes(root: int) -> tuple[set[int], set[int]]:
+    """Under process ``root`` (a kafka-archive run): the pids of Spark's JVM, and of the
+    Python processes it started (the worker daemon and the workers it forked)."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    head, tail = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            children.setdefault(int(tail.split()[1]), []).append(int(entry))
+            names[int(entry)] = head.split("(", 1)[1]
+    jvms = {pid for pid in children.get(root, []) if names.get(pid) == "java"}
+    pythons: set[int] = set()
+    todo = [child for jvm in jvms for child in children.get(jvm, [])]
+    while todo:
+        pid = todo.pop()
+        pythons.add(pid)
+        todo.extend(children.get(pid, []))
+    return jvms, pythons
 
 
 def test_follow_rides_out_an_s3_outage_and_counts_it(
@@ -171,6 +196,8 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     lagging: list[str] = []  # /health bodies seen while a wave was produced, not archived
+    # After each wave: Spark's JVM, and the Python processes it started.
+    spark: list[tuple[set[int], set[int]]] = []
     try:
         for wave in range(3):  # records produced while it runs are archived in later batches
             expected = list(range(100 + 50 * wave))
@@ -183,6 +210,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
                     if code == 503:
                         lagging.append(body)
                 time.sleep(0.1)
+            spark.append(spark_processes(process.pid))
             produce(broker, name, 100 + 50 * wave, 50)
         # A wave is held back for a second (flush.interval): a batch ends in between and
         # reports its lag, past --health-max-lag 0.
@@ -204,6 +232,17 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     assert "SIGTERM: finishing the current batch" in err
     assert "stopped after" in out
     assert archived_ids(s3_client, bkt) == list(range(250))
+    # One SparkContext and the same Python workers for every batch: the JVM is the one the
+    # first batch started, and no Python process was started after the first batch.
+    (jvm, workers), *later = spark
+    assert len(jvm) == 1 and workers, spark
+    for jvms, pythons in later:
+        assert jvms == jvm, spark
+        assert pythons <= workers, spark
+    # Each batch that archived says where its time went (the overhead beside the work).
+    batches = re.findall(r"time: plan [0-9.]+ s, Spark job .*; overhead [0-9.]+ s", out)
+    assert len(batches) >= 3, out
+    assert all("Spark started" not in line for line in batches[1:]), out
 
 
 def test_start_positions_for_a_job_without_state(

@@ -172,6 +172,10 @@ class SparkOnDemand:
         return spark
 
     @property
+    def started(self) -> bool:
+        return self._context is not None
+
+    @property
     def context(self) -> Any:
         if self._context is None:
             self._context, self._owned = spark_context(self.settings, self.app_name)

@@ -130,6 +130,27 @@ class Gap:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchTimings:
+    """Where one batch's wall time went (seconds; ``--follow`` makes one per micro-batch).
+
+    ``work`` is the longest unit's own time in its task (reading, encoding, uploading,
+    committing one partition); the rest of the batch is ``overhead``: planning (lease check,
+    offsets, state GETs, fencing), the Spark job around the units (scheduling, shipping
+    units and results) and the driver's commits after it. Starting Spark is apart.
+    """
+
+    plan: float = 0.0
+    spark_start: float = 0.0
+    spark_job: float = 0.0
+    work: float = 0.0
+    commit: float = 0.0
+
+    @property
+    def overhead(self) -> float:
+        return max(self.plan + self.spark_job + self.commit - self.work, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     job: str
     run_id: str
@@ -137,6 +158,7 @@ class RunResult:
     skipped: tuple[PartitionSkip, ...]
     seconds: float
     gaps: tuple[Gap, ...] = ()
+    timings: BatchTimings | None = None
 
     @property
     def records(self) -> int:

@@ -21,7 +21,7 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import RunResult, UnitResult, WorkUnit
+from kafka_archive.archiver.model import BatchTimings, RunResult, UnitResult, WorkUnit
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
@@ -124,6 +124,12 @@ class Session:
         assert self.spark is not None, "batch() runs inside session()"
         units = transforms.with_roots(work.units, self.transform_roots)
         units = iceberg.with_data_layout(units)
+        planned = time.monotonic()
+        spark_start = 0.0
+        if units and not self.spark.started:
+            self.spark.context  # noqa: B018  (started here, timed apart from the job)
+            spark_start = time.monotonic() - planned
+        job_started = time.monotonic()
         results = driver.map_units(
             self.spark,
             units,
@@ -132,6 +138,8 @@ class Session:
             shown=_shown,
             pack=jobs.pack,
         )
+        job_ended = time.monotonic()
+        longest = max((r.seconds for r in results if isinstance(r, UnitResult)), default=0.0)
         # The pieces of split partitions are committed here, in offset order, and merged.
         results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
@@ -141,13 +149,21 @@ class Session:
             self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
         )
         _commit_group(self.admin, done)
+        ended = time.monotonic()
         outcome = RunResult(
             job=self.job,
             run_id=self.run_id,
             units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
             skipped=work.skipped,
-            seconds=time.monotonic() - started,
+            seconds=ended - started,
             gaps=work.gaps,
+            timings=BatchTimings(
+                plan=planned - started,
+                spark_start=spark_start,
+                spark_job=job_ended - job_started,
+                work=longest,
+                commit=ended - job_ended,
+            ),
         )
         error = driver.first_error(failures, prefer="FencedError")
         if error is not None:
