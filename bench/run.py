@@ -7,8 +7,10 @@ Shapes (``BENCH_SHAPE``):
   the smallest, as keyed topics are), ``--value-bytes`` JSON values, each record with a key
   and two headers;
 - ``even``: the same values spread evenly over 4 partitions, without keys or headers;
-- ``wide``: 50 topics x 20 partitions (1,000 partitions), ``BENCH_WIDE_RECORDS`` records
-  each: the time to plan (until Spark's JVM starts), to run, and a no-op run;
+- ``wide``: 50 topics x 20 partitions (1,000 partitions; ``BENCH_WIDE_TOPICS`` x
+  ``BENCH_WIDE_PARTITIONS``), ``BENCH_WIDE_RECORDS`` records each: the time to plan (until
+  Spark's JVM starts), to run, and a no-op run, with the peak RSS of the driver process and
+  of Spark's JVM apart;
 - ``follow``: continuous mode. ``run --follow`` runs while a producer writes
   ``BENCH_FOLLOW_RATE`` records/s (default 5,000) over 4 partitions for
   ``BENCH_FOLLOW_SECONDS``, and a poller reads the partition state objects every 0.1 s: a
@@ -196,18 +198,24 @@ def produce(
     return count, sent, per_partition
 
 
-def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> tuple[int, int]:
-    """WIDE_TOPICS topics of WIDE_PARTITIONS partitions; records and bytes produced."""
+def produce_wide(
+    broker: str,
+    records_per_partition: int,
+    value_bytes: int,
+    topic_count: int = WIDE_TOPICS,
+    partition_count: int = WIDE_PARTITIONS,
+) -> tuple[int, int]:
+    """``topic_count`` topics of ``partition_count`` partitions; records and bytes produced."""
     admin = AdminClient({"bootstrap.servers": broker})
-    topics = [f"wide-{t:02d}" for t in range(WIDE_TOPICS)]
+    topics = [f"wide-{t:02d}" for t in range(topic_count)]
     for future in admin.create_topics(
-        [NewTopic(t, num_partitions=WIDE_PARTITIONS) for t in topics]
+        [NewTopic(t, num_partitions=partition_count) for t in topics]
     ).values():
-        future.result(timeout=120)
+        future.result(timeout=300)
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
     count = size = 0
     for topic in topics:
-        for partition in range(WIDE_PARTITIONS):
+        for partition in range(partition_count):
             for _ in range(records_per_partition):
                 value = value_of(count, value_bytes)
                 while True:
@@ -220,7 +228,7 @@ def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> t
                 size += len(value)
         producer.poll(0)
     if producer.flush(300) != 0:
-        raise SystemExit("producing the 1,000-partition topics did not finish")
+        raise SystemExit("producing the wide shape's topics did not finish")
     return count, size
 
 
@@ -473,6 +481,15 @@ def bench_topic(
     return results, title
 
 
+def rss_note(usage: Usage) -> str:
+    """Peak RSS of the driver (the kafka-archive process) and of Spark's JVM, apart."""
+    by_name = usage.peak_rss_by_name
+    jvm = by_name.get("java")
+    return f"peak RSS driver {by_name.get('kafka-archive', 0) / 1e6:.0f} MB, " + (
+        f"JVM {jvm / 1e6:.0f} MB" if jvm else "no JVM (Spark not started)"
+    )
+
+
 def bench_wide(
     args: argparse.Namespace,
     formats: list[str],
@@ -481,18 +498,22 @@ def bench_wide(
     env: dict[str, str],
     work: Path,
 ) -> tuple[list[Result], str]:
-    """The wide shape: 1,000 partitions of few records; plan, run and no-op run times."""
+    """The wide shape: 1,000 partitions (by default) of few records; plan, run and no-op
+    run times, and the peak RSS of the driver and of Spark's JVM apart."""
     bindir = Path(sys.executable).parent
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
-    partitions = WIDE_TOPICS * WIDE_PARTITIONS
+    topic_count, partition_count = args.wide_topics, args.wide_partitions
+    partitions = topic_count * partition_count
     print(
         f"producing {args.wide_records} records of ~{args.value_bytes} B into each of "
-        f"{partitions} partitions ({WIDE_TOPICS} topics x {WIDE_PARTITIONS}) ...",
+        f"{partitions} partitions ({topic_count} topics x {partition_count}) ...",
         flush=True,
     )
     started = time.monotonic()
-    records, size = produce_wide(broker, args.wide_records, args.value_bytes)
+    records, size = produce_wide(
+        broker, args.wide_records, args.value_bytes, topic_count, partition_count
+    )
     print(
         f"  {records} records, {size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s",
         flush=True,
@@ -503,12 +524,14 @@ def bench_wide(
         kcql = ";\n".join(
             f"INSERT INTO bench:wide-{fmt.lower()} SELECT * FROM wide-{t:02d} "
             f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
-            for t in range(WIDE_TOPICS)
+            for t in range(topic_count)
         )
         command = archive_command(bindir, kcql, broker, endpoint)
         usage = measure(command, env, stdout=subprocess.DEVNULL)
         objects = object_count(s3, "bench", f"wide-{fmt.lower()}/")
-        note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        note = f"{objects} objects; {rss_note(usage)}" + (
+            "" if usage.code == 0 else f"; {outcome(usage)}"
+        )
         results.append(
             Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size, records, note)
         )
@@ -518,12 +541,11 @@ def bench_wide(
             flush=True,
         )
         usage = measure(command, env, stdout=subprocess.DEVNULL)
-        results.append(
-            Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, outcome(usage))
-        )
-        print(f"  no-op run: {usage.seconds:.1f} s {outcome(usage)}", flush=True)
+        note = rss_note(usage) + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        results.append(Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, note))
+        print(f"  no-op run: {usage.seconds:.1f} s, {note}", flush=True)
     title = (
-        f"wide shape: {WIDE_TOPICS} topics x {WIDE_PARTITIONS} partitions, "
+        f"wide shape: {topic_count} topics x {partition_count} partitions, "
         f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records"
     )
     return results, title
@@ -531,7 +553,7 @@ def bench_wide(
 
 # A run's per-batch line (cli.render.render_timings).
 BATCH_LINE = re.compile(
-    r"time: plan (?P<plan>[0-9.]+) s, Spark job (?P<spark>[0-9.]+) s \(longest unit "
+    r"time: plan (?P<plan>[0-9.]+) s, Spark job (?P<spark>[0-9.]+) s \(tasks' work "
     r"(?P<work>[0-9.]+) s\), commit (?P<commit>[0-9.]+) s; overhead (?P<overhead>[0-9.]+) s"
 )
 
@@ -694,6 +716,11 @@ def bench_follow(
     latencies = [poller.latency(p, o, at) for p, o, at in sent]
     known = [x for x in latencies if x is not None]
     batches = [m.groupdict() for m in BATCH_LINE.finditer(out_path.read_text())]
+    for number, line in enumerate(m.group(0) for m in BATCH_LINE.finditer(out_path.read_text())):
+        print(f"    batch {number + 1}: {line}", flush=True)
+    if os.environ.get("BENCH_KEEP_LOGS"):
+        for path in (out_path, err_path):
+            shutil.copy(path, Path(os.environ["BENCH_KEEP_LOGS"]) / path.name)
     overhead = [float(b["overhead"]) for b in batches]
     total = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
     # Every record once: the archive's data objects read back (JSON: one line a record).
@@ -773,6 +800,18 @@ def main() -> int:
         help="records per partition of the wide shape",
     )
     parser.add_argument(
+        "--wide-topics",
+        type=int,
+        default=int(os.environ.get("BENCH_WIDE_TOPICS", str(WIDE_TOPICS))),
+        help="topics of the wide shape",
+    )
+    parser.add_argument(
+        "--wide-partitions",
+        type=int,
+        default=int(os.environ.get("BENCH_WIDE_PARTITIONS", str(WIDE_PARTITIONS))),
+        help="partitions per topic of the wide shape",
+    )
+    parser.add_argument(
         "--follow-rate",
         type=int,
         default=int(os.environ.get("BENCH_FOLLOW_RATE", "5000")),
@@ -836,7 +875,11 @@ def main() -> int:
     print(table)
     if not args.no_record:
         size = (
-            ("BENCH_WIDE_RECORDS", args.wide_records)
+            (
+                "BENCH_WIDE_RECORDS",
+                f"{args.wide_records} BENCH_WIDE_TOPICS={args.wide_topics} "
+                f"BENCH_WIDE_PARTITIONS={args.wide_partitions}",
+            )
             if args.shape == "wide"
             else (
                 "BENCH_FOLLOW_RATE",

@@ -133,10 +133,12 @@ class Gap:
 class BatchTimings:
     """Where one batch's wall time went (seconds; ``--follow`` makes one per micro-batch).
 
-    ``work`` is the longest unit's own time in its task (reading, encoding, uploading,
-    committing one partition); the rest of the batch is ``overhead``: planning (lease check,
-    offsets, state GETs, fencing), the Spark job around the units (scheduling, shipping
-    units and results) and the driver's commits after it. Starting Spark is apart.
+    ``work`` is the time the Spark tasks spent in their workers archiving units (reading,
+    encoding, uploading, committing), spread over Spark's task slots (at least the longest
+    task); the rest of the batch is ``overhead``: planning (lease check, offsets, state
+    GETs, fencing), the Spark job around the tasks (scheduling, shipping units and results,
+    tasks waiting for a slot while others idle) and the driver's commits after it.
+    Starting Spark is apart (``spark_start``).
     """
 
     plan: float = 0.0

@@ -130,6 +130,7 @@ class Session:
             self.spark.context  # noqa: B018  (started here, timed apart from the job)
             spark_start = time.monotonic() - planned
         job_started = time.monotonic()
+        busy: list[float] = []
         results = driver.map_units(
             self.spark,
             units,
@@ -137,9 +138,10 @@ class Session:
             progress=self.progress,
             shown=_shown,
             pack=jobs.pack,
+            busy=busy,
         )
         job_ended = time.monotonic()
-        longest = max((r.seconds for r in results if isinstance(r, UnitResult)), default=0.0)
+        slots = self.spark.context.defaultParallelism if busy else 1
         # The pieces of split partitions are committed here, in offset order, and merged.
         results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
@@ -161,7 +163,8 @@ class Session:
                 plan=planned - started,
                 spark_start=spark_start,
                 spark_job=job_ended - job_started,
-                work=longest,
+                # The tasks' own time spread over the task slots, at least the longest task.
+                work=max(max(busy, default=0.0), sum(busy) / max(slots, 1)),
                 commit=ended - job_ended,
             ),
         )

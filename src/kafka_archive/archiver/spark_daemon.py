@@ -13,6 +13,7 @@ from __future__ import annotations
 import pyspark.worker  # noqa: F401  (inherited by the forked workers)
 from pyspark.daemon import manager
 
+import kafka_archive.archiver.driver  # its task timer wraps every task
 import kafka_archive.archiver.task  # noqa: F401  (inherited by the forked workers)
 
 if __name__ == "__main__":

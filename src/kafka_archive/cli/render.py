@@ -158,7 +158,7 @@ def render_timings(timings: BatchTimings) -> str:
     """Where a batch's time went: the work (the longest unit) and the overhead around it."""
     started = f"; Spark started in {timings.spark_start:.2f} s" if timings.spark_start > 0 else ""
     return (
-        f"time: plan {timings.plan:.2f} s, Spark job {timings.spark_job:.2f} s (longest unit "
+        f"time: plan {timings.plan:.2f} s, Spark job {timings.spark_job:.2f} s (tasks' work "
         f"{timings.work:.2f} s), commit {timings.commit:.2f} s; overhead "
         f"{timings.overhead:.2f} s{started}"
     )
