@@ -708,9 +708,16 @@ def bench_follow(
                 if not poller.wait_for(ends, timeout, alive):
                     raise SystemExit(f"not every record was archived: {err_path.read_text()}")
         finally:
+            # SIGTERM to the driver alone, as a service manager stopping its main process
+            # does: it finishes the batch and stops Spark. The process group (the JVM, the
+            # workers) is killed only if it does not end by itself.
             if running:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(running[0].pid, signal.SIGTERM)
+                    os.kill(running[0].pid, signal.SIGTERM)
+                runner.join(120)
+                if runner.is_alive():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(running[0].pid, signal.SIGKILL)
             runner.join()
     usage = measured[0]
     latencies = [poller.latency(p, o, at) for p, o, at in sent]

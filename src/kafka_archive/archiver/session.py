@@ -279,10 +279,12 @@ def follow(
 ) -> FollowResult:
     """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
 
-    Each micro-batch is a bounded run (at most ``max_records_per_partition`` offsets per
-    partition, default 1,000,000, so a stop request is served soon) that holds back young
-    tails (the route's flush interval, default one hour, on the driver's clock): objects
-    roll by count and size as records arrive, and by interval even when none do. The lock
+    A micro-batch starts every ``poll_seconds`` (start to start; at once after one that
+    took longer). Each micro-batch is a bounded run (at most ``max_records_per_partition``
+    offsets per partition, default 1,000,000, so a stop request is served soon) that holds
+    back young tails (the route's flush interval, default one hour, on the driver's clock):
+    objects roll by count and size as records arrive, and by interval even when none do. The
+    lock
     and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
     finish and commit.
 
@@ -301,6 +303,7 @@ def follow(
         if started is not None:
             started(archiver)
         while True:
+            batch_started = time.monotonic()
             try:
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
@@ -323,7 +326,10 @@ def follow(
                 objects + result.objects,
             )
             on_batch(result)
-            if stop.wait(poll_seconds):
+            # A batch starts every poll interval (start to start, as Spark's processing-time
+            # trigger): one that took longer is followed at once. A record then waits at most
+            # max(interval, batch) for its batch to start, not the interval plus the batch.
+            if stop.wait(max(poll_seconds - (time.monotonic() - batch_started), 0.0)):
                 break
     return FollowResult(
         job=archiver.job,

@@ -299,7 +299,7 @@ def plan_command(flags: RunFlags, output: str) -> None:
     default=5.0,
     show_default=True,
     metavar="SECONDS",
-    help="With --follow: pause between micro-batches.",
+    help="With --follow: a micro-batch starts this often (at once after one that took longer).",
 )
 @click.option(
     "--shutdown-timeout",
