@@ -208,10 +208,26 @@ def produce_wide(
     """``topic_count`` topics of ``partition_count`` partitions; records and bytes produced."""
     admin = AdminClient({"bootstrap.servers": broker})
     topics = [f"wide-{t:02d}" for t in range(topic_count)]
-    for future in admin.create_topics(
-        [NewTopic(t, num_partitions=partition_count) for t in topics]
-    ).values():
-        future.result(timeout=300)
+    # KRaft refuses one request creating ~10,000 partitions ("excessively large batch
+    # operation"): a request per 2,000 partitions.
+    step = max(1, 2000 // partition_count)
+    for first in range(0, len(topics), step):
+        for future in admin.create_topics(
+            [NewTopic(t, num_partitions=partition_count) for t in topics[first : first + step]]
+        ).values():
+            future.result(timeout=300)
+    # The broker serves a created topic only once it has made its partitions' logs: with
+    # 10,000 partitions on this machine that took a minute after the requests returned.
+    deadline = time.monotonic() + 600
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": "bench-wide"})
+    while True:
+        known = consumer.list_topics(timeout=60).topics
+        if all(t in known and len(known[t].partitions) == partition_count for t in topics):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("the wide shape's topics did not appear within 10 minutes")
+        time.sleep(2)
+    consumer.close()
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
     count = size = 0
     for topic in topics:
