@@ -24,7 +24,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_archive.archiver.job import group_for, job_name_for
 from kafka_archive.cli import main
+from kafka_archive.kcql import parse
 
 pytestmark = pytest.mark.integration
 
@@ -243,6 +245,14 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     batches = re.findall(r"time: plan [0-9.]+ s, Spark job .*; overhead [0-9.]+ s", out)
     assert len(batches) >= 3, out
     assert all("Spark started" not in line for line in batches[1:]), out
+    # The consumer group mirrors the commits, for lag tools.
+    group = group_for(job_name_for(parse(kcql)))
+    reader = Consumer({"bootstrap.servers": broker, "group.id": group})
+    try:
+        committed = reader.committed([KafkaTopicPartition(name, p) for p in (0, 1)], timeout=30)
+    finally:
+        reader.close()
+    assert [c.offset for c in committed] == [125, 125]
 
 
 def test_start_positions_for_a_job_without_state(
