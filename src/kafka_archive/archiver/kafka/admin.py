@@ -24,8 +24,9 @@ OffsetSpec: Any = _OffsetSpec  # untyped in confluent-kafka
 # How long offset lookups ride out a broker that restarts or a leader that moves.
 _OFFSETS_DEADLINE = 60.0
 # How long the consumer group mirror of a run's commits is retried (it only serves lag tools).
-_COMMIT_CHUNK = 1000
 _COMMIT_DEADLINE = 30.0
+# Partitions per commit request of that mirror (see KafkaAdmin.commit_group).
+_COMMIT_CHUNK = 1000
 
 # The demo's embedded broker (tansu, ``make demo``) answers ListOffsets with a stale high
 # watermark. Its callers (samples/demo.py, bench/run.py, the demo smoke test) set this
