@@ -332,3 +332,62 @@ def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
         == 0
     )
     assert archived_ids(s3_client, bkt) == list(range(30, 50))
+
+
+def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A SIGTERM to the process group (systemd's default KillMode, `kill -TERM -PGID`) also
+    reaches Spark's JVM, which exits at once: a run that needed it says so in one line, with
+    what to do (exit 21), not an internal error or a py4j traceback; one that was between
+    batches stops (exit 0). Either way the next run is exactly once."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(broker, name, 0, 20, partitions=1)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    command = [
+        KAFKA_ARCHIVE,
+        "run",
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--master",
+        "local[1]",
+    ]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    process = subprocess.Popen(
+        [*command, "--follow", "--poll-interval", "0.3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while archived_ids(s3_client, bkt) != list(range(20)):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "not archived"
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "internal error" not in err and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
+    if process.returncode != 0:
+        assert process.returncode == 21, err
+        assert len(lines) == 1 and "Spark's JVM stopped" in lines[0], err
+    else:
+        assert not lines, err
+    produce(broker, name, 20, 10, partitions=1)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert archived_ids(s3_client, bkt) == list(range(30))
