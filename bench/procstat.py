@@ -27,7 +27,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -71,6 +71,8 @@ class TreeSampler:
         self.pid = pid
         self._not_adopted = adopted_since
         self.peak = 0
+        #: peak RSS of each process of the tree, by pid
+        self.peak_by_pid: dict[int, int] = {}
         #: every process of the tree seen, by pid: its command name when last sampled
         self.seen: dict[int, str] = {}
         #: last sampled own CPU-seconds of every process of the tree
@@ -106,7 +108,9 @@ class TreeSampler:
                         self.watch_seen_at = time.monotonic()
                 try:
                     with open(f"/proc/{pid}/statm") as f:
-                        total += int(f.read().split()[1]) * page
+                        rss = int(f.read().split()[1]) * page
+                    total += rss
+                    self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), rss)
                     with open(f"/proc/{pid}/stat") as f:
                         head, tail = f.read().rsplit(")", 1)
                     fields = tail.split()
@@ -137,6 +141,9 @@ class Usage:
     sampled_cpu_seconds: float = 0.0
     #: sampled CPU-seconds by command name (java, python, …): where the time went
     sampled_by_name: dict[str, float] = field(default_factory=dict)
+    #: the largest peak RSS of one process, by command name (kafka-archive: the driver;
+    #: java: Spark's JVM; python3…: the worker daemon and its workers)
+    peak_rss_by_name: dict[str, int] = field(default_factory=dict)
 
 
 def _children() -> set[int]:
@@ -159,13 +166,24 @@ def _reap_orphans(before: set[int]) -> float:
     return cpu
 
 
-def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usage:
-    """Run ``command`` to its end; its wall time, CPU-seconds and peak RSS (whole tree)."""
+def measure(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    started_hook: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    **kw: object,
+) -> Usage:
+    """Run ``command`` to its end; its wall time, CPU-seconds and peak RSS (whole tree).
+
+    ``started_hook`` is given the process once it runs (from another thread, e.g. to stop a
+    ``--follow`` run that ``measure`` waits for)."""
     before = _children()
     started = time.monotonic()
     process = subprocess.Popen(  # type: ignore[call-overload]
         command, env=env, start_new_session=True, **kw
     )
+    if started_hook is not None:
+        started_hook(process)
     sampler = TreeSampler(process.pid, before | {process.pid})
     try:
         _, status, usage = os.wait4(process.pid, 0)
@@ -185,6 +203,10 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
     for pid, seconds_of_pid in sampler.cpu.items():
         name = sampler.seen.get(pid, "?")
         by_name[name] = by_name.get(name, 0.0) + seconds_of_pid
+    peak_by_name: dict[str, int] = {}
+    for pid, rss in sampler.peak_by_pid.items():
+        name = sampler.seen.get(pid, "?")
+        peak_by_name[name] = max(peak_by_name.get(name, 0), rss)
     return Usage(
         seconds,
         max(cpu, sampled),
@@ -194,4 +216,5 @@ def measure(command: Sequence[str], env: Mapping[str, str], **kw: object) -> Usa
         cpu,
         sampled,
         by_name,
+        peak_by_name,
     )

@@ -7,8 +7,20 @@ Shapes (``BENCH_SHAPE``):
   the smallest, as keyed topics are), ``--value-bytes`` JSON values, each record with a key
   and two headers;
 - ``even``: the same values spread evenly over 4 partitions, without keys or headers;
-- ``wide``: 50 topics x 20 partitions (1,000 partitions), ``BENCH_WIDE_RECORDS`` records
-  each: the time to plan (until Spark's JVM starts), to run, and a no-op run.
+- ``wide``: 50 topics x 20 partitions (1,000 partitions; ``BENCH_WIDE_TOPICS`` x
+  ``BENCH_WIDE_PARTITIONS``), ``BENCH_WIDE_RECORDS`` records each: the time to plan (until
+  Spark's JVM starts), to run, and a no-op run, with the peak RSS of the driver process and
+  of Spark's JVM apart;
+- ``follow``: continuous mode. ``run --follow`` runs while a producer writes
+  ``BENCH_FOLLOW_RATE`` records/s (default 5,000) over 4 partitions for
+  ``BENCH_FOLLOW_SECONDS``, and a poller reads the partition state objects every 0.1 s: a
+  record is committed once its partition's state has moved past its offset (from then on
+  ``cat`` and any reader of the state see it, and no run archives it again). Reported: the
+  latency from produce (the record's timestamp) to committed, p50/p99/max, and the
+  micro-batches' time beyond the work itself (from the run's per-batch ``time:`` lines),
+  with the run's CPU-seconds. Objects roll by ``flush.interval`` =
+  ``BENCH_FOLLOW_FLUSH_INTERVAL`` s (default 1): a record waits for its object to close,
+  then for the next batch.
 
 Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 
@@ -38,18 +50,21 @@ Ratios, not absolute times, are what compare across machines.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import datetime
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +87,7 @@ BROKERS = ("tansu", "kafka")
 PARTITIONS = 4
 # The keyed shape: partition p gets KEYED_WEIGHTS[p] of every sum(KEYED_WEIGHTS) records.
 KEYED_WEIGHTS = (17, 14, 12, 10)
-SHAPES = ("keyed", "even", "wide")
+SHAPES = ("keyed", "even", "wide", "follow")
 WIDE_TOPICS, WIDE_PARTITIONS = 50, 20
 UPLOAD_PART = 64 * 1024 * 1024
 FORMATS = ("JSON", "BYTES", "TEXT", "AVRO", "PARQUET")
@@ -185,18 +200,40 @@ def produce(
     return count, sent, per_partition
 
 
-def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> tuple[int, int]:
-    """WIDE_TOPICS topics of WIDE_PARTITIONS partitions; records and bytes produced."""
+def produce_wide(
+    broker: str,
+    records_per_partition: int,
+    value_bytes: int,
+    topic_count: int = WIDE_TOPICS,
+    partition_count: int = WIDE_PARTITIONS,
+) -> tuple[int, int]:
+    """``topic_count`` topics of ``partition_count`` partitions; records and bytes produced."""
     admin = AdminClient({"bootstrap.servers": broker})
-    topics = [f"wide-{t:02d}" for t in range(WIDE_TOPICS)]
-    for future in admin.create_topics(
-        [NewTopic(t, num_partitions=WIDE_PARTITIONS) for t in topics]
-    ).values():
-        future.result(timeout=120)
+    topics = [f"wide-{t:02d}" for t in range(topic_count)]
+    # KRaft refuses one request creating ~10,000 partitions ("excessively large batch
+    # operation"): a request per 2,000 partitions.
+    step = max(1, 2000 // partition_count)
+    for first in range(0, len(topics), step):
+        for future in admin.create_topics(
+            [NewTopic(t, num_partitions=partition_count) for t in topics[first : first + step]]
+        ).values():
+            future.result(timeout=300)
+    # The broker serves a created topic only once it has made its partitions' logs: with
+    # 10,000 partitions on this machine that took a minute after the requests returned.
+    deadline = time.monotonic() + 600
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": "bench-wide"})
+    while True:
+        known = consumer.list_topics(timeout=60).topics
+        if all(t in known and len(known[t].partitions) == partition_count for t in topics):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("the wide shape's topics did not appear within 10 minutes")
+        time.sleep(2)
+    consumer.close()
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 20})
     count = size = 0
     for topic in topics:
-        for partition in range(WIDE_PARTITIONS):
+        for partition in range(partition_count):
             for _ in range(records_per_partition):
                 value = value_of(count, value_bytes)
                 while True:
@@ -209,7 +246,7 @@ def produce_wide(broker: str, records_per_partition: int, value_bytes: int) -> t
                 size += len(value)
         producer.poll(0)
     if producer.flush(300) != 0:
-        raise SystemExit("producing the 1,000-partition topics did not finish")
+        raise SystemExit("producing the wide shape's topics did not finish")
     return count, size
 
 
@@ -469,6 +506,15 @@ def bench_topic(
     return results, title
 
 
+def rss_note(usage: Usage) -> str:
+    """Peak RSS of the driver (the kafka-archive process) and of Spark's JVM, apart."""
+    by_name = usage.peak_rss_by_name
+    jvm = by_name.get("java")
+    return f"peak RSS driver {by_name.get('kafka-archive', 0) / 1e6:.0f} MB, " + (
+        f"JVM {jvm / 1e6:.0f} MB" if jvm else "no JVM (Spark not started)"
+    )
+
+
 def bench_wide(
     args: argparse.Namespace,
     formats: list[str],
@@ -477,18 +523,22 @@ def bench_wide(
     env: dict[str, str],
     work: Path,
 ) -> tuple[list[Result], str]:
-    """The wide shape: 1,000 partitions of few records; plan, run and no-op run times."""
+    """The wide shape: 1,000 partitions (by default) of few records; plan, run and no-op
+    run times, and the peak RSS of the driver and of Spark's JVM apart."""
     bindir = Path(sys.executable).parent
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
-    partitions = WIDE_TOPICS * WIDE_PARTITIONS
+    topic_count, partition_count = args.wide_topics, args.wide_partitions
+    partitions = topic_count * partition_count
     print(
         f"producing {args.wide_records} records of ~{args.value_bytes} B into each of "
-        f"{partitions} partitions ({WIDE_TOPICS} topics x {WIDE_PARTITIONS}) ...",
+        f"{partitions} partitions ({topic_count} topics x {partition_count}) ...",
         flush=True,
     )
     started = time.monotonic()
-    records, size = produce_wide(broker, args.wide_records, args.value_bytes)
+    records, size = produce_wide(
+        broker, args.wide_records, args.value_bytes, topic_count, partition_count
+    )
     print(
         f"  {records} records, {size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s",
         flush=True,
@@ -499,12 +549,14 @@ def bench_wide(
         kcql = ";\n".join(
             f"INSERT INTO bench:wide-{fmt.lower()} SELECT * FROM wide-{t:02d} "
             f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
-            for t in range(WIDE_TOPICS)
+            for t in range(topic_count)
         )
         command = archive_command(bindir, kcql, broker, endpoint)
         usage = measure(command, env, stdout=subprocess.DEVNULL)
         objects = object_count(s3, "bench", f"wide-{fmt.lower()}/")
-        note = f"{objects} objects" + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        note = f"{objects} objects; {rss_note(usage)}" + (
+            "" if usage.code == 0 else f"; {outcome(usage)}"
+        )
         results.append(
             Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size, records, note)
         )
@@ -514,15 +566,247 @@ def bench_wide(
             flush=True,
         )
         usage = measure(command, env, stdout=subprocess.DEVNULL)
-        results.append(
-            Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, outcome(usage))
-        )
-        print(f"  no-op run: {usage.seconds:.1f} s {outcome(usage)}", flush=True)
+        note = rss_note(usage) + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        results.append(Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, note))
+        print(f"  no-op run: {usage.seconds:.1f} s, {note}", flush=True)
     title = (
-        f"wide shape: {WIDE_TOPICS} topics x {WIDE_PARTITIONS} partitions, "
+        f"wide shape: {topic_count} topics x {partition_count} partitions, "
         f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records"
     )
     return results, title
+
+
+# A run's per-batch line (cli.render.render_timings).
+BATCH_LINE = re.compile(
+    r"time: plan (?P<plan>[0-9.]+) s, Spark job (?P<spark>[0-9.]+) s \(tasks' work "
+    r"(?P<work>[0-9.]+) s\), commit (?P<commit>[0-9.]+) s; overhead (?P<overhead>[0-9.]+) s"
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank; 0 when there are none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+class CommitPoller:
+    """Reads each partition's state object every ``interval`` s: when (wall clock) each
+    partition's committed next offset moved, as any reader of the archive would see it."""
+
+    def __init__(self, s3: object, bucket: str, keys: list[str], interval: float = 0.1) -> None:
+        self.s3, self.bucket, self.keys, self.interval = s3, bucket, keys, interval
+        #: per partition: (seen at, next offset) each time it grew
+        self.seen: list[list[tuple[float, int]]] = [[] for _ in keys]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="commit-poller")
+
+    def committed(self, partition: int) -> int:
+        return self.seen[partition][-1][1] if self.seen[partition] else 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for partition, key in enumerate(self.keys):
+                try:
+                    body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
+                except self.s3.exceptions.NoSuchKey:  # type: ignore[attr-defined]
+                    continue
+                now = time.time()
+                offset = int(json.loads(body)["next_offset"])
+                if offset > self.committed(partition):
+                    self.seen[partition].append((now, offset))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> CommitPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def wait_for(self, ends: list[int], timeout: float, alive: Callable[[], bool]) -> bool:
+        """Until every partition committed up to ``ends``; False on timeout or exit."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and alive():
+            if all(self.committed(p) >= end for p, end in enumerate(ends)):
+                return True
+            time.sleep(self.interval)
+        return all(self.committed(p) >= end for p, end in enumerate(ends))
+
+    def latency(self, partition: int, offset: int, produced_at: float) -> float | None:
+        """Seconds from ``produced_at`` until the partition's commit covered ``offset``."""
+        seen = self.seen[partition]
+        i = bisect.bisect_right([o for _, o in seen], offset)
+        return seen[i][0] - produced_at if i < len(seen) else None
+
+
+def produce_at_rate(
+    broker: str, topic: str, rate: int, seconds: float, value_bytes: int, first_id: int
+) -> list[tuple[int, int, float]]:
+    """``rate`` records/s for ``seconds``, round-robin over PARTITIONS; (partition, offset,
+    produce time) of each, the time being the record's timestamp (set at produce())."""
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
+    delivered: list[tuple[int, int, float]] = []
+
+    def done(error: object, message: object) -> None:
+        if error is None:
+            _, stamp = message.timestamp()  # type: ignore[attr-defined]
+            delivered.append((message.partition(), message.offset(), stamp / 1000))  # type: ignore[attr-defined]
+
+    started = time.monotonic()
+    count = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate)
+        while count < due:
+            value = value_of(first_id + count, value_bytes)
+            producer.produce(topic, value=value, partition=count % PARTITIONS, on_delivery=done)
+            count += 1
+        producer.poll(0)
+        time.sleep(0.005)
+    if producer.flush(60) != 0:
+        raise SystemExit("producing the follow topic did not finish")
+    return delivered
+
+
+def bench_follow(
+    args: argparse.Namespace,
+    formats: list[str],
+    broker: str,
+    endpoint: str,
+    env: dict[str, str],
+    work: Path,
+) -> tuple[list[Result], str]:
+    """Continuous mode: produce-to-committed latency and per-batch overhead of ``--follow``."""
+    bindir = Path(sys.executable).parent
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    topic, fmt = "follow", formats[0]
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
+    kcql = (
+        f"INSERT INTO bench:follow SELECT * FROM {topic} STOREAS `{fmt}` "
+        f"PROPERTIES('flush.count'=1000000, 'flush.interval'={args.follow_flush_interval})"
+    )
+    command = [
+        *archive_command(bindir, kcql, broker, endpoint),
+        "--follow",
+        "--poll-interval",
+        str(args.poll_interval),
+    ]
+    env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
+    keys = [f"follow/.kafka-archive/state/{topic}/{p}.json" for p in range(PARTITIONS)]
+    running: list[subprocess.Popen[bytes]] = []
+    measured: list[Usage] = []
+    out_path, err_path = work / "follow.out", work / "follow.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        runner = threading.Thread(
+            target=lambda: measured.append(
+                measure(command, env, started_hook=running.append, stdout=out, stderr=err)
+            ),
+            name="follow-run",
+        )
+        runner.start()
+        try:
+            with CommitPoller(s3, "bench", keys) as poller:
+                alive = lambda: runner.is_alive()  # noqa: E731
+                # Warm up: Spark starts on the first batch with records; not timed.
+                warmup = produce_at_rate(broker, topic, 400, 0.5, args.value_bytes, 0)
+                ends = [0] * PARTITIONS
+                for partition, offset, _ in warmup:
+                    ends[partition] = max(ends[partition], offset + 1)
+                if not poller.wait_for(ends, 300, alive):
+                    raise SystemExit(f"the warm-up was not archived: {err_path.read_text()}")
+                print(f"  warm-up archived ({len(warmup)} records); producing ...", flush=True)
+                sent = produce_at_rate(
+                    broker,
+                    topic,
+                    args.follow_rate,
+                    args.follow_seconds,
+                    args.value_bytes,
+                    len(warmup),
+                )
+                for partition, offset, _ in sent:
+                    ends[partition] = max(ends[partition], offset + 1)
+                timeout = args.follow_flush_interval + args.poll_interval + 300
+                if not poller.wait_for(ends, timeout, alive):
+                    raise SystemExit(f"not every record was archived: {err_path.read_text()}")
+        finally:
+            # SIGTERM to the driver alone, as a service manager stopping its main process
+            # does: it finishes the batch and stops Spark. The process group (the JVM, the
+            # workers) is killed only if it does not end by itself.
+            if running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(running[0].pid, signal.SIGTERM)
+                runner.join(120)
+                if runner.is_alive():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(running[0].pid, signal.SIGKILL)
+            runner.join()
+    usage = measured[0]
+    latencies = [poller.latency(p, o, at) for p, o, at in sent]
+    known = [x for x in latencies if x is not None]
+    # The first batch that archived is the warm-up's (the producer waited for its commit):
+    # it started Spark's Python workers and is left out.
+    batches = [m.groupdict() for m in BATCH_LINE.finditer(out_path.read_text())][1:]
+    for number, line in enumerate(m.group(0) for m in BATCH_LINE.finditer(out_path.read_text())):
+        print(f"    batch {number + 1}: {line}", flush=True)
+    if os.environ.get("BENCH_KEEP_LOGS"):
+        for path in (out_path, err_path):
+            shutil.copy(path, Path(os.environ["BENCH_KEEP_LOGS"]) / path.name)
+    overhead = [float(b["overhead"]) for b in batches]
+    total = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
+    # Every record once: the archive's data objects read back (JSON: one line a record).
+    ids = archived_json_ids(s3, "bench", "follow/") if fmt == "JSON" else []
+    once = (
+        ""
+        if fmt != "JSON"
+        else (
+            "every record once"
+            if sorted(ids) == list(range(len(warmup) + len(sent)))
+            else f"ARCHIVE WRONG: {len(ids)} records, {len(set(ids))} distinct"
+        )
+    )
+    size = sum(len(value_of(i, args.value_bytes)) for i in range(len(warmup) + len(sent)))
+    note = (
+        f"produce→committed p50 {percentile(known, 0.5):.1f} s, p99 {percentile(known, 0.99):.1f}"
+        f" s, max {max(known, default=0):.1f} s (target p99 < {args.poll_interval:g} + 10 s); "
+        f"{len(batches)} batches after the warm-up: {percentile(total, 0.5):.2f} s each (p50, "
+        f"max {max(total, default=0):.2f} s), "
+        f"overhead p50 {percentile(overhead, 0.5):.2f} s, p99 {percentile(overhead, 0.99):.2f} s;"
+        f" CPU {usage.cpu_seconds / usage.seconds:.2f} cores; {once}"
+        + ("" if usage.code in (0, -signal.SIGTERM, 143) else f"; {outcome(usage)}")
+        + ("" if len(known) == len(sent) else f"; {len(sent) - len(known)} never seen committed")
+    )
+    results = [
+        Result.of(f"kafka-archive --follow {fmt}", usage, size, len(warmup) + len(sent), note)
+    ]
+    print(f"  {note}", flush=True)
+    for name in ("plan", "spark", "work", "commit"):
+        values = [float(b[name]) for b in batches]
+        print(
+            f"  per batch {name}: p50 {percentile(values, 0.5):.2f} s, "
+            f"p99 {percentile(values, 0.99):.2f} s",
+            flush=True,
+        )
+    title = (
+        f"follow shape: {args.follow_rate} records/s of ~{args.value_bytes} B over {PARTITIONS} "
+        f"partitions for {args.follow_seconds:g} s, --poll-interval {args.poll_interval:g}, "
+        f"flush.interval {args.follow_flush_interval}"
+    )
+    return results, title
+
+
+def archived_json_ids(s3: object, bucket: str, prefix: str) -> list[int]:
+    """The ids of every JSON record in the data objects under ``prefix``."""
+    ids: list[int] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
+        for item in page.get("Contents", []):
+            if "/.kafka-archive/" not in f"/{item['Key']}":
+                body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()  # type: ignore[attr-defined]
+                ids.extend(json.loads(line)["id"] for line in body.splitlines())
+    return ids
 
 
 def main() -> int:
@@ -532,7 +816,7 @@ def main() -> int:
         "--broker",
         choices=BROKERS,
         default=os.environ.get("BENCH_BROKER"),
-        help="tansu (default; wide: kafka): tansu answers offsets of many "
+        help="tansu (default; wide and follow: kafka): tansu answers offsets of many "
         "partitions slowly (a fetch per partition)",
     )
     parser.add_argument("--mb", type=int, default=int(os.environ.get("BENCH_MB", "256")))
@@ -551,6 +835,42 @@ def main() -> int:
         help="records per partition of the wide shape",
     )
     parser.add_argument(
+        "--wide-topics",
+        type=int,
+        default=int(os.environ.get("BENCH_WIDE_TOPICS", str(WIDE_TOPICS))),
+        help="topics of the wide shape",
+    )
+    parser.add_argument(
+        "--wide-partitions",
+        type=int,
+        default=int(os.environ.get("BENCH_WIDE_PARTITIONS", str(WIDE_PARTITIONS))),
+        help="partitions per topic of the wide shape",
+    )
+    parser.add_argument(
+        "--follow-rate",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_RATE", "5000")),
+        help="records/s of the follow shape",
+    )
+    parser.add_argument(
+        "--follow-seconds",
+        type=float,
+        default=float(os.environ.get("BENCH_FOLLOW_SECONDS", "60")),
+        help="how long the follow shape produces",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=float(os.environ.get("BENCH_POLL_INTERVAL", "5")),
+        help="--poll-interval of the follow shape's run",
+    )
+    parser.add_argument(
+        "--follow-flush-interval",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_FLUSH_INTERVAL", "1")),
+        help="flush.interval (s) of the follow shape's KCQL",
+    )
+    parser.add_argument(
         "--evolve-records",
         type=int,
         default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
@@ -561,10 +881,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.shape not in SHAPES:
         parser.error(f"BENCH_SHAPE must be one of {', '.join(SHAPES)}, not {args.shape!r}")
-    args.broker = args.broker or ("kafka" if args.shape == "wide" else "tansu")
+    args.broker = args.broker or ("kafka" if args.shape in ("wide", "follow") else "tansu")
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
-    default_formats = "JSON" if args.shape == "wide" else ",".join(FORMATS)
+    default_formats = "JSON" if args.shape in ("wide", "follow") else ",".join(FORMATS)
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
     become_subreaper()
@@ -577,7 +897,7 @@ def main() -> int:
     try:
         with services(args.broker, work) as (broker, endpoint, broker_env):
             env.update(broker_env)
-            shape = bench_wide if args.shape == "wide" else bench_topic
+            shape = {"wide": bench_wide, "follow": bench_follow}.get(args.shape, bench_topic)
             results, title = shape(args, formats, broker, endpoint, env, work)
     except StackError as exc:  # a service did not start, or java/mvn are missing
         print(f"bench: {exc}", file=sys.stderr)
@@ -590,8 +910,19 @@ def main() -> int:
     print(table)
     if not args.no_record:
         size = (
-            ("BENCH_WIDE_RECORDS", args.wide_records)
+            (
+                "BENCH_WIDE_RECORDS",
+                f"{args.wide_records} BENCH_WIDE_TOPICS={args.wide_topics} "
+                f"BENCH_WIDE_PARTITIONS={args.wide_partitions}",
+            )
             if args.shape == "wide"
+            else (
+                "BENCH_FOLLOW_RATE",
+                f"{args.follow_rate} BENCH_FOLLOW_SECONDS={args.follow_seconds:g} "
+                f"BENCH_POLL_INTERVAL={args.poll_interval:g} "
+                f"BENCH_FOLLOW_FLUSH_INTERVAL={args.follow_flush_interval}",
+            )
+            if args.shape == "follow"
             else ("BENCH_MB", args.mb)
         )
         settings = " ".join(

@@ -5,6 +5,7 @@ and exits 0 on SIGTERM with every record exactly once; `--start latest`, a times
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,7 +23,9 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
 from prometheus_client.parser import text_string_to_metric_families
 
+from kafka_archive.archiver.job import group_for, job_name_for
 from kafka_archive.cli import main
+from kafka_archive.kcql import parse
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +55,30 @@ def scrape(port: int) -> dict[str, float]:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def spark_processes(root: int) -> tuple[set[int], set[int]]:
+    """Under process ``root`` (a kafka-archive run): the pids of Spark's JVM, and of the
+    Python processes it started (the worker daemon and the workers it forked)."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    head, tail = f.read().rsplit(")", 1)
+            except OSError:
+                continue
+            children.setdefault(int(tail.split()[1]), []).append(int(entry))
+            names[int(entry)] = head.split("(", 1)[1]
+    jvms = {pid for pid in children.get(root, []) if names.get(pid) == "java"}
+    pythons: set[int] = set()
+    todo = [child for jvm in jvms for child in children.get(jvm, [])]
+    while todo:
+        pid = todo.pop()
+        pythons.add(pid)
+        todo.extend(children.get(pid, []))
+    return jvms, pythons
 
 
 def test_follow_rides_out_an_s3_outage_and_counts_it(
@@ -160,6 +187,8 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     lagging: list[str] = []  # /health bodies seen while a wave was produced, not archived
+    # After each wave: Spark's JVM, and the Python processes it started.
+    spark: list[tuple[set[int], set[int]]] = []
     try:
         for wave in range(3):  # records produced while it runs are archived in later batches
             expected = list(range(100 + 50 * wave))
@@ -172,6 +201,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
                     if code == 503:
                         lagging.append(body)
                 time.sleep(0.1)
+            spark.append(spark_processes(process.pid))
             produce(name, 50, first=100 + 50 * wave)
         # A wave is held back for a second (flush.interval): a batch ends in between and
         # reports its lag, past --health-max-lag 0.
@@ -193,6 +223,25 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     assert "SIGTERM: finishing the current batch" in err
     assert "stopped after" in out
     assert archived_ids(s3_client, bkt) == list(range(250))
+    # One SparkContext and the same Python workers for every batch: the JVM is the one the
+    # first batch started, and no Python process was started after the first batch.
+    (jvm, workers), *later = spark
+    assert len(jvm) == 1 and workers, spark
+    for jvms, pythons in later:
+        assert jvms == jvm, spark
+        assert pythons <= workers, spark
+    # Each batch that archived says where its time went (the overhead beside the work).
+    batches = re.findall(r"time: plan [0-9.]+ s, Spark job .*; overhead [0-9.]+ s", out)
+    assert len(batches) >= 3, out
+    assert all("Spark started" not in line for line in batches[1:]), out
+    # The consumer group mirrors the commits, for lag tools.
+    group = group_for(job_name_for(parse(kcql)))
+    reader = Consumer({"bootstrap.servers": broker, "group.id": group})
+    try:
+        committed = reader.committed([KafkaTopicPartition(name, p) for p in (0, 1)], timeout=30)
+    finally:
+        reader.close()
+    assert [c.offset for c in committed] == [125, 125]
 
 
 def test_start_positions_for_a_job_without_state(
@@ -253,3 +302,52 @@ def test_start_at_a_time_begins_at_the_first_record_at_or_after_it(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
     assert main(run_args(kcql, broker, s3_endpoint, "--start", "2023-11-14T22:13:20.030Z")) == 0
     assert archived_ids(s3_client, bkt) == list(range(30, 50))
+
+
+def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A SIGTERM to the process group (systemd's default KillMode, `kill -TERM -PGID`) also
+    reaches Spark's JVM, which exits at once: a run that needed it says so in one line, with
+    what to do (exit 21), not an internal error or a py4j traceback; one that was between
+    batches stops (exit 0). Either way the next run is exactly once."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 20, partitions=1)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    command = [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint, "--master", "local[1]")]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    process = subprocess.Popen(
+        [*command, "--follow", "--poll-interval", "0.3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while archived_ids(s3_client, bkt) != list(range(20)):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "not archived"
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "internal error" not in err and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
+    if process.returncode != 0:
+        assert process.returncode == 21, err
+        assert len(lines) == 1 and "Spark's JVM stopped" in lines[0], err
+    else:
+        assert not lines, err
+    produce(name, 10, first=20, partitions=1)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert archived_ids(s3_client, bkt) == list(range(30))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -207,6 +208,10 @@ class SparkOnDemand:
         return spark
 
     @property
+    def started(self) -> bool:
+        return self._context is not None
+
+    @property
     def context(self) -> Any:
         if self._context is None:
             self._context, self._owned = spark_context(self.settings, self.app_name)
@@ -245,12 +250,14 @@ def map_units(
     progress: Progress | None = None,
     shown: Callable[[U], UnitProgress] | None = None,
     pack: Callable[[Sequence[U], int], list[list[U]]] | None = None,
+    busy: list[float] | None = None,
 ) -> list[R]:
     """Run ``task`` (a ``mapPartitions`` function) on each unit as one Spark task (in this
     process without ``spark``) and collect the results, ``results[i]`` being ``units[i]``'s.
 
     ``pack`` groups the units into Spark tasks instead (given the units and Spark's default
-    parallelism; ``task`` then gets a group's units, in order).
+    parallelism; ``task`` then gets a group's units, in order). ``busy`` is given the wall
+    time of each Spark task in its worker (from its first unit to its last result).
 
     With ``shown``, the units' tasks report to a listener here (each unit gets its address
     as ``progress_to``) and ``progress`` draws them. Errors of our taxonomy come back as
@@ -275,28 +282,53 @@ def map_units(
                 units = [dataclasses.replace(cast(Any, u), progress_to=address) for u in units]
             if spark is None:
                 return list(task(units))
+            timed = functools.partial(_timed, task)
             if pack is None:
-                return list(
-                    spark.context.parallelize(list(units), len(units)).mapPartitions(task).collect()
+                collected = (
+                    spark.context.parallelize(list(units), len(units))
+                    .mapPartitions(timed)
+                    .collect()
                 )
-            return _packed(spark.context, units, task, pack)
+                return _untimed(collected, busy)
+            return _packed(spark.context, units, timed, pack, busy)
     finally:
         if show and progress is not None:
             progress.units_ended()
 
 
+@dataclass(frozen=True, slots=True)
+class TaskTime:
+    """The last element a Spark task yields: its wall time in the worker."""
+
+    seconds: float
+
+
+def _timed(task: Callable[[Iterable[U]], Iterable[R]], units: Iterable[U]) -> Iterator[Any]:
+    started = time.monotonic()
+    yield from task(units)
+    yield TaskTime(time.monotonic() - started)
+
+
+def _untimed(collected: list[Any], busy: list[float] | None) -> list[Any]:
+    """The results without the tasks' :class:`TaskTime` (given to ``busy``)."""
+    if busy is not None:
+        busy.extend(r.seconds for r in collected if isinstance(r, TaskTime))
+    return [r for r in collected if not isinstance(r, TaskTime)]
+
+
 def _packed(
     context: Any,
     units: Sequence[U],
-    task: Callable[[Iterable[U]], Iterable[R]],
+    task: Callable[[Iterable[U]], Iterable[Any]],
     pack: Callable[[Sequence[U], int], list[list[U]]],
+    busy: list[float] | None,
 ) -> list[R]:
     groups = pack(units, context.defaultParallelism)
     flat = [unit for group in groups for unit in group]
     results = context.parallelize(groups, len(groups)).flatMap(_group).mapPartitions(task)
     position = {id(unit): i for i, unit in enumerate(units)}
     ordered: list[Any] = [None] * len(units)
-    for unit, result in zip(flat, results.collect(), strict=True):
+    for unit, result in zip(flat, _untimed(results.collect(), busy), strict=True):
         ordered[position[id(unit)]] = result
     return ordered
 

@@ -130,6 +130,29 @@ class Gap:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchTimings:
+    """Where one batch's wall time went (seconds; ``--follow`` makes one per micro-batch).
+
+    ``work`` is the time the Spark tasks spent in their workers archiving units (reading,
+    encoding, uploading, committing), spread over Spark's task slots (at least the longest
+    task); the rest of the batch is ``overhead``: planning (lease check, offsets, state
+    GETs, fencing), the Spark job around the tasks (scheduling, shipping units and results,
+    tasks waiting for a slot while others idle) and the driver's commits after it.
+    Starting Spark is apart (``spark_start``).
+    """
+
+    plan: float = 0.0
+    spark_start: float = 0.0
+    spark_job: float = 0.0
+    work: float = 0.0
+    commit: float = 0.0
+
+    @property
+    def overhead(self) -> float:
+        return max(self.plan + self.spark_job + self.commit - self.work, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     job: str
     run_id: str
@@ -137,6 +160,7 @@ class RunResult:
     skipped: tuple[PartitionSkip, ...]
     seconds: float
     gaps: tuple[Gap, ...] = ()
+    timings: BatchTimings | None = None
 
     @property
     def records(self) -> int:

@@ -94,9 +94,12 @@ class ServiceTotals:
     errors: Mapping[str, int] = field(default_factory=dict)
     # Retried S3 requests of the driver itself (planning, state, locks), not of tasks.
     driver_s3_retries: int = 0
+    # Seconds of the finished batches beyond their work (model.BatchTimings.overhead).
+    overhead_seconds: float = 0.0
 
     def after(self, result: RunResult, *, finished: bool = True) -> ServiceTotals:
         """Add what a micro-batch committed (``finished=False``: it failed part way)."""
+        overhead = result.timings.overhead if result.timings is not None and finished else 0.0
         return ServiceTotals(
             self.batches + int(finished),
             self.records + result.records,
@@ -106,6 +109,7 @@ class ServiceTotals:
             self.s3_retries + result.s3_retries,
             self.errors,
             self.driver_s3_retries,
+            self.overhead_seconds + overhead,
         )
 
     def failed(self, kind: str) -> ServiceTotals:
@@ -120,6 +124,7 @@ class ServiceTotals:
             self.s3_retries,
             errors,
             self.driver_s3_retries,
+            self.overhead_seconds,
         )
 
 
@@ -244,6 +249,26 @@ def prometheus_text(
         "S3 requests of the last run that had to be retried.",
         [_sample("kafka_archive_run_s3_retries", job, result.s3_retries)],
     )
+    timings = result.timings
+    if timings is not None:
+        family(
+            "kafka_archive_last_run_phase_seconds",
+            "gauge",
+            "Where the last run's (micro-batch's) time went: plan, spark_start, spark_job, "
+            "work (the tasks' own time over the task slots), commit, and overhead (all but "
+            "the work and Spark's start).",
+            [
+                _sample("kafka_archive_last_run_phase_seconds", {**job, "phase": phase}, value)
+                for phase, value in (
+                    ("plan", timings.plan),
+                    ("spark_start", timings.spark_start),
+                    ("spark_job", timings.spark_job),
+                    ("work", timings.work),
+                    ("commit", timings.commit),
+                    ("overhead", timings.overhead),
+                )
+            ],
+        )
     if totals is not None:
         for metric, value, help_text in (
             ("kafka_archive_batches_total", totals.batches, "Micro-batches that finished."),
@@ -259,6 +284,12 @@ def prometheus_text(
                 "kafka_archive_s3_retries_total",
                 totals.s3_retries + totals.driver_s3_retries,
                 "S3 requests that had to be retried.",
+            ),
+            (
+                "kafka_archive_batch_overhead_seconds_total",
+                totals.overhead_seconds,
+                "Seconds of finished micro-batches beyond their work (divided by "
+                "kafka_archive_batches_total: the overhead per batch).",
             ),
         ):
             family(

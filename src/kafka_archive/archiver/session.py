@@ -21,7 +21,7 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import RunResult, UnitResult, WorkUnit
+from kafka_archive.archiver.model import BatchTimings, RunResult, UnitResult, WorkUnit
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
@@ -128,6 +128,13 @@ class Session:
         assert self.spark is not None, "batch() runs inside session()"
         units = transforms.with_roots(work.units, self.transform_roots)
         units = iceberg.with_data_layout(units)
+        planned = time.monotonic()
+        spark_start = 0.0
+        if units and not self.spark.started:
+            self.spark.context  # noqa: B018  (started here, timed apart from the job)
+            spark_start = time.monotonic() - planned
+        job_started = time.monotonic()
+        busy: list[float] = []
         results = driver.map_units(
             self.spark,
             units,
@@ -135,7 +142,10 @@ class Session:
             progress=self.progress,
             shown=_shown,
             pack=jobs.pack,
+            busy=busy,
         )
+        job_ended = time.monotonic()
+        slots = self.spark.context.defaultParallelism if busy else 1
         # The pieces of split partitions are committed here, in offset order, and merged.
         results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
@@ -145,13 +155,22 @@ class Session:
             self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
         )
         _commit_group(self.admin, done)
+        ended = time.monotonic()
         outcome = RunResult(
             job=self.job,
             run_id=self.run_id,
             units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
             skipped=work.skipped,
-            seconds=time.monotonic() - started,
+            seconds=ended - started,
             gaps=work.gaps,
+            timings=BatchTimings(
+                plan=planned - started,
+                spark_start=spark_start,
+                spark_job=job_ended - job_started,
+                # The tasks' own time spread over the task slots, at least the longest task.
+                work=max(max(busy, default=0.0), sum(busy) / max(slots, 1)),
+                commit=ended - job_ended,
+            ),
         )
         error = driver.first_error(failures, prefer="FencedError")
         if error is not None:
@@ -264,10 +283,12 @@ def follow(
 ) -> FollowResult:
     """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
 
-    Each micro-batch is a bounded run (at most ``max_records_per_partition`` offsets per
-    partition, default 1,000,000, so a stop request is served soon) that holds back young
-    tails (the route's flush interval, default one hour, on the driver's clock): objects
-    roll by count and size as records arrive, and by interval even when none do. The lock
+    A micro-batch starts every ``poll_seconds`` (start to start; at once after one that
+    took longer). Each micro-batch is a bounded run (at most ``max_records_per_partition``
+    offsets per partition, default 1,000,000, so a stop request is served soon) that holds
+    back young tails (the route's flush interval, default one hour, on the driver's clock):
+    objects roll by count and size as records arrive, and by interval even when none do. The
+    lock
     and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
     finish and commit.
 
@@ -286,6 +307,7 @@ def follow(
         if started is not None:
             started(archiver)
         while True:
+            batch_started = time.monotonic()
             try:
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
@@ -308,7 +330,10 @@ def follow(
                 objects + result.objects,
             )
             on_batch(result)
-            if stop.wait(poll_seconds):
+            # A batch starts every poll interval (start to start, as Spark's processing-time
+            # trigger): one that took longer is followed at once. A record then waits at most
+            # max(interval, batch) for its batch to start, not the interval plus the batch.
+            if stop.wait(max(poll_seconds - (time.monotonic() - batch_started), 0.0)):
                 break
     return FollowResult(
         job=archiver.job,

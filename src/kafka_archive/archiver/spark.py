@@ -14,6 +14,7 @@ import re
 import shutil
 import sys
 import threading
+import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,11 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
         gateway = _launch_gateway(conf)
     context = SparkContext(conf=conf, gateway=gateway)
     context.setLogLevel("ERROR")
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        # We use no accumulators: the server's errors (a JVM that stopped closes its
+        # connection) are no news, and socketserver would print each with a traceback.
+        server.handle_error = lambda request, client_address: None
     return context, True
 
 
@@ -175,10 +181,44 @@ def stop_spark(context: Any) -> None:
     context.stop()
 
 
+# What py4j and Spark say when the JVM stopped under the driver: its shutdown hook stopped
+# the SparkContext, or the JVM is gone.
+_JVM_STOPPED = (
+    "Cannot call methods on a stopped SparkContext",
+    "because SparkContext was shut down",
+    "Answer from Java side is empty",
+    "Error while sending or receiving",
+)
+
+
+def jvm_stopped(exc: BaseException) -> SparkTaskError | None:
+    """Spark's JVM stopped while the driver used it (a signal to the whole process group or
+    cgroup reaches the JVM too: it runs its shutdown hooks and exits), as one line; None for
+    anything else."""
+    name = type(exc).__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    from_py4j = any("/py4j/" in frame.filename for frame in frames)
+    stopped = (name.startswith("Py4J") and any(sign in str(exc) for sign in _JVM_STOPPED)) or (
+        isinstance(exc, ConnectionError) and from_py4j
+    )
+    if not stopped:
+        return None
+    return SparkTaskError(
+        "Spark's JVM stopped while the run was using it (a signal sent to kafka-archive's "
+        "whole process group or cgroup reaches the JVM too)",
+        hint="Stop kafka-archive with SIGTERM to its own process (systemd: KillMode=mixed): "
+        "it then commits the batch in flight. Nothing uncommitted counts as archived; the "
+        "next run resumes from the last committed offset",
+    )
+
+
 def task_failure(exc: BaseException) -> SparkTaskError | None:
     """A Spark job that failed (a ``Py4JJavaError`` from ``collect``) as one line: the
-    failed task and the last line of its Python error, without the Java and Python traces.
-    None when ``exc`` is not a failed Spark job."""
+    failed task and the last line of its Python error, without the Java and Python traces;
+    or Spark's JVM gone (:func:`jvm_stopped`). None when ``exc`` is neither."""
+    gone = jvm_stopped(exc)
+    if gone is not None:
+        return gone
     if type(exc).__name__ != "Py4JJavaError":
         return None
     text = str(exc)

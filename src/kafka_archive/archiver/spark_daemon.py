@@ -60,6 +60,7 @@ _drop_redundant_spark_zips()
 import pyspark.worker  # noqa: E402, F401  (inherited by the forked workers)
 from pyspark.daemon import manager  # noqa: E402
 
+import kafka_archive.archiver.driver  # noqa: E402  (its task timer wraps every task)
 import kafka_archive.archiver.task  # noqa: E402, F401  (inherited by the forked workers)
 
 if __name__ == "__main__":

@@ -128,6 +128,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not debug:
+        # py4j logs a failed call with its traceback (on the root logger), then raises it to
+        # us: we report it, in one line.
+        handler.addFilter(lambda record: "/py4j/" not in record.pathname.replace("\\", "/"))
 
 
 _kcql_option = click.option(
@@ -299,7 +303,7 @@ def plan_command(flags: RunFlags, output: str) -> None:
     default=5.0,
     show_default=True,
     metavar="SECONDS",
-    help="With --follow: pause between micro-batches.",
+    help="With --follow: a micro-batch starts this often (at once after one that took longer).",
 )
 @click.option(
     "--shutdown-timeout",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_archive.archiver.model import RunResult
+from kafka_archive.archiver.model import BatchTimings, RunResult
 from kafka_archive.archiver.restore import RestoreRun
 from kafka_archive.archiver.session import FollowResult
 from kafka_archive.archiver.status import JobStatus
@@ -61,6 +61,8 @@ def render_summary(result: RunResult) -> str:
         f"total: {result.records} records, {human_bytes(result.bytes)}, {result.objects} "
         f"object(s) in {result.seconds:.1f} s ({rate:.2f} MB/s)"
     )
+    if result.timings is not None and result.units:
+        lines.append(render_timings(result.timings))
     return "\n".join(lines)
 
 
@@ -150,6 +152,16 @@ def render_status(report: JobStatus) -> str:
             f"{row.last_commit or 'never'}"
         )
     return "\n".join(lines)
+
+
+def render_timings(timings: BatchTimings) -> str:
+    """Where a batch's time went: the work (the longest unit) and the overhead around it."""
+    started = f"; Spark started in {timings.spark_start:.2f} s" if timings.spark_start > 0 else ""
+    return (
+        f"time: plan {timings.plan:.2f} s, Spark job {timings.spark_job:.2f} s (tasks' work "
+        f"{timings.work:.2f} s), commit {timings.commit:.2f} s; overhead "
+        f"{timings.overhead:.2f} s{started}"
+    )
 
 
 def render_follow(totals: FollowResult) -> str:

@@ -1,12 +1,16 @@
-"""The Prometheus exposition of a run and of a --follow process, read by Prometheus' parser."""
+"""The Prometheus exposition of a run and of a --follow process, read by Prometheus' parser;
+the summary's line of where a batch's time went."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
+from kafka_archive.archiver.model import BatchTimings, RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.report import ServiceTotals, commit_age, prometheus_text
 from kafka_archive.archiver.status import JobStatus, PartitionStatus
+from kafka_archive.cli.render import render_summary
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
@@ -78,3 +82,31 @@ def test_commit_age_reads_the_state_timestamps() -> None:
     assert commit_age("2027-01-15T07:59:30+00:00", NOW) == 30
     assert commit_age(None, NOW) is None
     assert commit_age("yesterday", NOW) is None
+
+
+def test_a_batch_reports_where_its_time_went_and_follow_sums_the_overhead() -> None:
+    timings = BatchTimings(plan=0.25, spark_start=0.0, spark_job=1.5, work=1.25, commit=0.125)
+    timed = dataclasses.replace(_result(), timings=timings)
+    assert timings.overhead == 0.625  # plan + Spark job + commit - work
+    totals = ServiceTotals().after(timed).after(timed).after(timed, finished=False)
+    samples = _samples(prometheus_text(timed, None, ok=True, now=NOW, totals=totals))
+    job = (("job", "job-1"),)
+    phase = "kafka_archive_last_run_phase_seconds"
+    assert samples[(phase, (*job, ("phase", "plan")))] == 0.25
+    assert samples[(phase, (*job, ("phase", "work")))] == 1.25
+    assert samples[(phase, (*job, ("phase", "overhead")))] == 0.625
+    # Two finished batches: the failed one's time is not an overhead of a finished batch.
+    assert samples[("kafka_archive_batch_overhead_seconds_total", job)] == 1.25
+    assert samples[("kafka_archive_batches_total", job)] == 2
+    # A result without timings (a batch that planned nothing to time) has no phase gauges.
+    untimed = _samples(prometheus_text(_result(), None, ok=True, now=NOW))
+    assert not any(name == phase for name, _ in untimed)
+
+
+def test_the_summary_says_where_the_time_went() -> None:
+    timings = BatchTimings(plan=0.25, spark_start=3.5, spark_job=1.5, work=1.25, commit=0.125)
+    text = render_summary(dataclasses.replace(_result(), timings=timings))
+    assert text.splitlines()[-1] == (
+        "time: plan 0.25 s, Spark job 1.50 s (tasks' work 1.25 s), commit 0.12 s; "
+        "overhead 0.62 s; Spark started in 3.50 s"
+    )

@@ -25,6 +25,8 @@ OffsetSpec: Any = _OffsetSpec  # untyped in confluent-kafka
 _OFFSETS_DEADLINE = 60.0
 # How long the consumer group mirror of a run's commits is retried (it only serves lag tools).
 _COMMIT_DEADLINE = 30.0
+# Partitions per commit request of that mirror (see KafkaAdmin.commit_group).
+_COMMIT_CHUNK = 1000
 
 # The demo's embedded broker (tansu, ``make demo``) answers ListOffsets with a stale high
 # watermark. Its callers (samples/demo.py, bench/run.py, the demo smoke test) set this
@@ -226,19 +228,21 @@ class KafkaAdmin:
         return None if offset is None or offset < 0 else int(offset)
 
     def commit_group(self, offsets: dict[TopicPartition, int]) -> None:
-        """Commit next offsets to the consumer group so lag tools see progress."""
-        if not offsets:
-            return
+        """Commit next offsets to the consumer group so lag tools see progress.
+
+        At most ``_COMMIT_CHUNK`` partitions a request: the broker writes one commit as one
+        batch to ``__consumer_offsets``, and 10,000 partitions' records (~1 MB) exceed its
+        ``max.message.bytes`` (measured: "Unknown broker error")."""
+        listed = [KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()]
+        for first in range(0, len(listed), _COMMIT_CHUNK):
+            self._commit(listed[first : first + _COMMIT_CHUNK])
+
+    def _commit(self, offsets: list[KafkaTopicPartition]) -> None:
         deadline = time.monotonic() + _COMMIT_DEADLINE
         delay = 0.5
         while True:
             try:
-                self._consumer.commit(
-                    offsets=[
-                        KafkaTopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()
-                    ],
-                    asynchronous=False,
-                )
+                self._consumer.commit(offsets=offsets, asynchronous=False)
                 return
             except KafkaException as exc:
                 # A coordinator still loading after a broker restart, a moved coordinator.

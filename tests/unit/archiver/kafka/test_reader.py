@@ -1,9 +1,11 @@
 """Gaps (records Kafka deleted before they were archived) in every output of a run, the
-allow_gaps setting from each source, and which client errors a read rides out."""
+allow_gaps setting from each source, which client errors a read rides out, and the consumer
+group mirror's commits."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.errors import ConfigError, KafkaReadError
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import (
     KafkaReader,
     consumer_config,
@@ -160,3 +163,27 @@ def test_a_range_holds_exactly_the_records_inside_it_whatever_the_gaps(
         assert reader._position == min(max(end, start), stop)
     finally:
         reader.close()
+
+
+class _CommitRecorder:
+    """A consumer that notes each commit request (confluent-kafka's commit signature)."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[tuple[str, int, int]]] = []
+
+    def commit(self, *, offsets: list[Any], asynchronous: bool) -> None:
+        assert asynchronous is False
+        self.requests.append([(o.topic, o.partition, o.offset) for o in offsets])
+
+
+def test_the_consumer_group_mirror_commits_at_most_a_thousand_partitions_a_request() -> None:
+    # 10,000 partitions in one commit exceed the broker's max.message.bytes with a long
+    # group name (measured on Apache Kafka 4.1: "Unknown broker error").
+    admin = object.__new__(KafkaAdmin)
+    recorder = _CommitRecorder()
+    admin._consumer = recorder  # type: ignore[attr-defined]
+    offsets = {TopicPartition(f"t{t}", p): t * 100 + p for t in range(25) for p in range(100)}
+    admin.commit_group(offsets)
+    assert [len(r) for r in recorder.requests] == [1000, 1000, 500]
+    committed = {(t, p): o for request in recorder.requests for t, p, o in request}
+    assert committed == {(tp.topic, tp.partition): o for tp, o in offsets.items()}
