@@ -288,8 +288,7 @@ def follow(
     offsets per partition, default 1,000,000, so a stop request is served soon) that holds
     back young tails (the route's flush interval, default one hour, on the driver's clock):
     objects roll by count and size as records arrive, and by interval even when none do. The
-    lock
-    and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
+    lock and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
     finish and commit.
 
     With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
