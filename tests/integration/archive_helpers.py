@@ -1,13 +1,18 @@
 """What several integration tests share: records in (:func:`produce_to`, the ``produce`` fixture),
 a topic read back with a plain consumer (:func:`kafka_records`), the archive read back with
-plain boto3 + json (never our own readers), and the installed command for subprocess runs."""
+plain boto3 + json (never our own readers), and the installed command for subprocess runs
+(:func:`process_group`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -19,6 +24,27 @@ from kafka_archive.cli import main
 
 KAFKA_ARCHIVE = str(Path(sys.executable).with_name("kafka-archive"))
 """The ``kafka-archive`` command of the interpreter running the tests, for whole-process runs."""
+
+
+@contextlib.contextmanager
+def process_group(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``command`` in its own process group (text pipes for stdout and stderr); whatever is
+    left of the group (Spark's JVM, Python workers) is killed at the end."""
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

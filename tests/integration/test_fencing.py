@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -49,26 +49,6 @@ def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
         "local[1]",
         *more,
     ]
-
-
-@contextlib.contextmanager
-def _process(command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    """A run in its own process group; whatever is left of the group is killed at the end."""
-    process = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGCONT)
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
 
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -111,7 +91,7 @@ def _started(
     command: list[str], env: dict[str, str], until: Callable[[], bool], what: str
 ) -> Iterator[subprocess.Popen[str]]:
     """A run (see :func:`_process`), once ``until`` holds or the run ended."""
-    with _process(command, env) as process:
+    with process_group(command, env) as process:
         _wait(lambda: until() or process.poll() is not None, what)
         yield process
 
@@ -159,7 +139,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
         assert run_a.poll() is None, "run A finished before it could be frozen"
         produce(name, 3_000, first=first, timestamp=DAYS_AGO + first)
         time.sleep(TTL + 2)  # A's lease runs out while it is frozen
-        with _process(command_b, _env()) as run_b:
+        with process_group(command_b, _env()) as run_b:
             if follow:
                 _wait(lambda: _committed(s3_client, bkt) == first + 3_000, "run B to commit")
                 run_b.send_signal(signal.SIGTERM)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
@@ -321,15 +321,7 @@ def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
     command = [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint, "--master", "local[1]")]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    process = subprocess.Popen(
-        [*command, "--follow", "--poll-interval", "0.3"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
+    with process_group([*command, "--follow", "--poll-interval", "0.3"], env) as process:
         deadline = time.monotonic() + 90
         while archived_ids(s3_client, bkt) != list(range(20)):
             assert process.poll() is None, process.communicate()
@@ -337,9 +329,6 @@ def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGTERM)
         _, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
     assert "internal error" not in err and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
     if process.returncode != 0:
