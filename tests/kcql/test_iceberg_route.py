@@ -54,6 +54,8 @@ def test_value_fields_partition_a_table() -> None:
     [
         ("_date.uuuu-MM-dd", "", TimeTransform.DAY),
         ("_date.yyyyMMdd", ", 'partition.timezone'='UTC'", TimeTransform.DAY),
+        ("_date.yyyyMMdd", ", 'partition.timezone'='Etc/GMT'", TimeTransform.DAY),
+        ("_date.uuuu-MM-dd-HH", ", 'partition.timezone'='Zulu'", TimeTransform.HOUR),
         ("_date.uuuu, _date.DDD", "", TimeTransform.DAY),
         ("country, _date.uuuu, _date.MM, _date.dd", "", TimeTransform.DAY),
         ("_date.`uuuu-MM-dd-HH`", "", TimeTransform.HOUR),

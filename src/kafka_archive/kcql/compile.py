@@ -695,7 +695,13 @@ def _iceberg(
 # year) and an hour of it: Iceberg's day and hour transforms, in UTC.
 _DAY_LETTERS = frozenset("uyMLdD")
 _HOUR_LETTERS = frozenset("Hk")
-_UTC_NAMES = ("UTC", "Etc/UTC")
+# The time zone database's names of UTC (its zone Etc/UTC and the links to it and to Etc/GMT,
+# which has had offset zero always): Iceberg's transforms are in UTC.
+_UTC_NAMES = frozenset(
+    {"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu"}
+    | {"GMT", "Etc/GMT", "Etc/GMT0", "Etc/GMT+0", "Etc/GMT-0", "GMT0", "GMT+0", "GMT-0"}
+    | {"Etc/Greenwich", "Greenwich"}
+)
 
 
 def _iceberg_time(settings: Settings, dates: Sequence[FieldRef]) -> TimeTransform | None:
