@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_archive.cache import user_cache_dir
+
 # Unified logging of CDS off (the dump warns for every class it skips, on the JVM's stdout).
 LOG_OFF = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
 # The first bytes of a dynamic archive (0xf00baba8, little-endian; JDK 13-21).
@@ -52,9 +54,7 @@ _FORMAT = 1
 
 def cache_dir(environ: Mapping[str, str]) -> Path:
     """``$XDG_CACHE_HOME/kafka-archive/jvm``, else ``~/.cache/kafka-archive/jvm``."""
-    base = environ.get("XDG_CACHE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "kafka-archive" / "jvm"
+    return user_cache_dir(environ) / "jvm"
 
 
 def _stat_entry(path: Path) -> str:
