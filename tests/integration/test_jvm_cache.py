@@ -30,15 +30,21 @@ with open(sys.argv[1], "wb") as f:
     f.write(open(f"/proc/{context._gateway.proc.pid}/cmdline", "rb").read())
 print(context.parallelize(range(100), 2).map(lambda x: x * 2).sum())
 stop_spark(context)
+if sys.argv[2:] == ["again"]:  # the dumping JVM exited: a new context starts a new one
+    context, _ = spark_context(settings, "jvm-cache-test")
+    assert context.parallelize(range(3)).count() == 3
+    stop_spark(context)
 """
 
 
-def _spark_run(tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _spark_run(
+    tmp_path: Path, name: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env.pop("KAFKA_ARCHIVE_JVM_CLASS_CACHE", None)
     cmdline = tmp_path / name
     done = subprocess.run(
-        [sys.executable, "-c", _SPARK_RUN, str(cmdline)],
+        [sys.executable, "-c", _SPARK_RUN, str(cmdline), *args],
         env=env,
         capture_output=True,
         text=True,
@@ -48,7 +54,7 @@ def _spark_run(tmp_path: Path, name: str) -> tuple[subprocess.CompletedProcess[s
 
 
 def test_the_second_local_run_maps_the_archive_the_first_made(tmp_path: Path) -> None:
-    first, first_jvm = _spark_run(tmp_path, "first")
+    first, first_jvm = _spark_run(tmp_path, "first", "again")
     assert first.returncode == 0, first.stderr
     archives = list((tmp_path / "cache" / "kafka-archive" / "jvm").glob("*.jsa"))
     assert len(archives) == 1 and not archives[0].name.count(".tmp")

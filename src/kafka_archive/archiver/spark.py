@@ -214,6 +214,8 @@ def stop_spark(context: Any) -> None:
         # Spark's JVM exits when its stdin closes; its class archive is written at exit.
         with contextlib.suppress(OSError):
             jvm.stdin.close()
+        if type(context)._gateway is gateway:  # a later context must start a new JVM
+            type(context)._gateway = type(context)._jvm = None
         cache.publish(jvm, _DUMP_TIMEOUT_SECONDS)
 
 
