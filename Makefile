@@ -26,6 +26,8 @@ demo: $(STAMP)
 # (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
+	@# Bytecode as a pip install writes it: measure runs, not compiling (PYTHONDONTWRITEBYTECODE).
+	$(BIN)/python -m compileall -q src >/dev/null
 	PYTHONPATH=testbed $(BIN)/python bench/run.py
 
 # The integration tests run Apache Kafka (tests/integration/kafka_broker.py): Java and Maven

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from kafka_archive import __version__, importer, kcql, shipping
+from kafka_archive import __version__, kcql
 from kafka_archive.archiver import api
 from kafka_archive.archiver.errors import ArchiveError, ConfigError, kafka_client_error
 from kafka_archive.archiver.job import job_name_for
@@ -28,7 +28,6 @@ from kafka_archive.archiver.restore import RestoreFilter
 from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
 from kafka_archive.archiver.spark import task_failure
 from kafka_archive.archiver.verify import to_json as verify_json
-from kafka_archive.cli import submit as submitting
 from kafka_archive.cli.console import LiveProgress, LogProgress
 from kafka_archive.cli.render import (
     render_follow,
@@ -641,6 +640,9 @@ def submit(
     if params.get("config") is None and not params.get("kcql_texts"):
         raise click.UsageError("give the job with --kcql or --config, as for run")
     plan = _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors first
+    from kafka_archive import shipping  # imported by the commands that use them only
+    from kafka_archive.cli import submit as submitting
+
     spark = submitting.SparkOptions(
         master=master,
         deploy_mode=deploy_mode,
@@ -684,6 +686,8 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
 @click.argument("connector", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def import_connector(connector: Path) -> None:
     """Print the config file equivalent to a Lenses or Confluent S3 sink's JSON config."""
+    from kafka_archive import importer
+
     try:
         imported = importer.convert(importer.load(connector.read_text(encoding="utf-8")))
     except importer.ImportError_ as exc:

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import kafka_archive
 from kafka_archive.archiver.errors import ConfigError
+from kafka_archive.cache import user_cache_dir
 from kafka_archive.secrets import REDACTED, has_userinfo, is_secret, redact_url
 
 SECRETS_FLAG = "--secrets-file"
@@ -99,8 +100,7 @@ def package_zip(cache_dir: Path) -> Path:
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path:
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-archive"
+    return user_cache_dir(environ)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,15 @@
+"""The user's cache directory of kafka-archive: things a run builds once and reuses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def user_cache_dir(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/kafka-archive``, else ``~/.cache/kafka-archive`` (the XDG base
+    directory spec ignores a relative ``XDG_CACHE_HOME``)."""
+    base = environ.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    return root / "kafka-archive"
