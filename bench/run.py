@@ -770,7 +770,7 @@ def bench_follow(
                 # Warm up: Spark starts on the first batch with records; every partition gets
                 # a record (and so a state); not timed.
                 count = max(200, total)
-                warmup = produce_at_rate(broker, topic, 2 * count, 0.5, args.value_bytes, 0, total)
+                warmup = produce_at_rate(broker, topic, 3 * count, 0.5, args.value_bytes, 0, total)
                 ends = [0] * total
                 for partition, offset, _ in warmup:
                     ends[partition] = max(ends[partition], offset + 1)
