@@ -649,6 +649,12 @@ class CommitPoller:
             time.sleep(self.interval)
         return all(self.committed(p) >= end for p, end in enumerate(ends))
 
+    def latency(self, partition: int, offset: int, produced_at: float) -> float | None:
+        """Seconds from ``produced_at`` until the partition's commit covered ``offset``."""
+        seen = self.seen[partition]
+        i = bisect.bisect_right([o for _, o in seen], offset)
+        return seen[i][0] - produced_at if i < len(seen) else None
+
 
 class RssSampler:
     """The resident set size of one process (the driver), sampled every ``interval`` s."""
@@ -679,12 +685,6 @@ class RssSampler:
 
     def since(self, start: float) -> list[int]:
         return [rss for at, rss in self.samples if at >= start]
-
-    def latency(self, partition: int, offset: int, produced_at: float) -> float | None:
-        """Seconds from ``produced_at`` until the partition's commit covered ``offset``."""
-        seen = self.seen[partition]
-        i = bisect.bisect_right([o for _, o in seen], offset)
-        return seen[i][0] - produced_at if i < len(seen) else None
 
 
 def produce_at_rate(
