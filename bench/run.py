@@ -12,13 +12,18 @@ Shapes (``BENCH_SHAPE``):
   Spark's JVM starts), to run, and a no-op run, with the peak RSS of the driver process and
   of Spark's JVM apart;
 - ``follow``: continuous mode. ``run --follow`` runs while a producer writes
-  ``BENCH_FOLLOW_RATE`` records/s (default 5,000) over 4 partitions for
-  ``BENCH_FOLLOW_SECONDS``, and a poller reads the partition state objects every 0.1 s: a
+  ``BENCH_FOLLOW_RATE`` records/s (default 5,000) for ``BENCH_FOLLOW_SECONDS`` over
+  ``BENCH_FOLLOW_ACTIVE`` of the topic's ``BENCH_FOLLOW_PARTITIONS`` partitions (default 4 of
+  4; e.g. 4 of 1,000: a wide topic where few partitions receive records; a warm-up record
+  goes to every partition first, so each has a state), and a poller reads the active
+  partitions' state objects every 0.1 s: a
   record is committed once its partition's state has moved past its offset (from then on
   ``cat`` and any reader of the state see it, and no run archives it again). Reported: the
   latency from produce (the record's timestamp) to committed, p50/p99/max, and the
   micro-batches' time beyond the work itself (from the run's per-batch ``time:`` lines),
-  with the run's CPU-seconds. Objects roll by ``flush.interval`` =
+  with the run's CPU-seconds, each batch's planning time, and the driver's RSS sampled every
+  second (from the first batch after the warm-up to the end: growth over batches would show).
+  Objects roll by ``flush.interval`` =
   ``BENCH_FOLLOW_FLUSH_INTERVAL`` s (default 1): a record waits for its object to close,
   then for the next batch.
 
@@ -67,6 +72,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import boto3
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -599,6 +605,8 @@ class CommitPoller:
         self.s3, self.bucket, self.keys, self.interval = s3, bucket, keys, interval
         #: per partition: (seen at, next offset) each time it grew
         self.seen: list[list[tuple[float, int]]] = [[] for _ in keys]
+        #: the partitions read on each round (all until :meth:`watch` narrows them)
+        self.watched = list(range(len(keys)))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="commit-poller")
 
@@ -607,7 +615,8 @@ class CommitPoller:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for partition, key in enumerate(self.keys):
+            for partition in list(self.watched):
+                key = self.keys[partition]
                 try:
                     body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
                 except self.s3.exceptions.NoSuchKey:  # type: ignore[attr-defined]
@@ -626,6 +635,11 @@ class CommitPoller:
         self._stop.set()
         self._thread.join()
 
+    def watch(self, partitions: list[int]) -> None:
+        """Read only these partitions' states from now on (a round over 1,000 state objects
+        takes seconds: the latency of the few active ones would be measured coarsely)."""
+        self.watched = list(partitions)
+
     def wait_for(self, ends: list[int], timeout: float, alive: Callable[[], bool]) -> bool:
         """Until every partition committed up to ``ends``; False on timeout or exit."""
         deadline = time.monotonic() + timeout
@@ -642,11 +656,49 @@ class CommitPoller:
         return seen[i][0] - produced_at if i < len(seen) else None
 
 
+class RssSampler:
+    """The resident set size of one process (the driver), sampled every ``interval`` s."""
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        self.pid, self.interval = pid, interval
+        self.samples: list[tuple[float, int]] = []  # (monotonic, bytes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="rss-sampler")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                status = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            kb = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+            if kb:
+                self.samples.append((time.monotonic(), int(kb.group(1)) * 1024))
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def since(self, start: float) -> list[int]:
+        return [rss for at, rss in self.samples if at >= start]
+
+
 def produce_at_rate(
-    broker: str, topic: str, rate: int, seconds: float, value_bytes: int, first_id: int
+    broker: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    value_bytes: int,
+    first_id: int,
+    partitions: int = PARTITIONS,
 ) -> list[tuple[int, int, float]]:
-    """``rate`` records/s for ``seconds``, round-robin over PARTITIONS; (partition, offset,
-    produce time) of each, the time being the record's timestamp (set at produce())."""
+    """``rate`` records/s for ``seconds``, round-robin over partitions 0..``partitions``-1;
+    (partition, offset, produce time) of each, the time being the record's timestamp (set at
+    produce())."""
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
     delivered: list[tuple[int, int, float]] = []
 
@@ -661,7 +713,7 @@ def produce_at_rate(
         due = int(elapsed * rate)
         while count < due:
             value = value_of(first_id + count, value_bytes)
-            producer.produce(topic, value=value, partition=count % PARTITIONS, on_delivery=done)
+            producer.produce(topic, value=value, partition=count % partitions, on_delivery=done)
             count += 1
         producer.poll(0)
         time.sleep(0.005)
@@ -683,8 +735,9 @@ def bench_follow(
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
     topic, fmt = "follow", formats[0]
+    total, active = args.follow_partitions, min(args.follow_active, args.follow_partitions)
     admin = AdminClient({"bootstrap.servers": broker})
-    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=total)])[topic].result(timeout=60)
     kcql = (
         f"INSERT INTO bench:follow SELECT * FROM {topic} STOREAS `{fmt}` "
         f"PROPERTIES('flush.count'=1000000, 'flush.interval'={args.follow_flush_interval})"
@@ -696,7 +749,7 @@ def bench_follow(
         str(args.poll_interval),
     ]
     env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
-    keys = [f"follow/.kafka-archive/state/{topic}/{p}.json" for p in range(PARTITIONS)]
+    keys = [f"follow/.kafka-archive/state/{topic}/{p}.json" for p in range(total)]
     running: list[subprocess.Popen[bytes]] = []
     measured: list[Usage] = []
     out_path, err_path = work / "follow.out", work / "follow.err"
@@ -709,15 +762,22 @@ def bench_follow(
         )
         runner.start()
         try:
-            with CommitPoller(s3, "bench", keys) as poller:
+            with CommitPoller(s3, "bench", keys) as poller, contextlib.ExitStack() as stack:
                 alive = lambda: runner.is_alive()  # noqa: E731
-                # Warm up: Spark starts on the first batch with records; not timed.
-                warmup = produce_at_rate(broker, topic, 400, 0.5, args.value_bytes, 0)
-                ends = [0] * PARTITIONS
+                while not running and alive():
+                    time.sleep(0.01)
+                rss = stack.enter_context(RssSampler(running[0].pid)) if running else None
+                # Warm up: Spark starts on the first batch with records; every partition gets
+                # a record (and so a state); not timed.
+                count = max(200, total)
+                warmup = produce_at_rate(broker, topic, 3 * count, 0.5, args.value_bytes, 0, total)
+                ends = [0] * total
                 for partition, offset, _ in warmup:
                     ends[partition] = max(ends[partition], offset + 1)
-                if not poller.wait_for(ends, 300, alive):
+                if not poller.wait_for(ends, 600, alive):
                     raise SystemExit(f"the warm-up was not archived: {err_path.read_text()}")
+                poller.watch(list(range(active)))
+                warm = time.monotonic()
                 print(f"  warm-up archived ({len(warmup)} records); producing ...", flush=True)
                 sent = produce_at_rate(
                     broker,
@@ -726,6 +786,7 @@ def bench_follow(
                     args.follow_seconds,
                     args.value_bytes,
                     len(warmup),
+                    active,
                 )
                 for partition, offset, _ in sent:
                     ends[partition] = max(ends[partition], offset + 1)
@@ -756,7 +817,17 @@ def bench_follow(
         for path in (out_path, err_path):
             shutil.copy(path, Path(os.environ["BENCH_KEEP_LOGS"]) / path.name)
     overhead = [float(b["overhead"]) for b in batches]
-    total = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
+    plans = [float(b["plan"]) for b in batches]
+    # The driver's RSS after the warm-up: the first ten samples against the last ten.
+    after = rss.since(warm) if rss is not None else []
+    rss_text = (
+        f"driver RSS {median(after[:10]) / 1e6:.0f} MB after the warm-up, "
+        f"{median(after[-10:]) / 1e6:.0f} MB at the end (max {max(after) / 1e6:.0f} MB, "
+        f"{len(after)} samples)"
+        if after
+        else "driver RSS not sampled"
+    )
+    took = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
     # Every record once: the archive's data objects read back (JSON: one line a record).
     ids = archived_json_ids(s3, "bench", "follow/") if fmt == "JSON" else []
     once = (
@@ -772,10 +843,11 @@ def bench_follow(
     note = (
         f"produce→committed p50 {percentile(known, 0.5):.1f} s, p99 {percentile(known, 0.99):.1f}"
         f" s, max {max(known, default=0):.1f} s (target p99 < {args.poll_interval:g} + 10 s); "
-        f"{len(batches)} batches after the warm-up: {percentile(total, 0.5):.2f} s each (p50, "
-        f"max {max(total, default=0):.2f} s), "
+        f"{len(batches)} batches after the warm-up: {percentile(took, 0.5):.2f} s each (p50, "
+        f"max {max(took, default=0):.2f} s), "
+        f"plan p50 {percentile(plans, 0.5):.2f} s, p99 {percentile(plans, 0.99):.2f} s, "
         f"overhead p50 {percentile(overhead, 0.5):.2f} s, p99 {percentile(overhead, 0.99):.2f} s;"
-        f" CPU {usage.cpu_seconds / usage.seconds:.2f} cores; {once}"
+        f" {rss_text}; CPU {usage.cpu_seconds / usage.seconds:.2f} cores; {once}"
         + ("" if usage.code in (0, -signal.SIGTERM, 143) else f"; {outcome(usage)}")
         + ("" if len(known) == len(sent) else f"; {len(sent) - len(known)} never seen committed")
     )
@@ -791,8 +863,9 @@ def bench_follow(
             flush=True,
         )
     title = (
-        f"follow shape: {args.follow_rate} records/s of ~{args.value_bytes} B over {PARTITIONS} "
-        f"partitions for {args.follow_seconds:g} s, --poll-interval {args.poll_interval:g}, "
+        f"follow shape: {args.follow_rate} records/s of ~{args.value_bytes} B over {active} of "
+        f"{total} partitions for {args.follow_seconds:g} s, "
+        f"--poll-interval {args.poll_interval:g}, "
         f"flush.interval {args.follow_flush_interval}"
     )
     return results, title
@@ -859,6 +932,18 @@ def main() -> int:
         help="how long the follow shape produces",
     )
     parser.add_argument(
+        "--follow-partitions",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_PARTITIONS", str(PARTITIONS))),
+        help="partitions of the follow shape's topic",
+    )
+    parser.add_argument(
+        "--follow-active",
+        type=int,
+        default=int(os.environ.get("BENCH_FOLLOW_ACTIVE", "0")) or None,
+        help="partitions the follow shape's producer writes to (default: all)",
+    )
+    parser.add_argument(
         "--poll-interval",
         type=float,
         default=float(os.environ.get("BENCH_POLL_INTERVAL", "5")),
@@ -884,6 +969,7 @@ def main() -> int:
     args.broker = args.broker or ("kafka" if args.shape in ("wide", "follow") else "tansu")
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
+    args.follow_active = args.follow_active or args.follow_partitions
     default_formats = "JSON" if args.shape in ("wide", "follow") else ",".join(FORMATS)
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
@@ -919,6 +1005,8 @@ def main() -> int:
             else (
                 "BENCH_FOLLOW_RATE",
                 f"{args.follow_rate} BENCH_FOLLOW_SECONDS={args.follow_seconds:g} "
+                f"BENCH_FOLLOW_PARTITIONS={args.follow_partitions} "
+                f"BENCH_FOLLOW_ACTIVE={args.follow_active} "
                 f"BENCH_POLL_INTERVAL={args.poll_interval:g} "
                 f"BENCH_FOLLOW_FLUSH_INTERVAL={args.follow_flush_interval}",
             )

@@ -380,3 +380,77 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
         [i for i in range(1300) if i not in bad],
     )
     assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)
+
+
+def _state_of(s3: Any, bucket: str, name: str, partition: int) -> tuple[str, dict[str, Any]]:
+    key = f"arch/.kafka-archive/state/{name}/{partition}.json"
+    return key, json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_a_following_run_never_commits_over_a_state_written_between_its_batches(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A follow session keeps the states of partitions that had nothing new instead of
+    reading them each batch. Another writer stamps partition 0's state between two batches
+    (as a run with a newer lease fences it) while the session's lease looks intact; when
+    records arrive, the session's commit of partition 0 is refused (exit 18), nothing of it
+    is committed, and the next run archives every record once."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(name, 1_000, timestamp=DAYS_AGO)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=100)"
+    command = _command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")
+    env = _env(KAFKA_ARCHIVE_LOCK_TTL_SECONDS="120")  # the lease stays provable throughout
+    with process_group(command, env) as run:
+        _wait(lambda: _committed(s3_client, bkt) == 1_000 or run.poll() is not None, "a commit")
+        time.sleep(3)  # batches with nothing new: the session keeps both states
+        key, state = _state_of(s3_client, bkt, name, 0)
+        stamped = {**state, "epoch": state["epoch"] + 1, "run_id": "another-run"}
+        s3_client.put_object(Bucket=bkt, Key=key, Body=json.dumps(stamped).encode())
+        produce(name, 200, first=1_000, timestamp=DAYS_AGO + 1_000)
+        code, _, err = _finish(run, timeout=120)
+    assert code == 18, err
+    assert "refused" in err and "Traceback" not in err, err
+    assert _state_of(s3_client, bkt, name, 0)[1] == stamped, "partition 0 was committed over"
+    _archived_once(s3_client, bkt, _command(kcql, broker, s3_endpoint), list(range(1_200)))
+    assert not _pending(s3_client, bkt)
+
+
+@pytest.mark.full
+def test_a_following_run_frozen_between_batches_past_its_lease_stops_when_thawed(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """Run A follows and has committed; frozen between batches (SIGSTOP) past its lease, run
+    B takes over, archives what arrived meanwhile and exits. Thawed, A's kept states are
+    stale: it must neither write nor delete anything, and stops with exit 18."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(name, 1_000, timestamp=DAYS_AGO)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=100)"
+    follow = _command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")
+    with process_group(follow, _env()) as run_a:
+        _wait(lambda: _committed(s3_client, bkt) == 1_000 or run_a.poll() is not None, "A")
+        time.sleep(2)  # a batch or two with nothing new
+        os.killpg(run_a.pid, signal.SIGSTOP)
+        assert run_a.poll() is None, "run A ended before it could be frozen"
+        produce(name, 300, first=1_000, timestamp=DAYS_AGO + 1_000)
+        time.sleep(TTL + 2)
+        after_b = _run(_command(kcql, broker, s3_endpoint), _env())
+        assert after_b.returncode == 0, after_b.stderr
+        assert _committed(s3_client, bkt) == 1_300
+        states = [_state_of(s3_client, bkt, name, p)[1] for p in (0, 1)]
+        produce(name, 100, first=1_300, timestamp=DAYS_AGO + 1_300)
+        os.killpg(run_a.pid, signal.SIGCONT)
+        code_a, _, err_a = _finish(run_a, timeout=120)
+    assert code_a == 18, err_a
+    assert "lease" in err_a.lower(), err_a
+    assert [_state_of(s3_client, bkt, name, p)[1] for p in (0, 1)] == states
+    _archived_once(s3_client, bkt, _command(kcql, broker, s3_endpoint), list(range(1_400)))

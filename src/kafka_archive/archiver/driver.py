@@ -3,7 +3,8 @@
 - :func:`preflight`: the job's name, the buckets checked, Kafka reached and the plan's topics
   resolved, before anything is read or written;
 - :func:`partition_states`: each (route, partition) with its S3 state and Kafka's offsets
-  (one batched lookup for all partitions, one GET of each state on a bounded pool);
+  (one batched lookup for all partitions, one GET of each state not already known on a
+  bounded pool);
 - :class:`SparkOnDemand` and :func:`map_units`: run units as Spark tasks, one task each,
   their progress shown live; :func:`first_error` turns the failures the tasks returned back
   into our errors.
@@ -138,6 +139,7 @@ def partition_states(
     partitions: Mapping[str, Sequence[int]] | None = None,
     tables: Mapping[int, Mapping[TopicPartition, int]] | None = None,
     legacy: bool = True,
+    known: Mapping[tuple[int, TopicPartition], checkpoint.LoadedState] | None = None,
 ) -> list[PartitionView]:
     """Each route's partitions in order: ``partitions`` by topic (a session's, found once),
     else Kafka's (with a preflight that reached Kafka), and those ``also`` names by route
@@ -148,7 +150,10 @@ def partition_states(
     (:func:`.iceberg.offsets_by_route`), with no request. With ``legacy`` (read-only
     commands) a partition without state falls back to the state its job kept before routes
     owned it; without (a run, which adopted that state under its lease), the route's state
-    is loaded with the ETag a commit must match."""
+    is loaded with the ETag a commit must match.
+
+    ``known``: states by (route index, partition) that the caller knows to be current (a
+    follow session's, :class:`.session.Session`); they are not read again."""
     plan, admin = pre.plan, pre.admin
     if partitions is None:
         topics = tuple(sorted({r.topic for r in plan.routes}))
@@ -159,12 +164,18 @@ def partition_states(
         tps |= {TopicPartition(route.topic, p) for p in partitions.get(route.topic, ())}
         wanted += [(index, route, tp) for tp in sorted(tps)]
     offsets = admin.offsets(tp for _, _, tp in wanted) if admin else {}
-    states = jobs.in_parallel(
+    known = known or {}
+    read = jobs.in_parallel(
         [
             functools.partial(_state, pre, route, tp, (tables or {}).get(index), legacy)
             for index, route, tp in wanted
+            if (index, tp) not in known
         ]
     )
+    unread = iter(read)
+    states = [
+        known[(index, tp)] if (index, tp) in known else next(unread) for index, _, tp in wanted
+    ]
     return [
         PartitionView(index, route, tp, loaded, offsets.get(tp))
         for (index, route, tp), loaded in zip(wanted, states, strict=True)

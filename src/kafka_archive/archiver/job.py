@@ -63,9 +63,17 @@ def new_run_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class WorkPlan:
+    """The units to run, the partitions skipped, the gaps found; and ``settled``: the state
+    (with its ETag) of each partition that planning left as it knows it — read or fenced
+    here, no unit planned and nothing else written — by (route index, partition). A follow
+    session keeps them for its next batch (:class:`.session.Session`)."""
+
     units: tuple[WorkUnit, ...]
     skipped: tuple[PartitionSkip, ...]
     gaps: tuple[Gap, ...] = ()
+    settled: Mapping[tuple[int, TopicPartition], checkpoint.LoadedState] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 def _is_ours(key: str, route: Route) -> bool:
@@ -142,7 +150,8 @@ def plan_work(
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
     ``views`` are the partitions with their states and offsets
-    (:func:`.driver.partition_states`, the route's state objects loaded with their ETags).
+    (:func:`.driver.partition_states`, the route's state objects loaded with their ETags;
+    a partition with intent markers has its state read again before recovery uses it).
     For each: remove what a crashed attempt left beyond the committed offset, and fix the
     stop offset for this run (the last stable offset). The driver's clock
     ``now_ms`` fixes which open objects count as young (held back at the end) when the route
@@ -159,6 +168,7 @@ def plan_work(
     units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
     gaps: list[Gap] = []
+    settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
     group = group_for(job)
     start_given = settings.given("start")
     # One listing of the job's intent markers per target (not one per partition).
@@ -176,6 +186,10 @@ def plan_work(
         assert marks is not None, "planning reads Kafka's offsets"
         # Iceberg routes have none: the table's snapshot is their state.
         state_object = route.iceberg is None
+        found = marked[route.target].get(tp, []) if state_object else []
+        if found:
+            # Recovery deletes by this state: read it now, not as a follow session kept it.
+            loaded = checkpoint.load(store, route.target, job, tp)
         state = loaded.state
         committed = state.next_offset if state is not None else 0
         if state is not None:
@@ -210,6 +224,8 @@ def plan_work(
                         start,
                     )
                     skipped.append(PartitionSkip(index, tp, start, "records lost"))
+                    if state_object:
+                        settled[(index, tp)] = loaded
                     continue
                 log.warning(
                     "%s: offsets %d..%d were deleted by Kafka before they were "
@@ -234,9 +250,7 @@ def plan_work(
 
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
         recovery = (
-            pending.recover(
-                store, route.target, job, tp, state, fence, found=marked[route.target].get(tp, [])
-            )
+            pending.recover(store, route.target, job, tp, state, fence, found=found)
             if state_object
             else pending.Recovery((), 0)
         )
@@ -283,6 +297,8 @@ def plan_work(
                         expected_etag=fence.loaded.etag,
                     )
                 )
+            elif state_object:
+                settled[(index, tp)] = fence.loaded  # as read, or as recovery fenced it
             skipped.append(PartitionSkip(index, tp, start, "nothing new"))
             continue
         writes.append(fence)
@@ -316,7 +332,7 @@ def plan_work(
             ),
             settings.max_records_per_unit,
         )
-    return WorkPlan(tuple(units), tuple(skipped), tuple(gaps))
+    return WorkPlan(tuple(units), tuple(skipped), tuple(gaps), settled)
 
 
 # Concurrent S3 requests of the driver's planning: botocore's connection pool holds 10.

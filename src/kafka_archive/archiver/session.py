@@ -21,11 +21,17 @@ from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
-from kafka_archive.archiver.model import BatchTimings, RunResult, UnitResult, WorkUnit
+from kafka_archive.archiver.model import (
+    BatchTimings,
+    RunResult,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+)
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import lease, legacy, probe
+from kafka_archive.archiver.state import checkpoint, lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import (
     state_root,
@@ -90,20 +96,40 @@ class Session:
         self.partitions = self.admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
         self.locks: dict[Target, JobLock] = {}
         self.tables: list[iceberg.TableRoute] = []
+        # The states the last batch left as it knew them (see :meth:`batch`), and the
+        # leases' lapse counts they are good for.
+        self._known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
+        self._known_under: tuple[int, ...] | None = None
 
     def check_leases(self) -> None:
         for lock in self.locks.values():
             lock.check()
 
+    def _tenure(self) -> tuple[int, ...]:
+        return tuple(lock.lapses for lock in self.locks.values())
+
     def batch(self, *, hold_tails: bool) -> RunResult:
-        """Archive from each committed offset to the end as of now; raise the first failure."""
+        """Archive from each committed offset to the end as of now; raise the first failure.
+
+        A batch reads the state of each partition the session does not know: at the first
+        batch all of them; then those the last batch ran units for (their tasks committed),
+        wrote (a pin), or left with intent markers. A partition that had nothing new keeps
+        the state and ETag the last batch read or fenced: while the session holds its
+        leases, renewed each on the ETag of the one before, no other run writes under its
+        targets, and every write is conditional on that ETag all the same (a stale one is
+        refused: exit 18 or 9). Everything is read again after a failed batch, and when a
+        lease renewal came late (a process frozen or starved past its safety margin)."""
         started = time.monotonic()
         self.check_leases()
+        tenure = self._tenure()
+        known = self._known if tenure == self._known_under else {}
+        self._known = {}  # kept again only when this batch succeeds
         views = driver.partition_states(
             self.pre,
             partitions=self.partitions,
             tables=iceberg.offsets_by_route(self.tables),
             legacy=False,  # adopted at the session's start, under its lease
+            known=known,
         )
         work = jobs.plan_work(
             views,
@@ -192,6 +218,7 @@ class Session:
             )
             gaps.result = outcome
             raise gaps
+        self._known, self._known_under = dict(work.settled), tenure
         return outcome
 
 

@@ -98,3 +98,66 @@ def test_a_read_only_command_falls_back_to_the_state_of_the_layout_before_routes
     )
     assert views[0].state is None
     assert len(store.gets) == 2  # the route's state, then the job's of the old layout
+
+
+class MarkedStore(CountingStore):
+    """:class:`CountingStore` whose target ``a`` holds an intent marker of partition
+    ``marked`` of topic ``t`` (its body gone: nothing to delete)."""
+
+    def __init__(self, marked: int) -> None:
+        super().__init__()
+        self.marked = marked
+
+    def list_keys(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[str]:
+        self.listings += 1
+        return iter([f"{prefix}t/{self.marked}/{0:020d}-0123456789abcdef.json"])
+
+    def get_bytes(self, bucket: str, key: str) -> bytes | None:
+        return None
+
+    def delete(self, bucket: str, keys: list[str]) -> None:
+        return None
+
+
+class EndsAtSeven(StubAdmin):
+    def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
+        return {tp: Watermarks(0, 7, 7) for tp in tps}
+
+
+def test_a_follow_batch_reads_only_the_states_it_does_not_know() -> None:
+    """What planning leaves as it read it (nothing new, nothing written) is kept for the next
+    batch, which reads only the rest; a partition with intent markers is read again before
+    recovery uses its state."""
+    store = MarkedStore(marked=PARTITIONS - 1)
+    pre = driver.Preflight(
+        "job", store, kcql.parse("INSERT INTO bkt:a SELECT * FROM t"), EndsAtSeven()
+    )  # type: ignore[arg-type]
+    partitions = {"t": tuple(range(PARTITIONS))}
+    settings = Settings(KafkaSettings("unused:9092"), S3Settings(region="us-east-1"))
+
+    def plan(views: list[driver.PartitionView]) -> jobs.WorkPlan:
+        return jobs.plan_work(
+            views,
+            store=pre.store,
+            admin=pre.kafka,
+            settings=settings,
+            job="job",
+            run_id="run",
+            now_ms=0,
+        )
+
+    first = plan(driver.partition_states(pre, partitions=partitions, legacy=False))
+    zero, marked = TopicPartition("t", 0), TopicPartition("t", PARTITIONS - 1)
+    # Partition 0 is committed up to Kafka's end (7): kept. The others start at 0: units.
+    assert {u.tp.partition for u in first.units} == set(range(1, PARTITIONS))
+    assert list(first.settled) == [(0, zero)] and first.settled[(0, zero)].etag == "etag-0"
+    assert store.gets[f"a/.kafka-archive/state/t/{PARTITIONS - 1}.json"] == 2
+    store.gets.clear()
+    views = driver.partition_states(pre, partitions=partitions, legacy=False, known=first.settled)
+    assert views[0].loaded == first.settled[(0, zero)]
+    assert "a/.kafka-archive/state/t/0.json" not in store.gets
+    assert sum(store.gets.values()) == PARTITIONS - 1
+    second = plan(views)
+    assert store.gets[f"a/.kafka-archive/state/t/{marked.partition}.json"] == 2
+    assert "a/.kafka-archive/state/t/0.json" not in store.gets, "nothing of it read again"
+    assert list(second.settled) == [(0, zero)]

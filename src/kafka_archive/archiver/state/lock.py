@@ -46,6 +46,7 @@ class JobLock:
     _renewal: int = 0
     _valid_until: float = 0.0  # monotonic: when the last successful renewal's proof ends
     _lost: str | None = None
+    _lapses: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
@@ -54,6 +55,15 @@ class JobLock:
     @property
     def key(self) -> str:
         return lock_key(self.target)
+
+    @property
+    def lapses(self) -> int:
+        """How often a renewal went out after this run stopped trusting its lease (past its
+        safety margin: a frozen or starved process). Unchanged between two readings, the
+        lease was held throughout, each renewal conditional on the one before, so no other
+        run wrote under the target meanwhile (what a follow session's cached states rely
+        on)."""
+        return self._lapses
 
     @property
     def lost(self) -> bool:
@@ -125,6 +135,7 @@ class JobLock:
             if self._lost is not None or self._etag is None:
                 return
             renewal = self._renewal + 1
+            late = not self._provable()
             sent = time.monotonic()
             try:
                 try:
@@ -147,6 +158,7 @@ class JobLock:
                 return
             self._etag, self._renewal = etag, renewal
             self._valid_until = sent + self.ttl_seconds
+            self._lapses += late
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(lease.renew_interval(self.ttl_seconds)):
