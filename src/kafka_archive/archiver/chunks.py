@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
-import itertools
 import os
 import tempfile
 from collections import OrderedDict
@@ -170,16 +169,16 @@ class ChunkSet:
         if self._encode is None:
             return False
         try:
-            pieces = self._encode(batch.values())
+            encoded = self._encode(batch.values())
         except BadRecordError:
             return False
+        # ends[k]: encoded bytes of the first k records; objects get slices, not copies.
+        ends, data = encoded.ends, memoryview(encoded.data)
         offsets = batch.offsets()
         policy = self._unit.route.flush
         interval_ms = policy.interval_seconds * 1000
         timestamps = batch.timestamps()
-        # ends[k]: encoded bytes of pieces[:k].
-        ends = list(itertools.accumulate(map(len, pieces), initial=0))
-        n, i = len(pieces), 0
+        n, i = len(ends) - 1, 0
         while i < n:
             chunk = self._open.get(())
             if chunk is None:
@@ -195,7 +194,7 @@ class ChunkSet:
                 end, full = cut, True
             if end > i:
                 writer = cast(BatchWriter, chunk.writer)
-                writer.write_encoded(b"".join(pieces[i:end]))
+                writer.write_encoded(data[ends[i] : ends[end]])
                 chunk.records += end - i
                 chunk.last_offset = offsets[end - 1]
             if full:

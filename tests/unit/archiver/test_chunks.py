@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kafka_archive import kcql
 from kafka_archive.archiver.chunks import ChunkSet
-from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
 from kafka_archive.archiver.kafka.reader import Batch
 from kafka_archive.archiver.model import TopicPartition, WorkUnit
 
@@ -119,6 +119,7 @@ values = st.one_of(
     st.integers(-5, 10**6).map(lambda i: str(i).encode()),
     st.text("ab c", max_size=30).map(lambda t: f'{{"t": "{t}"}}'.encode()),
     st.just(b" [1, 2] "),
+    st.just(b'\t{"a": 1} '),  # stripped by JSON, kept by TEXT and BYTES
     st.just('"café"'.encode()),  # UTF-8 beyond ASCII: JSON and TEXT
 )
 # At most one value a format may refuse: its batch goes record by record (the error policy).
@@ -194,16 +195,20 @@ def test_only_pass_through_routes_take_the_batch_path(tmp_path: Path) -> None:
     assert not takes("INSERT INTO bkt:p SELECT * FROM t STOREAS `AVRO`")
 
 
+def lines(encoded: EncodedBatch) -> list[bytes]:
+    return [encoded.data[a:b] for a, b in itertools.pairwise(encoded.ends)]
+
+
 def test_json_batches_keep_what_single_values_keep() -> None:
     """The whole-batch check of JSON values gives the lines the value-by-value path gives,
     including what only the fallback parser accepts (NaN) and what must be re-serialized."""
     from kafka_archive.archiver.formats import json_
 
     plain = [b'{"a": 1}', b" [1, 2] ", b"3"]
-    assert json_.encode_values(plain) == [b'{"a": 1}\n', b"[1, 2]\n", b"3\n"]
+    assert lines(json_.encode_values(plain)) == [b'{"a": 1}\n', b"[1, 2]\n", b"3\n"]
     odd = [b'{"a": NaN}', b'{"b":\n 2}', None, b'"\\u00e9"']
     assert (
-        json_.encode_values(odd)
+        lines(json_.encode_values(odd))
         == [json_.pass_through_line(v) for v in odd]
         == [b'{"a": NaN}\n', b'{"b":2}\n', b"null\n", b'"\\u00e9"\n']
     )

@@ -3,7 +3,10 @@ writer is (:class:`FormatWriter`); the table of writers is :mod:`.writers`."""
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from kafka_archive.archiver.errors import BadRecordError
@@ -13,7 +16,14 @@ from kafka_archive.kcql.plan import Route
 if TYPE_CHECKING:
     from kafka_archive.archiver.schema_registry import SchemaRegistry
 
-__all__ = ["BadRecordError", "BatchEncoder", "BatchWriter", "FormatWriter", "WriterFactory"]
+__all__ = [
+    "BadRecordError",
+    "BatchEncoder",
+    "BatchWriter",
+    "EncodedBatch",
+    "FormatWriter",
+    "WriterFactory",
+]
 
 
 class FormatWriter(Protocol):
@@ -40,10 +50,32 @@ class FormatWriter(Protocol):
 class BatchWriter(FormatWriter, Protocol):
     """A writer that also takes a batch encoded ahead by its format's ``encode_values``."""
 
-    def write_encoded(self, data: bytes) -> None: ...
+    def write_encoded(self, data: bytes | memoryview) -> None: ...
 
 
-BatchEncoder = Callable[[Sequence[bytes | None]], list[bytes]]
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """A batch of records encoded back to back into one buffer: record ``k`` is
+    ``data[ends[k]:ends[k + 1]]`` (``ends[0] == 0``), so the runtime cuts it into objects by
+    slicing a memoryview, without a copy per record."""
+
+    data: bytes
+    ends: list[int]
+
+    @classmethod
+    def of(cls, pieces: Sequence[bytes]) -> EncodedBatch:
+        """The batch of one encoded piece per record."""
+        return cls(b"".join(pieces), list(itertools.accumulate(map(len, pieces), initial=0)))
+
+    @classmethod
+    def framed(cls, values: Sequence[bytes], extra: int, data: bytes) -> EncodedBatch:
+        """The batch ``data`` holding each of ``values`` with ``extra`` more bytes (a
+        separator or a length frame): the ends are counted in C, no Python step per value."""
+        sizes = map(operator.add, map(len, values), itertools.repeat(extra))
+        return cls(data, list(itertools.accumulate(sizes, initial=0)))
+
+
+BatchEncoder = Callable[[Sequence[bytes | None]], EncodedBatch]
 
 
 class WriterFactory(Protocol):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from kafka_archive.archiver.formats.base import EncodedBatch
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Route
@@ -41,7 +43,7 @@ class BytesWriter:
         self._sink.write(value)
         self._written += _LENGTH.size + len(value)
 
-    def write_encoded(self, data: bytes) -> None:
+    def write_encoded(self, data: bytes | memoryview) -> None:
         """Write frames made by :func:`encode_values` (the batch path)."""
         self._sink.write(data)
         self._written += len(data)
@@ -56,10 +58,17 @@ class BytesWriter:
 _TOMBSTONE_FRAME = _LENGTH.pack(TOMBSTONE)
 
 
-def encode_values(values: Sequence[bytes | None]) -> list[bytes]:
-    """The frames of a batch of values, one per value (what :class:`BytesWriter` writes)."""
+def encode_values(values: Sequence[bytes | None]) -> EncodedBatch:
+    """The frames of a batch of values back to back (what :class:`BytesWriter` writes):
+    without a tombstone, the length frames are packed and joined with the values in C."""
     pack = _LENGTH.pack
-    return [_TOMBSTONE_FRAME if v is None else pack(len(v)) + v for v in values]
+    if None in values:
+        return EncodedBatch.of(
+            [_TOMBSTONE_FRAME if v is None else pack(len(v)) + v for v in values]
+        )
+    present: Sequence[bytes] = values  # type: ignore[assignment]  # no None, checked above
+    frames = itertools.chain.from_iterable(zip(map(pack, map(len, present)), present, strict=True))
+    return EncodedBatch.framed(present, _LENGTH.size, b"".join(list(frames)))
 
 
 def read_values(data: bytes) -> Iterator[bytes | None]:

@@ -102,7 +102,7 @@ def test_an_envelope_record_prints_losslessly(originals: list[Record], fmt: Form
 @settings(deadline=None)
 @given(st.lists(optional_payloads, min_size=1, max_size=5))
 def test_a_bytes_value_prints_losslessly(values: list[bytes | None]) -> None:
-    data = b"".join(encode_values(values))
+    data = encode_values(values).data
     for value, record in zip(values, read_object(Format.BYTES, data), strict=True):
         doc = json.loads(to_jsonl(found(record, Format.BYTES)))
         assert parsed_bytes(doc["value"], doc["value_encoding"]) == value
@@ -112,7 +112,7 @@ def test_a_bytes_value_prints_losslessly(values: list[bytes | None]) -> None:
 
 def test_encodings_are_named() -> None:
     values = [b'{"a":1}', b'{"a": 1}', b"null", b"\xff", b""]
-    data = b"".join(encode_values(values))
+    data = encode_values(values).data
     shown = [
         (d["value"], d["value_encoding"])
         for d in (document(found(r, Format.BYTES)) for r in read_object(Format.BYTES, data))
