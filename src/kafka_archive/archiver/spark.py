@@ -4,7 +4,8 @@ A bare SparkContext (the job uses the RDD API only). On a local master kafka-arc
 launches Spark's JVM itself, so that it can check for Java first and pass the JVM's stderr
 through a filter that drops the one line every start prints ("WARNING: Using incubator
 modules", Spark 4 always adds that module); everything else the JVM and the Python workers
-write is passed on unchanged.
+write is passed on unchanged. It also gives the JVM its class-data-sharing archive
+(``jvm_cache``); a run that dumps one waits for its JVM's exit to publish it.
 """
 
 from __future__ import annotations
