@@ -21,7 +21,10 @@ from kafka_archive.archiver.spark import find_java
 pytestmark = pytest.mark.integration
 
 _SPARK_RUN = """
-import os, sys
+import os, resource, sys
+if os.environ.get("TEST_FILE_SIZE_LIMIT"):  # as a full disk: writing past it fails (EFBIG)
+    limit = int(os.environ["TEST_FILE_SIZE_LIMIT"])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 from kafka_archive.archiver.settings import load_settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
 settings = load_settings(None, os.environ, {"bootstrap_servers": "127.0.0.1:1"}).settings
@@ -38,9 +41,9 @@ if sys.argv[2:] == ["again"]:  # the dumping JVM exited: a new context starts a 
 
 
 def _spark_run(
-    tmp_path: Path, name: str, *args: str
+    tmp_path: Path, name: str, *args: str, **extra_env: str
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **extra_env}
     env.pop("KAFKA_ARCHIVE_JVM_CLASS_CACHE", None)
     cmdline = tmp_path / name
     done = subprocess.run(
@@ -66,6 +69,15 @@ def test_the_second_local_run_maps_the_archive_the_first_made(tmp_path: Path) ->
     assert (second.stdout, second.stderr) == (first.stdout, first.stderr)
     assert first.stdout == "9900\n"
     assert "cds" not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+@pytest.mark.full
+def test_a_dump_that_cannot_be_written_fails_nothing_and_says_nothing(tmp_path: Path) -> None:
+    done, jvm = _spark_run(tmp_path, "full", TEST_FILE_SIZE_LIMIT=str(8 << 20))
+    assert any(arg.startswith("-XX:ArchiveClassesAtExit=") for arg in jvm)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("9900\n", "")
+    assert list((tmp_path / "cache" / "kafka-archive" / "jvm").iterdir()) == []
 
 
 def _launcher(java: str, options: str) -> subprocess.CompletedProcess[bytes]:

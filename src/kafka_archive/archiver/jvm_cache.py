@@ -13,8 +13,10 @@ key dumps to a unique temporary name; only once its JVM has exited cleanly is th
 renamed into place, and a fingerprint of the published file (size, mtime, inode) written
 beside it. A run uses an archive only when the fingerprint matches: a truncated archive
 makes the JVM die of SIGBUS (measured, JDK 17), so anything damaged, half written or
-replaced is dumped anew instead; a file of garbage the JVM itself ignores. CDS's logging is
-turned off, so no ``[warning][cds]`` line reaches the user's terminal.
+replaced is dumped anew instead; a file of garbage the JVM itself ignores. A java that exits
+cleanly without a usable dump is not asked to dump again for a day (a dumping run costs ~5
+CPU-s more). CDS's logging is turned off, so no ``[warning][cds]`` line reaches the user's
+terminal.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ _KEY_ENVIRONMENT = (
 # A temporary dump older than this belongs to a run that died (SIGKILL, full disk).
 _STALE_SECONDS = 3600.0
 _UNUSED_SECONDS = 30 * 86400.0
+# A java that exited cleanly without a usable dump is not asked again for this long.
+_REFUSED_SECONDS = 86400.0
 _FORMAT = 1
 
 
@@ -122,6 +126,11 @@ class ClassCache:
     def stamp(self) -> Path:
         return self.archive.with_suffix(".ok")
 
+    @property
+    def refused(self) -> Path:
+        """Marks a key whose JVM exited cleanly without a usable dump."""
+        return self.archive.with_suffix(".nodump")
+
     def java_options(self) -> str:
         """The JVM options that use (or dump) the archive, with CDS's logging off."""
         target = self.dump if self.dump is not None else self.archive
@@ -150,6 +159,8 @@ class ClassCache:
             return False  # still writing, or stuck: the next run removes the stale file
         try:
             if code != 0 or not _is_archive(self.dump):
+                if code == 0:  # this java cannot dump: runs stop paying for trying, a while
+                    self.refused.touch()
                 self.dump.unlink(missing_ok=True)
                 return False
             os.replace(self.dump, self.archive)
@@ -178,12 +189,16 @@ def _is_archive(path: Path) -> bool:
 
 def prepare(directory: Path, key: str) -> ClassCache | None:
     """The archive of ``key`` to use, or a new dump to make; None when the cache directory
-    cannot be written (the run goes on without an archive)."""
+    cannot be written, or when this key's JVM failed to dump in the last day (the run goes
+    on without an archive)."""
     cache = ClassCache(directory / f"{key}.jsa")
     if cache.usable():
         with contextlib.suppress(OSError):
             os.utime(cache.stamp)  # in use: kept by _remove_stale
         return cache
+    with contextlib.suppress(OSError):
+        if time.time() - cache.refused.stat().st_mtime < _REFUSED_SECONDS:
+            return None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _remove_stale(directory)
@@ -203,7 +218,7 @@ def _remove_stale(directory: Path) -> None:
         with contextlib.suppress(OSError):
             if now - path.stat().st_mtime > _STALE_SECONDS:
                 path.unlink()
-    for stamp in directory.glob("*.ok"):
+    for stamp in [*directory.glob("*.ok"), *directory.glob("*.nodump")]:
         with contextlib.suppress(OSError):
             if now - stamp.stat().st_mtime > _UNUSED_SECONDS:
                 stamp.with_suffix(".jsa").unlink(missing_ok=True)

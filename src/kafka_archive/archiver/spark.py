@@ -4,7 +4,8 @@ A bare SparkContext (the job uses the RDD API only). On a local master kafka-arc
 launches Spark's JVM itself, so that it can check for Java first and pass the JVM's stderr
 through a filter that drops the one line every start prints ("WARNING: Using incubator
 modules", Spark 4 always adds that module); everything else the JVM and the Python workers
-write is passed on unchanged.
+write is passed on unchanged. It also gives the JVM its class-data-sharing archive
+(``jvm_cache``); a run that dumps one waits for its JVM's exit to publish it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ from kafka_archive.archiver.errors import SparkStartError, SparkTaskError
 from kafka_archive.archiver.settings import Settings
 
 _DROPPED = (b"WARNING: Using incubator modules:",)
+# What a JVM that cannot write its class archive (a full disk) prints as it exits, on its
+# stdout or stderr: dropped once its context stopped (the run goes on without the archive).
+_DUMP_FAILED = (
+    b"An error has occurred while processing the shared archive file.",
+    b"Unable to write to shared archive file.",
+    b"Error occurred during initialization of VM",
+    b"Unable to use shared archive.",
+)
 
 
 def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
@@ -43,9 +52,11 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
     if settings.master.startswith("local") and SparkContext._gateway is None:
         java = find_java(os.environ)
         cache = _class_cache(conf, java) if settings.jvm_class_cache else None
-        gateway = _launch_gateway(conf)
-        if cache is not None and cache.dump is not None:
-            _DUMPS[id(gateway)] = cache
+        # A JVM that cannot write its archive says so as it exits (_DUMP_FAILED).
+        exiting = threading.Event() if cache is not None and cache.dump is not None else None
+        gateway = _launch_gateway(conf, exiting)
+        if cache is not None and exiting is not None:
+            _DUMPS[id(gateway)] = (cache, exiting)
     context = SparkContext(conf=conf, gateway=gateway)
     context.setLogLevel("ERROR")
     server = getattr(context, "_accumulatorServer", None)
@@ -57,7 +68,7 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
 
 
 # Gateways whose JVM dumps a class-data-sharing archive at its exit (stop_spark publishes it).
-_DUMPS: dict[int, jvm_cache.ClassCache] = {}
+_DUMPS: dict[int, tuple[jvm_cache.ClassCache, threading.Event]] = {}
 # How long stop_spark waits for a dumping JVM to exit (measured: ~1.5 CPU-s for 70 MB).
 _DUMP_TIMEOUT_SECONDS = 30.0
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -79,8 +90,10 @@ def _class_cache(conf: Any, java: str) -> jvm_cache.ClassCache | None:
     return cache
 
 
-def _launch_gateway(conf: Any) -> Any:
-    """Spark's JVM and its py4j gateway, with the JVM's stderr read through a filter.
+def _launch_gateway(conf: Any, exiting: threading.Event | None = None) -> Any:
+    """Spark's JVM and its py4j gateway, with the JVM's stderr read through a filter (with
+    ``exiting``, its stdout too, and the lines of a failed class archive dump are dropped
+    once that event is set).
 
     The pipe is read from before the JVM starts, so what a JVM that dies at start says
     reaches the user before our own error line.
@@ -89,11 +102,18 @@ def _launch_gateway(conf: Any) -> Any:
 
     read_end, write_end = os.pipe()
     forwarder = threading.Thread(
-        target=_forward, args=(read_end,), daemon=True, name="spark-stderr"
+        target=_forward, args=(read_end, 2, exiting), daemon=True, name="spark-stderr"
     )
     forwarder.start()
+    popen_kwargs = {"stderr": write_end}
+    if exiting is not None:
+        out_read, out_write = os.pipe()
+        threading.Thread(
+            target=_forward, args=(out_read, 1, exiting), daemon=True, name="spark-stdout"
+        ).start()
+        popen_kwargs["stdout"] = out_write
     try:
-        return launch_gateway(conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
+        return launch_gateway(conf, popen_kwargs=popen_kwargs)  # type: ignore[no-untyped-call]
     except Exception as exc:
         if getattr(exc, "getCondition", lambda: None)() != "JAVA_GATEWAY_EXITED":
             raise
@@ -107,10 +127,13 @@ def _launch_gateway(conf: Any) -> Any:
     finally:
         if write_end >= 0:
             os.close(write_end)  # the JVM (and the workers it starts) hold their copies
+        if exiting is not None:
+            os.close(out_write)
 
 
-def _forward(read_end: int) -> None:
-    """Copy the JVM's stderr to ours, line by line, without the lines in ``_DROPPED``.
+def _forward(read_end: int, fd: int = 2, exiting: threading.Event | None = None) -> None:
+    """Copy the JVM's stderr (or stdout) to ours, line by line, without the lines in
+    ``_DROPPED``, nor once ``exiting`` is set those in ``_DUMP_FAILED``.
 
     Never stops before the JVM closes its end: a reader that gave up would leave the JVM
     blocked once the pipe filled. Lines that cannot be written (our stderr closed) are lost.
@@ -120,15 +143,17 @@ def _forward(read_end: int) -> None:
         while chunk := source.read(65536):
             pending += chunk
             *lines, pending = pending.split(b"\n")
-            out = b"".join(line + b"\n" for line in lines if not line.startswith(_DROPPED))
-            _write(out)
-        _write(pending)
+            dropped = _DROPPED + _DUMP_FAILED if exiting and exiting.is_set() else _DROPPED
+            out = b"".join(line + b"\n" for line in lines if not line.startswith(dropped))
+            _write(out, fd)
+        if not (exiting and exiting.is_set() and pending.startswith(_DUMP_FAILED)):
+            _write(pending, fd)
 
 
-def _write(data: bytes) -> None:
+def _write(data: bytes, fd: int = 2) -> None:
     try:
         while data:
-            data = data[os.write(2, data) :]
+            data = data[os.write(fd, data) :]
     except OSError:
         pass
 
@@ -208,9 +233,11 @@ def stop_spark(context: Any) -> None:
         threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
     gateway = getattr(context, "_gateway", None)
     context.stop()
-    cache = _DUMPS.pop(id(gateway), None)
+    dump = _DUMPS.pop(id(gateway), None)
     jvm = getattr(gateway, "proc", None)
-    if cache is not None and jvm is not None and jvm.stdin is not None:
+    if dump is not None and jvm is not None and jvm.stdin is not None:
+        cache, exiting = dump
+        exiting.set()
         # Spark's JVM exits when its stdin closes; its class archive is written at exit.
         with contextlib.suppress(OSError):
             jvm.stdin.close()

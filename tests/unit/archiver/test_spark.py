@@ -79,6 +79,30 @@ def test_the_jvm_stderr_filter_drops_only_the_incubator_warning(
     )
 
 
+def test_a_failed_class_archive_dump_is_dropped_only_once_the_jvm_exits(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import os
+    import threading
+
+    from kafka_archive.archiver.spark import _forward
+
+    failed = (
+        b"An error has occurred while processing the shared archive file.\n"
+        b"Unable to write to shared archive file.\n"
+    )
+    for exiting in (False, True):
+        event = threading.Event()
+        if exiting:
+            event.set()
+        read_end, write_end = os.pipe()
+        os.write(write_end, b"a worker's line\n" + failed)
+        os.close(write_end)
+        _forward(read_end, 1, event)
+        out = capfd.readouterr().out
+        assert out == "a worker's line\n" + ("" if exiting else failed.decode())
+
+
 def test_the_daemon_drops_only_spark_zips_that_duplicate_the_installed_pyspark(
     tmp_path: Path,
 ) -> None:
