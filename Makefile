@@ -22,7 +22,8 @@ demo: $(STAMP)
 #            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_WIDE_RECORDS=10]
 #            [BENCH_WIDE_TOPICS=50] [BENCH_WIDE_PARTITIONS=20] (BENCH_SHAPE=wide)
 #            [BENCH_FOLLOW_RATE=5000] [BENCH_FOLLOW_SECONDS=60] [BENCH_POLL_INTERVAL=5]
-#            [BENCH_FOLLOW_FLUSH_INTERVAL=1] (BENCH_SHAPE=follow)
+#            [BENCH_FOLLOW_FLUSH_INTERVAL=1] [BENCH_FOLLOW_PARTITIONS=4]
+#            [BENCH_FOLLOW_ACTIVE=4] (BENCH_SHAPE=follow)
 # (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
