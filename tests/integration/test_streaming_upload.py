@@ -64,3 +64,31 @@ def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
         ids.extend(json.loads(line)["id"] for line in body.splitlines())
     assert ids == list(range(RECORDS))
     assert s3_client.list_multipart_uploads(Bucket=bkt).get("Uploads", []) == []
+
+
+def test_a_whole_object_above_the_threshold_is_uploaded_in_checksummed_parts(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without streaming, a spool file of 16 MiB or more is sent at roll as a multipart
+    upload of 16 MiB parts, each with its CRC32: the object is the records, whole."""
+    records = 18_000  # ~18.5 MB: two parts
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, records, partitions=1, value=lambda i: {"id": i, "pad": "x" * 1000}, linger_ms=20)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 100000"
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr()
+    key = f"arch/{name}/0/000000000000.json"
+    assert sorted(data_objects(s3_client, bkt)) == [key]
+    head = s3_client.head_object(Bucket=bkt, Key=key, ChecksumMode="ENABLED")
+    assert head["ETag"].strip('"').endswith("-2"), head["ETag"]
+    assert head["ContentLength"] >= 16 * 1024 * 1024
+    assert head.get("ChecksumCRC32"), head
+    body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
+    assert [json.loads(line)["id"] for line in body.splitlines()] == list(range(records))
+    assert s3_client.list_multipart_uploads(Bucket=bkt).get("Uploads", []) == []

@@ -7,11 +7,13 @@ Objects become visible only complete: a single PUT, or a multipart upload that i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
 import os
 import threading
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,6 @@ from typing import Any, ClassVar, cast
 
 import boto3
 import botocore.session
-from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import (
@@ -286,12 +287,6 @@ class S3Store:
             events.register(f"before-parameter-build.s3.{operation}", self._create_only)
         for operation in ("PutObject", "CreateMultipartUpload"):
             events.register(f"before-parameter-build.s3.{operation}", self._add_metadata)
-        self._transfer = TransferConfig(
-            multipart_threshold=MULTIPART_THRESHOLD,
-            multipart_chunksize=PART_SIZE,
-            max_concurrency=4,
-            use_threads=True,
-        )
 
     def _args(self, key: str) -> dict[str, Any]:
         """The production settings of a write of ``key``: encryption, ACL and checksum for
@@ -415,26 +410,45 @@ class S3Store:
 
     def upload_file(self, bucket: str, key: str, path: Path) -> None:
         """Upload a spool file as one object: one PUT below the multipart threshold (no
-        transfer manager, threads or futures per object: PARTITIONBY with many values
-        uploads many small objects), multipart above it."""
-        if path.stat().st_size < MULTIPART_THRESHOLD:
-            with path.open("rb") as body:
-                try:
-                    self._client.put_object(Bucket=bucket, Key=key, Body=body, **self._args(key))
-                except (ClientError, BotoCoreError) as exc:
-                    raise self._translate(exc, "upload", bucket, key) from None
+        threads or futures per object: PARTITIONBY with many values uploads many small
+        objects), else a multipart upload of :data:`PART_SIZE` parts on 4 threads
+        (:mod:`.streaming`: each part read into a reused buffer, its checksum computed
+        once), aborted if it fails."""
+        size = path.stat().st_size
+        if size < MULTIPART_THRESHOLD:
+            body = path.read_bytes()
+            try:
+                args = {**self._args(key), **self.checksum(body)}
+                self._client.put_object(Bucket=bucket, Key=key, Body=body, **args)
+            except (ClientError, BotoCoreError) as exc:
+                raise self._translate(exc, "upload", bucket, key) from None
             return
+        from kafka_archive.archiver.store.streaming import StreamingUpload
+
+        upload = StreamingUpload(self, bucket, key, path, part_size=PART_SIZE, max_in_flight=4)
         try:
-            self._client.upload_file(
-                str(path), bucket, key, ExtraArgs=self._args(key), Config=self._transfer
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._translate(exc, "upload", bucket, key) from None
-        except Exception as exc:  # boto3.exceptions.S3UploadFailedError wraps ClientError
-            cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, ClientError | BotoCoreError):
-                raise self._translate(cause, "upload", bucket, key) from None
-            raise UploadError(f"upload of s3://{bucket}/{key} failed: {exc}") from None
+            upload.complete(size)
+        except BaseException:
+            upload.abort()
+            raise
+
+    def checksum(self, body: bytes | bytearray) -> dict[str, str]:
+        """The checksum parameters of a PUT or part of ``body``, when this store sends the
+        CRC32 (botocore's default), SHA1 or SHA256: computed here in one pass over the bytes
+        in memory, the request carries it as a header and its body as it is (botocore would
+        compute it while framing the body in aws-chunked blocks, a copy per block). Other
+        algorithms are left to botocore."""
+        algorithm = self._settings.checksum or "CRC32"
+        if algorithm == "CRC32":
+            digest = zlib.crc32(body).to_bytes(4, "big")
+        elif algorithm in ("SHA1", "SHA256"):
+            digest = hashlib.new(algorithm.lower(), body).digest()
+        else:
+            return {}
+        return {
+            "ChecksumAlgorithm": algorithm,
+            f"Checksum{algorithm}": base64.b64encode(digest).decode(),
+        }
 
     def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
         try:
@@ -602,19 +616,31 @@ class S3Store:
 
     # -- multipart uploads written part by part (archiver.store.streaming) -------------------
 
+    def _multipart_algorithm(self) -> str | None:
+        """The checksum of multipart uploads: the one set, else CRC32 (as boto3's managed
+        transfer does); None with ``s3_checksum`` off."""
+        if self._settings.checksum is None:
+            return "CRC32"
+        return self._write_args.get("ChecksumAlgorithm")
+
     def start_multipart(self, bucket: str, key: str) -> str:
+        algorithm = self._multipart_algorithm()
+        extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
         try:
             response = self._client.create_multipart_upload(
-                Bucket=bucket, Key=key, **self._args(key)
+                Bucket=bucket, Key=key, **{**self._args(key), **extra}
             )
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "upload", bucket, key) from None
         return str(response["UploadId"])
 
-    def upload_part(self, bucket: str, key: str, upload_id: str, number: int, body: bytes) -> str:
+    def upload_part(
+        self, bucket: str, key: str, upload_id: str, number: int, body: bytes | bytearray
+    ) -> str:
         """Upload part ``number`` (from 1); returns its ETag."""
-        algorithm = self._write_args.get("ChecksumAlgorithm")
+        algorithm = self._multipart_algorithm()
         extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
+        extra.update(self.checksum(body))
         try:
             response = self._client.upload_part(
                 Bucket=bucket,

@@ -16,7 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from kafka_archive.archiver.errors import ConfigError, KafkaReadError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import (
+    BATCH_BYTES,
+    MAX_BATCH,
+    MIN_BATCH,
     KafkaReader,
+    batch_size,
     consumer_config,
     is_transient,
     reads_committed,
@@ -187,3 +191,21 @@ def test_the_consumer_group_mirror_commits_at_most_a_thousand_partitions_a_reque
     assert [len(r) for r in recorder.requests] == [1000, 1000, 500]
     committed = {(t, p): o for request in recorder.requests for t, p, o in request}
     assert committed == {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+
+
+@given(records=st.integers(0, 50_000), value_bytes=st.integers(0, 10**9))
+def test_a_batch_holds_about_a_mebibyte_of_values_within_bounds(
+    records: int, value_bytes: int
+) -> None:
+    size = batch_size(records, value_bytes)
+    assert MIN_BATCH <= size <= MAX_BATCH
+    if records and MIN_BATCH < size < MAX_BATCH:
+        average = max(1, value_bytes // records)
+        assert size * average <= BATCH_BYTES < (size + 1) * average
+
+
+def test_batch_sizes_of_the_bench_and_of_small_values() -> None:
+    assert batch_size(10_000, 10_000 * 1_000) == 1_048
+    assert batch_size(10_000, 10_000 * 50) == MAX_BATCH
+    assert batch_size(100, 100 * 1_000_000) == MIN_BATCH
+    assert batch_size(0, 0) == MAX_BATCH

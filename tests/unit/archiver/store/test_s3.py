@@ -1,0 +1,43 @@
+"""The checksums the store computes for its uploads, against botocore's own."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from botocore.httpchecksum import Crc32Checksum, Sha1Checksum, Sha256Checksum
+
+from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.store.s3 import S3Store
+
+
+@pytest.mark.parametrize(
+    ("setting", "algorithm", "reference"),
+    [
+        (None, "CRC32", Crc32Checksum),  # botocore's default
+        ("CRC32", "CRC32", Crc32Checksum),
+        ("SHA1", "SHA1", Sha1Checksum),
+        ("SHA256", "SHA256", Sha256Checksum),
+    ],
+)
+def test_a_checksum_is_what_botocore_would_send(
+    setting: str | None, algorithm: str, reference: type
+) -> None:
+    store = S3Store(
+        S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1", checksum=setting)
+    )
+    for body in (b"", b"hello", os.urandom(100_000)):
+        expected = reference().handle(body)
+        assert store.checksum(body) == {
+            "ChecksumAlgorithm": algorithm,
+            f"Checksum{algorithm}": expected,
+        }
+        assert store.checksum(bytearray(body))[f"Checksum{algorithm}"] == expected
+
+
+@pytest.mark.parametrize("setting", ["OFF", "CRC32C"])
+def test_other_algorithms_are_left_to_botocore(setting: str) -> None:
+    store = S3Store(
+        S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1", checksum=setting)
+    )
+    assert store.checksum(b"hello") == {}
