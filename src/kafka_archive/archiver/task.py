@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from kafka_archive.archiver import deadletter, errors, transforms
 from kafka_archive.archiver.chunks import ChunkSet
 from kafka_archive.archiver.errors import BadRecordError as EncodeError
-from kafka_archive.archiver.kafka.reader import Batch, KafkaReader
+from kafka_archive.archiver.kafka.reader import CONSUMERS, Batch, KafkaReader
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.schema_registry import SchemaRegistry
@@ -153,6 +153,7 @@ def _archive_unit(
             group=unit.group,
             idle_timeout=settings.read_timeout_seconds,
             until_ms=unit.until_ms,
+            pool=CONSUMERS,
         ) as reader:
             for batch in reader.batches():
                 if sender.due():  # what the batches before this one did

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
+import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -158,6 +160,107 @@ class Batch:
         return [ts if kind != 0 else None for kind, ts in (m.timestamp() for m in self._messages)]
 
 
+# Idle consumers kept per process (a Spark worker runs many units, often several at once).
+MAX_IDLE_CONSUMERS = 16
+# An idle consumer older than this is closed rather than reused.
+MAX_IDLE_SECONDS = 60.0
+
+
+class ConsumerPool:
+    """Consumers of this process reused from one unit to the next, by librdkafka config.
+
+    Making a consumer and its first fetch (metadata, connecting) cost ~0.2 s, most of a
+    small unit's time. A consumer is used by one reader at a time; given back, it is
+    unassigned (librdkafka drops what it fetched for the old assignment); the next reader
+    assigns its own partition and offset. One that failed is closed, never given back.
+    Consumers are made lazily in the process that reads (a Spark worker, after the daemon
+    forked it); a forked child forgets its parent's (their threads are not in the child).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[tuple[tuple[tuple[str, str], ...], float, Any]] = []
+        self._pid = os.getpid()
+
+    @staticmethod
+    def key(config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((str(k), repr(v)) for k, v in config.items()))
+
+    def take(self, config: dict[str, Any]) -> Any:
+        """An idle consumer of ``config``, else a new one."""
+        key = self.key(config)
+        stale: list[Any] = []
+        found = None
+        now = time.monotonic()
+        with self._lock:
+            self._forget_if_forked()
+            kept = []
+            for entry in self._idle:
+                if now - entry[1] > MAX_IDLE_SECONDS:
+                    stale.append(entry[2])
+                elif found is None and entry[0] == key:
+                    found = entry[2]
+                else:
+                    kept.append(entry)
+            self._idle = kept
+        for consumer in stale:
+            _close_quietly(consumer)
+        return found if found is not None else Consumer(config)
+
+    def give(self, config: dict[str, Any], consumer: Any) -> None:
+        """Keep ``consumer`` for the next reader of ``config`` (closed when it cannot be)."""
+        try:
+            consumer.unassign()
+        except Exception:  # noqa: BLE001  (a consumer in doubt is closed, not reused)
+            _close_quietly(consumer)
+            return
+        evicted = None
+        with self._lock:
+            self._forget_if_forked()
+            self._idle.append((self.key(config), time.monotonic(), consumer))
+            if len(self._idle) > MAX_IDLE_CONSUMERS:
+                evicted = self._idle.pop(0)[2]
+        if evicted is not None:
+            _close_quietly(evicted)
+
+    def clear(self) -> None:
+        """Close every idle consumer."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, _, consumer in idle:
+            _close_quietly(consumer)
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def _forget_if_forked(self) -> None:
+        if self._pid != os.getpid():
+            self._idle = []  # the parent's: their threads did not survive the fork
+            self._pid = os.getpid()
+
+
+def _close_quietly(consumer: Any) -> None:
+    try:
+        consumer.close()
+    except Exception as exc:  # noqa: BLE001  (closing what we no longer need)
+        log.debug("closing an idle consumer: %s", exc)
+
+
+# The process's pool, used by the units of Spark tasks (archiver.task).
+CONSUMERS = ConsumerPool()
+
+
+def _after_fork_in_child() -> None:
+    # A fresh lock and no consumers: a parent's thread may have held the lock at the fork,
+    # and the parent's consumers' threads are not in the child.
+    CONSUMERS._lock = threading.Lock()
+    CONSUMERS._idle = []
+    CONSUMERS._pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class KafkaReader:
     """Yields batches of records of one partition from ``start`` until ``stop`` (exclusive).
 
@@ -178,6 +281,7 @@ class KafkaReader:
         group: str,
         idle_timeout: float = 60.0,
         until_ms: int | None = None,
+        pool: ConsumerPool | None = None,
     ) -> None:
         self._tp = tp
         self._start = start
@@ -188,7 +292,11 @@ class KafkaReader:
         self._idle_timeout = idle_timeout
         # The last transient client error since the last record, if any.
         self._outage: str | None = None
-        self._consumer = Consumer(consumer_config(kafka, group))
+        # Whether the consumer saw no error and may serve the next reader (pool).
+        self._reusable = pool is not None
+        self._pool = pool
+        self._config = consumer_config(kafka, group)
+        self._consumer = pool.take(self._config) if pool is not None else Consumer(self._config)
 
     def __enter__(self) -> KafkaReader:
         return self
@@ -199,10 +307,17 @@ class KafkaReader:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None:
+            self._reusable = False
         self.close()
 
     def close(self) -> None:
-        self._consumer.close()
+        """Close the consumer, or give it back to the pool when it saw no error."""
+        if self._pool is not None and self._reusable:
+            self._reusable = False
+            self._pool.give(self._config, self._consumer)
+        else:
+            self._consumer.close()
 
     def batches(self) -> Iterator[Batch]:
         if self._start >= self._stop:
@@ -223,6 +338,7 @@ class KafkaReader:
                         f"consume failed: {exc}", tp=tp, offset=self._position
                     ) from None
                 self._outage = exc.args[0].str()
+                self._reusable = False
                 messages = []
             good = self._bounded(messages)
             self.next_offset = self._position
@@ -277,6 +393,7 @@ class KafkaReader:
                     self._position = max(self._position, min(message.offset() or 0, self._stop))
                 elif is_transient(error):
                     self._outage = error.str()
+                    self._reusable = False
                 else:
                     raise KafkaReadError(
                         f"broker error: {error.str()}",
