@@ -211,7 +211,7 @@ class ConsumerPool:
         """Keep ``consumer`` for the next reader of ``config`` (closed when it cannot be)."""
         try:
             consumer.unassign()
-        except Exception:  # noqa: BLE001  (a consumer in doubt is closed, not reused)
+        except Exception:  # a consumer in doubt is closed, not reused
             _close_quietly(consumer)
             return
         evicted = None
@@ -242,7 +242,7 @@ class ConsumerPool:
 def _close_quietly(consumer: Any) -> None:
     try:
         consumer.close()
-    except Exception as exc:  # noqa: BLE001  (closing what we no longer need)
+    except Exception as exc:  # closing what we no longer need
         log.debug("closing an idle consumer: %s", exc)
 
 
