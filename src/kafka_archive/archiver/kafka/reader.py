@@ -52,6 +52,10 @@ def consumer_config(kafka: KafkaSettings, group: str) -> dict[str, Any]:
             # librdkafka's read-ahead per task: bounds memory (see README, Performance).
             "queued.max.messages.kbytes": 32 * 1024,
             "fetch.queue.backoff.ms": 10,
+            # A unit ends at the partition's end, where the broker holds the last fetch up
+            # to this long: a pooled consumer's next unit waits for it (500 ms by default:
+            # +0.16 s a tiny unit, measured, bench/RESULTS.md).
+            "fetch.wait.max.ms": 100,
         },
         fixed={
             "group.id": group,
@@ -331,7 +335,7 @@ class KafkaReader:
         size = MAX_BATCH
         while self._position < self._stop:
             try:
-                messages = self._consumer.consume(size, _POLL_SECONDS)
+                messages = self._next_messages(size)
             except KafkaException as exc:
                 if not is_transient(exc.args[0]):
                     raise KafkaReadError(
@@ -371,6 +375,23 @@ class KafkaReader:
                     # The client reconnects and fetches again by itself; give it time.
                     time.sleep(backoff)
                     backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _next_messages(self, size: int) -> list[Any]:
+        """Up to ``size`` messages (records and events): those queued now, else the first to
+        arrive within :data:`_POLL_SECONDS` with those queued behind it. consume() with a
+        timeout would wait all of it for a batch it cannot fill: a unit of a few records
+        then took 0.2 s more (measured, bench/RESULTS.md)."""
+        consumer = self._consumer
+        messages: list[Any] = consumer.consume(size, 0)
+        if messages:
+            return messages
+        first = consumer.poll(_POLL_SECONDS)
+        if first is None:
+            return messages
+        messages = [first]
+        if size > 1:
+            messages += consumer.consume(size - 1, 0)
+        return messages
 
     def _bounded(self, messages: list[Any]) -> list[Any]:
         """The records of ``messages`` inside the range; moves the position past them.
