@@ -209,3 +209,37 @@ def test_batch_sizes_of_the_bench_and_of_small_values() -> None:
     assert batch_size(10_000, 10_000 * 50) == MAX_BATCH
     assert batch_size(100, 100 * 1_000_000) == MIN_BATCH
     assert batch_size(0, 0) == MAX_BATCH
+
+
+class _QueueConsumer:
+    """A consumer whose queue holds ``arriving`` after the first blocking poll."""
+
+    def __init__(self, arriving: list[Any]) -> None:
+        self.queued: list[Any] = []
+        self.arriving = arriving
+        self.polls: list[float] = []
+
+    def consume(self, size: int, timeout: float) -> list[Any]:
+        assert timeout == 0  # never waits for a batch it may not fill
+        taken, self.queued = self.queued[:size], self.queued[size:]
+        return taken
+
+    def poll(self, timeout: float) -> Any:
+        self.polls.append(timeout)
+        self.queued, self.arriving = self.arriving, []
+        return self.queued.pop(0) if self.queued else None
+
+
+def test_a_read_takes_what_is_queued_and_waits_only_for_the_first_message() -> None:
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=0, stop=10, group="g")
+    real = reader._consumer
+    try:
+        fake = _QueueConsumer([_Message(0), _Message(1), _Message(2)])
+        reader._consumer = fake
+        assert [m.offset() for m in reader._next_messages(2)] == [0, 1]  # the first polled
+        assert [m.offset() for m in reader._next_messages(2)] == [2]  # queued: no wait
+        assert len(fake.polls) == 1
+        assert reader._next_messages(2) == [] and len(fake.polls) == 2
+    finally:
+        reader._consumer = real
+        reader.close()
