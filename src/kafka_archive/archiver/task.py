@@ -24,7 +24,7 @@ from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.store.s3 import STORES, S3Store
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +108,13 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
             unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop, unit.start
         ),
     )
+    store = STORES.take(settings.s3)
     try:
-        result = _archive_unit(unit, settings, sender)
+        result = _archive_unit(unit, settings, sender, store)
     except BaseException:
         sender.finish(failed=True)
         raise
+    STORES.give(store)  # only after a unit that returned: nothing of it still running
     if isinstance(result, UnitFailure):
         sender.finish(failed=True)
     else:
@@ -126,11 +128,10 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
 
 
 def _archive_unit(
-    unit: WorkUnit, settings: Settings, sender: ProgressSender
+    unit: WorkUnit, settings: Settings, sender: ProgressSender, store: S3Store
 ) -> UnitResult | UnitFailure:
     started = time.monotonic()
     read = 0
-    store = S3Store(settings.s3)
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
     chunks = ChunkSet(

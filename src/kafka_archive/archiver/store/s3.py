@@ -691,3 +691,64 @@ class S3Store:
             if _code(exc) == "NoSuchUpload" or _status(exc) in (404, 500):
                 return  # already gone (moto answers 500 for some missing uploads)
             raise self._translate(exc, "abort upload of", bucket, key) from None
+
+
+class StorePool:
+    """Stores of this process reused from one unit to the next, by settings and credentials.
+
+    A boto3 client of a warm session still costs ~16 ms of CPU (measured, bench/RESULTS.md),
+    a good part of a tiny unit. A store serves one unit at a time; given back, its per-unit
+    state (retry count, writer metadata, part checksums) is reset. Stores are made lazily in
+    the process that writes; a forked child forgets its parent's (their connections).
+    """
+
+    MAX_IDLE = 16
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[tuple[str, S3Store]] = []
+        self._pid = os.getpid()
+
+    @staticmethod
+    def _key(settings: S3Settings) -> str:
+        source = [repr(settings), *(os.environ.get(name) for name in _CREDENTIAL_ENV)]
+        return hashlib.sha256(repr(source).encode()).hexdigest()
+
+    def take(self, settings: S3Settings) -> S3Store:
+        key = self._key(settings)
+        with self._lock:
+            self._forget_if_forked()
+            for i, (idle_key, store) in enumerate(self._idle):
+                if idle_key == key:
+                    del self._idle[i]
+                    return store
+        return S3Store(settings)
+
+    def give(self, store: S3Store) -> None:
+        if store._creating:  # a write still in flight: not reusable
+            return
+        store.retries = 0
+        store.object_metadata = {}
+        store._part_checksums.clear()
+        with self._lock:
+            self._forget_if_forked()
+            self._idle.append((self._key(store._settings), store))
+            del self._idle[: -self.MAX_IDLE]
+
+    def _forget_if_forked(self) -> None:
+        if self._pid != os.getpid():
+            self._idle = []
+            self._pid = os.getpid()
+
+
+# The process's pool, used by the units of Spark tasks (archiver.task).
+STORES = StorePool()
+
+
+def _after_fork_in_child() -> None:
+    STORES._lock = threading.Lock()
+    STORES._idle = []
+    STORES._pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,7 +8,7 @@ import pytest
 from botocore.httpchecksum import Crc32Checksum, Sha1Checksum, Sha256Checksum
 
 from kafka_archive.archiver.settings import S3Settings
-from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.store.s3 import S3Store, StorePool
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,19 @@ def test_other_algorithms_are_left_to_botocore(setting: str) -> None:
         S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1", checksum=setting)
     )
     assert store.checksum(b"hello") == {}
+
+
+def test_a_store_given_back_serves_the_next_unit_of_the_same_settings_afresh() -> None:
+    pool = StorePool()
+    one = S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1")
+    other = S3Settings(endpoint_url="http://127.0.0.1:8", region="us-east-1")
+    store = pool.take(one)
+    store.retries, store.object_metadata = 3, {"writer": "run-1"}
+    pool.give(store)
+    again = pool.take(one)
+    assert again is store and again.retries == 0 and again.object_metadata == {}
+    assert pool.take(one) is not store  # one unit at a time: taken, it is not idle
+    assert pool.take(other) is not store  # other settings, another client
+    with store.creating("b", "k"):
+        pool.give(store)  # a write in flight: not kept
+    assert pool.take(one) is not store
