@@ -110,11 +110,19 @@ def test_which_client_errors_are_ridden_out(code: int, transient: bool) -> None:
 class _Message:
     """What confluent-kafka's consume() returns, as far as the reader looks at it."""
 
-    def __init__(self, offset: int, error: KafkaError | None = None) -> None:
-        self._offset, self._error = offset, error
+    def __init__(
+        self, offset: int, error: KafkaError | None = None, tp: TopicPartition = TP
+    ) -> None:
+        self._offset, self._error, self._tp = offset, error, tp
 
     def error(self) -> KafkaError | None:
         return self._error
+
+    def topic(self) -> str:
+        return self._tp.topic
+
+    def partition(self) -> int:
+        return self._tp.partition
 
     def offset(self) -> int:
         return self._offset
@@ -165,6 +173,24 @@ def test_a_range_holds_exactly_the_records_inside_it_whatever_the_gaps(
             reader._bounded([_Message(end, KafkaError(KafkaError._PARTITION_EOF))])
         assert kept == [o for o in offsets if start <= o < stop]
         assert reader._position == min(max(end, start), stop)
+    finally:
+        reader.close()
+
+
+def test_a_read_keeps_no_message_of_another_partition_or_before_its_position() -> None:
+    """A pooled consumer read another assignment before: should librdkafka hand over what it
+    fetched for that, neither those records nor their EOF event count for this range."""
+    other = TopicPartition("orders", 1)
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=5, stop=20, group="g")
+    try:
+        stale = [_Message(o, tp=other) for o in (7, 8)]
+        assert [m.offset() for m in reader._bounded([*stale, _Message(5), _Message(6)])] == [5, 6]
+        assert [m.offset() for m in reader._bounded([_Message(9, tp=other)])] == []
+        reader._bounded([_Message(30, KafkaError(KafkaError._PARTITION_EOF), tp=other)])
+        assert reader._position == 7
+        # Offsets before the position (what an earlier range of this partition fetched).
+        assert [m.offset() for m in reader._bounded([_Message(3), _Message(6), _Message(7)])] == [7]
+        assert reader._position == 8
     finally:
         reader.close()
 
