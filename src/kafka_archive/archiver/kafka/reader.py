@@ -401,6 +401,9 @@ class KafkaReader:
         restarting, a leader moving) are noted and read past: librdkafka fetches again from
         its position once the partition's leader answers, within the idle timeout.
         """
+        # The position before this list's EOF events move it: records of the same list
+        # that come before such an event are still ours (see _own).
+        before = self._position
         good = [m for m in messages if m.error() is None]
         if len(good) != len(messages):
             for message in messages:
@@ -429,7 +432,7 @@ class KafkaReader:
                     )
         if not good:
             return good
-        good = self._own(good)
+        good = self._own(good, before)
         if not good:
             return good
         stop = self._stop
@@ -448,7 +451,7 @@ class KafkaReader:
         self._position = max(self._position, good[-1].offset() + 1)
         return good
 
-    def _own(self, good: list[Any]) -> list[Any]:
+    def _own(self, good: list[Any], position: int) -> list[Any]:
         """``good`` without any message of another partition or before the position.
 
         A pooled consumer served another assignment before this one; librdkafka discards
@@ -466,8 +469,8 @@ class KafkaReader:
             good = [m for m in good if m.partition() == partition and m.topic() == topic]
             if not good:
                 return good
-        if good[0].offset() < self._position:
-            good = good[bisect.bisect_left(good, self._position, key=_offset_of) :]
+        if good[0].offset() < position:
+            good = good[bisect.bisect_left(good, position, key=_offset_of) :]
         return good
 
 

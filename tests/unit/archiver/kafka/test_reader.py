@@ -195,6 +195,21 @@ def test_a_read_keeps_no_message_of_another_partition_or_before_its_position() -
         reader.close()
 
 
+def test_records_before_an_eof_event_of_the_same_list_are_kept() -> None:
+    """consume() hands records and the EOF event after them in one list; the event moves the
+    position to the end before the records are looked at: they are still this range's."""
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=0, stop=5, group="g")
+    try:
+        batch = [
+            *(_Message(o) for o in range(5)),
+            _Message(5, KafkaError(KafkaError._PARTITION_EOF)),
+        ]
+        assert [m.offset() for m in reader._bounded(batch)] == [0, 1, 2, 3, 4]
+        assert reader._position == 5
+    finally:
+        reader.close()
+
+
 class _CommitRecorder:
     """A consumer that notes each commit request (confluent-kafka's commit signature)."""
 
