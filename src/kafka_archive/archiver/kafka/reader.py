@@ -178,13 +178,13 @@ class ConsumerPool:
     unassigned (librdkafka drops what it fetched for the old assignment); the next reader
     assigns its own partition and offset. One that failed is closed, never given back.
     Consumers are made lazily in the process that reads (a Spark worker, after the daemon
-    forked it); a forked child forgets its parent's (their threads are not in the child).
+    forked it); a forked child forgets its parent's (`os.register_at_fork` below: their
+    threads are not in the child).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[tuple[tuple[tuple[str, str], ...], float, Any]] = []
-        self._pid = os.getpid()
 
     @staticmethod
     def key(config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -197,7 +197,6 @@ class ConsumerPool:
         found = None
         now = time.monotonic()
         with self._lock:
-            self._forget_if_forked()
             kept = []
             for entry in self._idle:
                 if now - entry[1] > MAX_IDLE_SECONDS:
@@ -220,7 +219,6 @@ class ConsumerPool:
             return
         evicted = None
         with self._lock:
-            self._forget_if_forked()
             self._idle.append((self.key(config), time.monotonic(), consumer))
             if len(self._idle) > MAX_IDLE_CONSUMERS:
                 evicted = self._idle.pop(0)[2]
@@ -236,11 +234,6 @@ class ConsumerPool:
 
     def __len__(self) -> int:
         return len(self._idle)
-
-    def _forget_if_forked(self) -> None:
-        if self._pid != os.getpid():
-            self._idle = []  # the parent's: their threads did not survive the fork
-            self._pid = os.getpid()
 
 
 def _close_quietly(consumer: Any) -> None:
@@ -259,7 +252,6 @@ def _after_fork_in_child() -> None:
     # and the parent's consumers' threads are not in the child.
     CONSUMERS._lock = threading.Lock()
     CONSUMERS._idle = []
-    CONSUMERS._pid = os.getpid()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -699,7 +699,8 @@ class StorePool:
     A boto3 client of a warm session still costs ~16 ms of CPU (measured, bench/RESULTS.md),
     a good part of a tiny unit. A store serves one unit at a time; given back, its per-unit
     state (retry count, writer metadata, part checksums) is reset. Stores are made lazily in
-    the process that writes; a forked child forgets its parent's (their connections).
+    the process that writes; a forked child forgets its parent's (`os.register_at_fork`
+    below: their connections).
     """
 
     MAX_IDLE = 16
@@ -707,7 +708,6 @@ class StorePool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[tuple[str, S3Store]] = []
-        self._pid = os.getpid()
 
     @staticmethod
     def _key(settings: S3Settings) -> str:
@@ -717,7 +717,6 @@ class StorePool:
     def take(self, settings: S3Settings) -> S3Store:
         key = self._key(settings)
         with self._lock:
-            self._forget_if_forked()
             for i, (idle_key, store) in enumerate(self._idle):
                 if idle_key == key:
                     del self._idle[i]
@@ -731,14 +730,8 @@ class StorePool:
         store.object_metadata = {}
         store._part_checksums.clear()
         with self._lock:
-            self._forget_if_forked()
             self._idle.append((self._key(store._settings), store))
             del self._idle[: -self.MAX_IDLE]
-
-    def _forget_if_forked(self) -> None:
-        if self._pid != os.getpid():
-            self._idle = []
-            self._pid = os.getpid()
 
 
 # The process's pool, used by the units of Spark tasks (archiver.task).
@@ -748,7 +741,6 @@ STORES = StorePool()
 def _after_fork_in_child() -> None:
     STORES._lock = threading.Lock()
     STORES._idle = []
-    STORES._pid = os.getpid()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
