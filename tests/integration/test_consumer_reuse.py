@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from kafka_archive.archiver.errors import KafkaReadError
-from kafka_archive.archiver.kafka.reader import ConsumerPool, KafkaReader
+from kafka_archive.archiver.kafka.reader import ConsumerPool, KafkaReader, consumer_pool
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.settings import KafkaSettings
 
@@ -29,7 +29,7 @@ def test_a_reused_consumer_reads_exactly_each_units_range(
     name = topic(partitions=2)
     produce(name, 40, partitions=2)  # 20 records in each partition, offsets 0..19
     kafka = KafkaSettings(broker)
-    pool = ConsumerPool()
+    pool = consumer_pool()
     p0, p1 = TopicPartition(name, 0), TopicPartition(name, 1)
     try:
         assert _read(pool, kafka, p0, 0, 15) == (list(range(0, 15)), 15)

@@ -114,7 +114,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
     except BaseException:
         sender.finish(failed=True)
         raise
-    STORES.give(store)  # only after a unit that returned: nothing of it still running
+    STORES.give(settings.s3, store)  # after a unit that returned: nothing of it still running
     if isinstance(result, UnitFailure):
         sender.finish(failed=True)
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
@@ -16,6 +15,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_archive.archiver.errors import KafkaReadError
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.pooling import Pool
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.settings import KafkaSettings
 
@@ -166,95 +166,107 @@ class Batch:
 
 # Idle consumers kept per process (a Spark worker runs many units, often several at once).
 MAX_IDLE_CONSUMERS = 16
-# An idle consumer older than this is closed rather than reused.
+# An idle consumer is closed after this long: its connections, and its reconnects to a
+# broker that went away, end with it.
 MAX_IDLE_SECONDS = 60.0
+# Python's logging levels back to librdkafka's (syslog) levels, for ClientLog's lines.
+_SYSLOG_LEVELS = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6}
 
 
-class ConsumerPool:
+class ClientLog:
+    """librdkafka's log of one pooled consumer: on stderr while a reader uses the consumer,
+    dropped while it is idle in the pool.
+
+    An idle consumer stays connected; when the broker goes away (a restart between two
+    ``--follow`` batches, the end of a test's broker) it reconnects and logs each failure,
+    up to ~20 lines a second (measured), while no read of ours is affected. Given as the
+    consumer's ``logger``, the lines wait in the consumer's queue and are served by its
+    poll() and consume() calls: during a read, each within its poll slice or back-off,
+    in librdkafka's own format (NOTICE shown as INFO); those queued while it was idle are
+    served by :func:`_reuse` and dropped.
+    """
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = True
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        if not self.active:
+            return
+        syslog = _SYSLOG_LEVELS.get(level, 7)
+        if len(args) == 3:  # confluent-kafka passes (facility, client name, text)
+            facility, name, text = args
+            line = f"%{syslog}|{time.time():.3f}|{facility}|{name}| {text}\n"
+        else:
+            line = f"%{syslog}|{time.time():.3f}|{msg % args}\n"
+        data = line.encode(errors="replace")
+        try:
+            while data:
+                data = data[os.write(2, data) :]
+        except OSError:  # our stderr closed: the line is lost
+            pass
+
+
+class PooledConsumer(Consumer):
+    """A consumer of the pool, with its :class:`ClientLog`."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.client_log = ClientLog()
+        super().__init__({**config, "logger": self.client_log})
+
+
+def consumer_key(config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Consumers of equal librdkafka configs are interchangeable."""
+    return tuple(sorted((str(k), repr(v)) for k, v in config.items()))
+
+
+def _reset(consumer: PooledConsumer) -> bool:
+    # Unassigned, librdkafka drops what it fetched for the old assignment; the next reader
+    # assigns its own partition and offset. An exception: the consumer is closed.
+    consumer.unassign()
+    consumer.client_log.active = False
+    return True
+
+
+def _reuse(consumer: PooledConsumer) -> None:
+    # What the consumer logged and the errors it met while idle are stale: served, dropped.
+    for _ in range(1000):
+        if consumer.poll(0) is None:
+            break
+    consumer.client_log.active = True
+
+
+def _close(consumer: PooledConsumer) -> None:
+    consumer.close()
+
+
+ConsumerPool = Pool[dict[str, Any], PooledConsumer]
+
+
+def consumer_pool() -> ConsumerPool:
     """Consumers of this process reused from one unit to the next, by librdkafka config.
 
     Making a consumer and its first fetch (metadata, connecting) cost ~0.2 s, most of a
     small unit's time. A consumer is used by one reader at a time; given back, it is
-    unassigned (librdkafka drops what it fetched for the old assignment); the next reader
-    assigns its own partition and offset. One that failed is closed, never given back.
-    Consumers are made lazily in the process that reads (a Spark worker, after the daemon
-    forked it); a forked child forgets its parent's (`os.register_at_fork` below: their
-    threads are not in the child).
+    unassigned and its log muted (:class:`ClientLog`); one that failed is closed, never
+    given back (:class:`KafkaReader`). Idle ones are closed after
+    :data:`MAX_IDLE_SECONDS`, at exit, and forgotten by a forked child
+    (:mod:`kafka_archive.archiver.pooling`).
     """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[tuple[tuple[tuple[str, str], ...], float, Any]] = []
-
-    @staticmethod
-    def key(config: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-        return tuple(sorted((str(k), repr(v)) for k, v in config.items()))
-
-    def take(self, config: dict[str, Any]) -> Any:
-        """An idle consumer of ``config``, else a new one."""
-        key = self.key(config)
-        stale: list[Any] = []
-        found = None
-        now = time.monotonic()
-        with self._lock:
-            kept = []
-            for entry in self._idle:
-                if now - entry[1] > MAX_IDLE_SECONDS:
-                    stale.append(entry[2])
-                elif found is None and entry[0] == key:
-                    found = entry[2]
-                else:
-                    kept.append(entry)
-            self._idle = kept
-        for consumer in stale:
-            _close_quietly(consumer)
-        return found if found is not None else Consumer(config)
-
-    def give(self, config: dict[str, Any], consumer: Any) -> None:
-        """Keep ``consumer`` for the next reader of ``config`` (closed when it cannot be)."""
-        try:
-            consumer.unassign()
-        except Exception:  # a consumer in doubt is closed, not reused
-            _close_quietly(consumer)
-            return
-        evicted = None
-        with self._lock:
-            self._idle.append((self.key(config), time.monotonic(), consumer))
-            if len(self._idle) > MAX_IDLE_CONSUMERS:
-                evicted = self._idle.pop(0)[2]
-        if evicted is not None:
-            _close_quietly(evicted)
-
-    def clear(self) -> None:
-        """Close every idle consumer."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for _, _, consumer in idle:
-            _close_quietly(consumer)
-
-    def __len__(self) -> int:
-        return len(self._idle)
-
-
-def _close_quietly(consumer: Any) -> None:
-    try:
-        consumer.close()
-    except Exception as exc:  # closing what we no longer need
-        log.debug("closing an idle consumer: %s", exc)
+    return Pool(
+        PooledConsumer,
+        consumer_key,
+        reset=_reset,
+        close=_close,
+        reuse=_reuse,
+        max_idle=MAX_IDLE_CONSUMERS,
+        max_idle_seconds=MAX_IDLE_SECONDS,
+    )
 
 
 # The process's pool, used by the units of Spark tasks (archiver.task).
-CONSUMERS = ConsumerPool()
-
-
-def _after_fork_in_child() -> None:
-    # A fresh lock and no consumers: a parent's thread may have held the lock at the fork,
-    # and the parent's consumers' threads are not in the child.
-    CONSUMERS._lock = threading.Lock()
-    CONSUMERS._idle = []
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+CONSUMERS = consumer_pool()
 
 
 class KafkaReader:
@@ -292,7 +304,9 @@ class KafkaReader:
         self._reusable = pool is not None
         self._pool = pool
         self._config = consumer_config(kafka, group)
-        self._consumer = pool.take(self._config) if pool is not None else Consumer(self._config)
+        self._consumer: Any = (
+            pool.take(self._config) if pool is not None else Consumer(self._config)
+        )
 
     def __enter__(self) -> KafkaReader:
         return self

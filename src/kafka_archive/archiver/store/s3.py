@@ -38,6 +38,7 @@ from kafka_archive.archiver.errors import (
     S3UnavailableError,
     UploadError,
 )
+from kafka_archive.archiver.pooling import Pool
 from kafka_archive.archiver.settings import S3Settings
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.secrets import redact_url
@@ -693,54 +694,34 @@ class S3Store:
             raise self._translate(exc, "abort upload of", bucket, key) from None
 
 
-class StorePool:
+def store_key(settings: S3Settings) -> str:
+    """Stores of equal settings and credentials (from the environment) are interchangeable."""
+    source = [repr(settings), *(os.environ.get(name) for name in _CREDENTIAL_ENV)]
+    return hashlib.sha256(repr(source).encode()).hexdigest()
+
+
+def _reset(store: S3Store) -> bool:
+    if store._creating:  # a write still in flight: not reusable
+        return False
+    store.retries = 0
+    store.object_metadata = {}
+    store._part_checksums.clear()
+    return True
+
+
+StorePool = Pool[S3Settings, S3Store]
+
+
+def store_pool() -> StorePool:
     """Stores of this process reused from one unit to the next, by settings and credentials.
 
     A boto3 client of a warm session still costs ~16 ms of CPU (measured, bench/RESULTS.md),
     a good part of a tiny unit. A store serves one unit at a time; given back, its per-unit
-    state (retry count, writer metadata, part checksums) is reset. Stores are made lazily in
-    the process that writes; a forked child forgets its parent's (`os.register_at_fork`
-    below: their connections).
+    state (retry count, writer metadata, part checksums) is reset. Made lazily in the
+    process that writes, forgotten by a forked child (:mod:`kafka_archive.archiver.pooling`).
     """
-
-    MAX_IDLE = 16
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._idle: list[tuple[str, S3Store]] = []
-
-    @staticmethod
-    def _key(settings: S3Settings) -> str:
-        source = [repr(settings), *(os.environ.get(name) for name in _CREDENTIAL_ENV)]
-        return hashlib.sha256(repr(source).encode()).hexdigest()
-
-    def take(self, settings: S3Settings) -> S3Store:
-        key = self._key(settings)
-        with self._lock:
-            for i, (idle_key, store) in enumerate(self._idle):
-                if idle_key == key:
-                    del self._idle[i]
-                    return store
-        return S3Store(settings)
-
-    def give(self, store: S3Store) -> None:
-        if store._creating:  # a write still in flight: not reusable
-            return
-        store.retries = 0
-        store.object_metadata = {}
-        store._part_checksums.clear()
-        with self._lock:
-            self._idle.append((self._key(store._settings), store))
-            del self._idle[: -self.MAX_IDLE]
+    return Pool(S3Store, store_key, reset=_reset, max_idle=16)
 
 
 # The process's pool, used by the units of Spark tasks (archiver.task).
-STORES = StorePool()
-
-
-def _after_fork_in_child() -> None:
-    STORES._lock = threading.Lock()
-    STORES._idle = []
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+STORES = store_pool()

@@ -8,7 +8,7 @@ import pytest
 from botocore.httpchecksum import Crc32Checksum, Sha1Checksum, Sha256Checksum
 
 from kafka_archive.archiver.settings import S3Settings
-from kafka_archive.archiver.store.s3 import S3Store, StorePool
+from kafka_archive.archiver.store.s3 import S3Store, store_pool
 
 
 @pytest.mark.parametrize(
@@ -44,16 +44,16 @@ def test_other_algorithms_are_left_to_botocore(setting: str) -> None:
 
 
 def test_a_store_given_back_serves_the_next_unit_of_the_same_settings_afresh() -> None:
-    pool = StorePool()
+    pool = store_pool()
     one = S3Settings(endpoint_url="http://127.0.0.1:9", region="us-east-1")
     other = S3Settings(endpoint_url="http://127.0.0.1:8", region="us-east-1")
     store = pool.take(one)
     store.retries, store.object_metadata = 3, {"writer": "run-1"}
-    pool.give(store)
+    pool.give(one, store)
     again = pool.take(one)
     assert again is store and again.retries == 0 and again.object_metadata == {}
     assert pool.take(one) is not store  # one unit at a time: taken, it is not idle
     assert pool.take(other) is not store  # other settings, another client
     with store.creating("b", "k"):
-        pool.give(store)  # a write in flight: not kept
+        pool.give(one, store)  # a write in flight: not kept
     assert pool.take(one) is not store
