@@ -244,14 +244,14 @@ def _close(consumer: PooledConsumer) -> None:
 ConsumerPool = Pool[dict[str, Any], PooledConsumer]
 
 
-def consumer_pool() -> ConsumerPool:
+def consumer_pool(max_idle_seconds: float = MAX_IDLE_SECONDS) -> ConsumerPool:
     """Consumers of this process reused from one unit to the next, by librdkafka config.
 
     Making a consumer and its first fetch (metadata, connecting) cost ~0.2 s, most of a
     small unit's time. A consumer is used by one reader at a time; given back, it is
     unassigned and its log muted (:class:`ClientLog`); one that failed is closed, never
-    given back (:class:`KafkaReader`). Idle ones are closed after
-    :data:`MAX_IDLE_SECONDS`, at exit, and forgotten by a forked child
+    given back (:class:`KafkaReader`). Idle ones are closed after ``max_idle_seconds``,
+    at exit, and forgotten by a forked child
     (:mod:`kafka_archive.archiver.pooling`).
     """
     return Pool(
@@ -261,7 +261,7 @@ def consumer_pool() -> ConsumerPool:
         close=_close,
         reuse=_reuse,
         max_idle=MAX_IDLE_CONSUMERS,
-        max_idle_seconds=MAX_IDLE_SECONDS,
+        max_idle_seconds=max_idle_seconds,
     )
 
 
