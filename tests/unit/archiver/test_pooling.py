@@ -47,14 +47,15 @@ class Recorder:
         thing.closed = True
         self.closed.append(thing)
 
-    def pool(self, **limits: float) -> Pool[str, Thing]:
+    def pool(self, max_idle: int = 16, max_idle_seconds: float | None = None) -> Pool[str, Thing]:
         return Pool(
             self.make,
             lambda spec: spec.split("#")[0],  # "a#1" and "a#2" share a key
             reset=self.reset,
             close=self.close,
             reuse=self.reuse,
-            **limits,  # type: ignore[arg-type]
+            max_idle=max_idle,
+            max_idle_seconds=max_idle_seconds,
         )
 
 

@@ -181,9 +181,9 @@ class ClientLog:
     ``--follow`` batches, the end of a test's broker) it reconnects and logs each failure,
     up to ~20 lines a second (measured), while no read of ours is affected. Given as the
     consumer's ``logger``, the lines wait in the consumer's queue and are served by its
-    poll() and consume() calls: during a read, each within its poll slice or back-off,
-    in librdkafka's own format (NOTICE shown as INFO); those queued while it was idle are
-    served by :func:`_reuse` and dropped.
+    poll() and consume() calls: during a read, each within its poll slice or back-off, in
+    librdkafka's own format (stamped when served; NOTICE shown as INFO); those queued while
+    it was idle are served by :func:`_reuse` and dropped.
     """
 
     __slots__ = ("active",)
