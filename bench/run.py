@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import dataclasses
 import datetime
 import io
 import json
@@ -562,7 +563,10 @@ def run_connect_peer(
     except connect_peer.ConnectUnavailable as exc:
         print(f"  {CONNECT}: not run: {exc}", flush=True)
         return Result(CONNECT, 0.0, 0, 0, note=f"NOT RUN: {exc}")
-    result = Result.of(CONNECT, done.usage, size, records, done.note)
+    # No plan: the "until java started" of Result.of is the worker's own start.
+    result = dataclasses.replace(
+        Result.of(CONNECT, done.usage, size, records, done.note), plan_seconds=None
+    )
     print(
         f"  {CONNECT}: {result.mb_s:.1f} MB/s, {result.cpu_per_gb or 0:.0f} CPU-s/GB, "
         f"peak RSS {done.usage.peak_rss / 1e6:.0f} MB; {done.note}",
