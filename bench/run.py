@@ -34,7 +34,8 @@ Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 3. upload ceiling: boto3 uploads the same number of bytes in 64 MB objects;
 4. hand-rolled peer: a bare consumer printing every value to stdout (what ``kcat -C -e``
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
-   consumed;
+   consumed; then the Kafka Connect peer (``bench/connect_peer.py``; ``BENCH_CONNECT=0``
+   skips it), timed until its group's lag is zero and its last object is in S3;
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
    after one unmeasured warm-up run of a few records (``warm_up``: what a machine keeps
    between runs, the JVM's class archive above all, exists before the first measured run);
