@@ -323,6 +323,11 @@ def _s3_bytes(s3: object, bucket: str, prefix: str) -> int:
 _ID = re.compile(rb'\{"id": (\d+),')
 
 
+def record_ids(body: bytes) -> list[int]:
+    """The ids of the bench's JSON values written back to back (each starts ``{"id": N,``)."""
+    return [int(m) for m in _ID.findall(body)]
+
+
 def archived_ids(s3: object, bucket: str = BUCKET, prefix: str = PREFIX) -> tuple[int, list[int]]:
     """Objects, and every record's id in them (values back to back: each starts with
     ``{"id": N,``)."""
@@ -331,7 +336,7 @@ def archived_ids(s3: object, bucket: str = BUCKET, prefix: str = PREFIX) -> tupl
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
         for item in page.get("Contents", []):
             body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()  # type: ignore[attr-defined]
-            ids.extend(int(m) for m in _ID.findall(body))
+            ids.extend(record_ids(body))
             objects += 1
     return objects, ids
 
