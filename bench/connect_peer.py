@@ -14,12 +14,16 @@ and their dependencies, as Camel's own per-component connector packages them.
   (the broker's version), with the JVM options of Kafka's own start scripts; offsets in a
   file, flushed every second (the default is a minute: lag would read as non-zero long
   after the records are in S3).
-- Connector: one task per partition, records as bytes (``ByteArrayConverter``), sent to
-  ``aws2-s3://`` in the S3 component's streaming upload mode: a task appends each value to a
-  buffer and uploads it as one object once it holds ``BATCH_BYTES`` (a last, smaller object
-  after ``streamingUploadTimeout`` ms without a full one); object names
-  ``connect/bench-<uuid>.jsonl``. Values are written back to back, without a separator
-  (the mode adds none): each is one JSON object, so the archive is still countable.
+- Connector: records as bytes (``ByteArrayConverter``), sent to ``aws2-s3://`` in the S3
+  component's streaming upload mode: the task appends each value to a buffer and uploads it
+  as one object of ``BATCH_RECORDS`` records (the component numbers the object's one part by
+  its record count: at most 10,000); object names ``connect/bench-<uuid>.jsonl``. Values are
+  written back to back, without a separator (the mode adds none): each is one JSON object, so
+  the archive is still countable. The last, partial object is uploaded when the task stops:
+  the bench stops the worker once the lag is zero. Not the mode's ``streamingUploadTimeout``
+  (a fixed-rate timer on another thread that uploads and resets the buffer while the task
+  writes into it: records are dropped), and one task (every task names its first object
+  ``connect/bench.jsonl``, without a UUID: tasks overwrite each other's).
 - Camel 3.11's S3 component has no path-style switch (``forcePathStyle`` came with Camel 4),
   and the AWS SDK puts a DNS-compatible bucket name in the host name, which a loopback
   endpoint cannot serve: the peer writes to the bucket ``bench.connect``, whose dot makes the
@@ -29,6 +33,7 @@ and their dependencies, as Camel's own per-component connector packages them.
   Connect commits the record's offset at the next flush whether or not the buffer has been
   uploaded. A crash loses the buffer's records (at most once). The bench only times it.
 
+``BENCH_CONNECT_LOG=INFO`` makes the worker's log (in the bench's temporary directory) verbose.
 The jars are fetched once by Maven into ``~/.cache/kafka-archive/connect-…``
 (``$XDG_CACHE_HOME`` honoured) from the two pom templates below; nothing is written into the
 work tree.
