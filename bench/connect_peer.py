@@ -192,22 +192,25 @@ def _fetch(artifact: str, dependencies: str, target: Path) -> Path:
         pom = staging / "pom.xml"
         pom.write_text(pom_text)
         jars = staging / "jars"
-        result = subprocess.run(
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-f",
-                str(pom),
-                f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-                f"-DoutputDirectory={jars}",
-                "-DincludeScope=runtime",
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        try:
+            result = subprocess.run(
+                [
+                    mvn,
+                    "-q",
+                    "-B",
+                    "-f",
+                    str(pom),
+                    f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
+                    f"-DoutputDirectory={jars}",
+                    "-DincludeScope=runtime",
+                ],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        except subprocess.TimeoutExpired:
+            raise ConnectUnavailable(f"Maven did not fetch {artifact} within 15 minutes") from None
         if result.returncode != 0:
             lines = (result.stdout + result.stderr).splitlines()
             tail = next((line for line in lines if "ERROR" in line), lines[-1] if lines else "")
