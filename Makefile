@@ -19,12 +19,14 @@ demo: $(STAMP)
 	PYTHONPATH=testbed $(BIN)/python samples/demo.py
 
 # make bench [BENCH_SHAPE=keyed|even|wide|follow] [BENCH_MB=1024] [BENCH_VALUE_BYTES=200]
-#            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_WIDE_RECORDS=10]
+#            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_CONNECT=1|0]
+#            [BENCH_WIDE_RECORDS=10]
 #            [BENCH_WIDE_TOPICS=50] [BENCH_WIDE_PARTITIONS=20] (BENCH_SHAPE=wide)
 #            [BENCH_FOLLOW_RATE=5000] [BENCH_FOLLOW_SECONDS=60] [BENCH_POLL_INTERVAL=5]
 #            [BENCH_FOLLOW_FLUSH_INTERVAL=1] [BENCH_FOLLOW_PARTITIONS=4]
 #            [BENCH_FOLLOW_ACTIVE=4] (BENCH_SHAPE=follow)
-# (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test)
+# (wide, and BENCH_BROKER=kafka, run Apache Kafka: Java and Maven, as for make test; so does
+# the Kafka Connect peer of keyed and even, BENCH_CONNECT=0 skips it)
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	@# Bytecode as a pip install writes it: measure runs, not compiling (PYTHONDONTWRITEBYTECODE).

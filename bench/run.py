@@ -34,7 +34,8 @@ Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 3. upload ceiling: boto3 uploads the same number of bytes in 64 MB objects;
 4. hand-rolled peer: a bare consumer printing every value to stdout (what ``kcat -C -e``
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
-   consumed;
+   consumed; then the Kafka Connect peer (``bench/connect_peer.py``; ``BENCH_CONNECT=0``
+   skips it), timed until its group's lag is zero and its last object is in S3;
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
    after one unmeasured warm-up run of a few records (``warm_up``: what a machine keeps
    between runs, the JVM's class archive above all, exists before the first measured run);
@@ -59,6 +60,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
+import dataclasses
 import datetime
 import io
 import json
@@ -77,6 +79,7 @@ from pathlib import Path
 from statistics import median
 
 import boto3
+import connect_peer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procstat import Usage, become_subreaper, measure  # bench/, the script's directory
@@ -471,6 +474,10 @@ def bench_topic(
         flush=True,
     )
     empty_bucket(s3, "bench")
+    if args.connect:
+        results.append(
+            run_connect_peer(args.broker, broker, endpoint, records, size, env, work, s3)
+        )
 
     env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
     warm_up(bindir, topic, broker, endpoint, env)
@@ -530,6 +537,43 @@ def bench_topic(
         f"~{args.value_bytes} B values, {records} records"
     )
     return results, title
+
+
+CONNECT = "Kafka Connect S3 sink"
+
+
+def run_connect_peer(
+    kind: str,
+    broker: str,
+    endpoint: str,
+    records: int,
+    size: int,
+    env: dict[str, str],
+    work: Path,
+    s3: object,
+) -> Result:
+    """The Kafka Connect peer (``bench/connect_peer.py``); a row saying why when its jars
+    cannot be had (the bench goes on)."""
+    # tansu answers a JoinGroup after half the session timeout (45 s by default: 22 s of
+    # waiting); 10 s keeps that to 5 s. Apache Kafka answers at once.
+    session = 10_000 if kind == "tansu" else None
+    try:
+        done = connect_peer.run(
+            broker, endpoint, "bench", PARTITIONS, records, size, env, work, s3, session
+        )
+    except connect_peer.ConnectUnavailable as exc:
+        print(f"  {CONNECT}: not run: {exc}", flush=True)
+        return Result(CONNECT, 0.0, 0, 0, note=f"NOT RUN: {exc}")
+    # No plan: the "until java started" of Result.of is the worker's own start.
+    result = dataclasses.replace(
+        Result.of(CONNECT, done.usage, size, records, done.note), plan_seconds=None
+    )
+    print(
+        f"  {CONNECT}: {result.mb_s:.1f} MB/s, {result.cpu_per_gb or 0:.0f} CPU-s/GB, "
+        f"peak RSS {done.usage.peak_rss / 1e6:.0f} MB; {done.note}",
+        flush=True,
+    )
+    return result
 
 
 def rss_note(usage: Usage) -> str:
@@ -982,6 +1026,13 @@ def main() -> int:
         default=int(os.environ.get("BENCH_EVOLVE_RECORDS", "2000")),
         help="records of the schema evolution case (0: skip it)",
     )
+    parser.add_argument(
+        "--connect",
+        type=int,
+        choices=(0, 1),
+        default=int(os.environ.get("BENCH_CONNECT", "1")),
+        help="keyed/even: run the Kafka Connect peer (1, default; Java and Maven) or not (0)",
+    )
     parser.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
     parser.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     args = parser.parse_args()
@@ -1060,10 +1111,16 @@ def render(results: list[Result]) -> str:
     consume, upload = by_name.get("consume ceiling"), by_name.get("upload ceiling")
     peer = by_name.get("hand-rolled peer")
     ceiling = min(consume.mb_s, upload.mb_s) if consume and upload else 0.0
+    # A "× Connect" column when the Connect peer ran (keyed and even shapes).
+    connect = by_name.get(CONNECT)
+    connect = connect if connect is not None and connect.mb_s else None
     lines = [
-        "| step | seconds | plan s | MB/s | records/s | × ceiling | × peer | CPU s "
-        "| CPU s/GB | peak RSS MB | note |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| step | seconds | plan s | MB/s | records/s | × ceiling | × peer "
+        + ("| × Connect " if connect else "")
+        + "| CPU s | CPU s/GB | peak RSS MB | note |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: "
+        + ("| ---: " if connect else "")
+        + "| ---: | ---: | ---: | --- |",
     ]
     for r in results:
         rss = f"{r.peak_rss / 1e6:.0f}" if r.peak_rss else ""
@@ -1073,9 +1130,10 @@ def render(results: list[Result]) -> str:
         cpu = f"{r.cpu_seconds:.1f}" if r.cpu_seconds is not None else ""
         per_gb = f"{r.cpu_per_gb:.1f}" if r.cpu_per_gb is not None else ""
         mb_s = f"{r.mb_s:.1f}" if r.mb_s >= 1 or not r.bytes else f"{r.mb_s:.3f}"
+        vs_connect = (f"| {r.mb_s / connect.mb_s:.2f} " if r.bytes else "| ") if connect else ""
         lines.append(
             f"| {r.name} | {r.seconds:.1f} | {plan} | {mb_s} | {r.rec_s:,.0f} "
-            f"| {ratio} | {vs_peer} | {cpu} | {per_gb} | {rss} | {r.note} |"
+            f"| {ratio} | {vs_peer} {vs_connect}| {cpu} | {per_gb} | {rss} | {r.note} |"
         )
     return "\n".join(lines)
 
