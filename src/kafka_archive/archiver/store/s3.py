@@ -100,10 +100,37 @@ def _client(settings: S3Settings, **kwargs: Any) -> Any:
         return session.client("s3", **kwargs)
 
 
+# botocore's loader of its data files (service models, endpoint rules: ~0.09 CPU-s of JSON
+# to parse), shared by the process's sessions; the Spark worker daemon fills it before it
+# forks (preload_models), so a worker's first client costs ~0.01 s.
+_LOADER: list[Any] = []
+
+
+def _botocore_session() -> Any:
+    core = botocore.session.Session()
+    if _LOADER:
+        core.register_component("data_loader", _LOADER[0])
+    else:
+        _LOADER.append(core.get_component("data_loader"))
+    return core
+
+
+def preload_models() -> None:
+    """Load what an S3 client needs of botocore's data into the process's loader (no
+    credentials looked up, no request, no thread)."""
+    session = boto3.Session(
+        botocore_session=_botocore_session(),
+        aws_access_key_id="preload",
+        aws_secret_access_key="preload",
+        region_name="us-east-1",
+    )
+    session.client("s3")
+
+
 def _session(settings: S3Settings) -> boto3.Session:
     """boto3's default credential chain, or with ``role_arn`` a role assumed with it."""
     if settings.role_arn is None:
-        return boto3.Session()
+        return boto3.Session(botocore_session=_botocore_session())
     cache = (
         settings.role_arn,
         settings.external_id,
@@ -116,7 +143,7 @@ def _session(settings: S3Settings) -> boto3.Session:
         if credentials is None:
             credentials = _assume_role(settings)
             _ROLE_CREDENTIALS[cache] = credentials
-    session: Any = botocore.session.Session()
+    session = _botocore_session()
     session._credentials = credentials  # botocore's way to hand a session refreshable ones
     return boto3.Session(botocore_session=session)
 
