@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
@@ -63,11 +62,12 @@ _ROLE_CREDENTIALS: dict[tuple[str | None, ...], Any] = {}
 _ROLE_LOCK = threading.Lock()
 
 
-# One boto3 session per process and credentials source: a new session loads botocore's
-# models again (~0.1 CPU-second), a client of a warm one costs ~5 ms. A Spark worker runs
-# many short tasks, each with its own S3Store. Sessions are not thread-safe: clients are
-# made under the lock.
-_SESSIONS: dict[str, boto3.Session] = {}
+# One botocore session per process and credentials source: a client of a warm one costs
+# ~5 ms. A Spark worker runs many short tasks, each with its own S3Store. Sessions are not
+# thread-safe: clients are made under the lock. botocore's own sessions, not boto3's: the
+# clients are the same (boto3 adds only its resources and managed transfers, unused here),
+# and importing boto3 (with s3transfer) costs ~0.1 CPU-s in every process that does.
+_SESSIONS: dict[str, Any] = {}
 _SESSION_LOCK = threading.Lock()
 _CREDENTIAL_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -97,7 +97,7 @@ def _client(settings: S3Settings, **kwargs: Any) -> Any:
         session = _SESSIONS.get(key)
         if session is None:
             session = _SESSIONS[key] = _session(settings)
-        return session.client("s3", **kwargs)
+        return session.create_client("s3", **kwargs)
 
 
 # botocore's loader of its data files (service models, endpoint rules: ~0.09 CPU-s of JSON
@@ -118,19 +118,18 @@ def _botocore_session() -> Any:
 def preload_models() -> None:
     """Load what an S3 client needs of botocore's data into the process's loader (no
     credentials looked up, no request, no thread)."""
-    session = boto3.Session(
-        botocore_session=_botocore_session(),
+    _botocore_session().create_client(
+        "s3",
+        region_name="us-east-1",
         aws_access_key_id="preload",
         aws_secret_access_key="preload",
-        region_name="us-east-1",
     )
-    session.client("s3")
 
 
-def _session(settings: S3Settings) -> boto3.Session:
-    """boto3's default credential chain, or with ``role_arn`` a role assumed with it."""
+def _session(settings: S3Settings) -> Any:
+    """The default credential chain, or with ``role_arn`` a role assumed with it."""
     if settings.role_arn is None:
-        return boto3.Session(botocore_session=_botocore_session())
+        return _botocore_session()
     cache = (
         settings.role_arn,
         settings.external_id,
@@ -145,7 +144,7 @@ def _session(settings: S3Settings) -> boto3.Session:
             _ROLE_CREDENTIALS[cache] = credentials
     session = _botocore_session()
     session._credentials = credentials  # botocore's way to hand a session refreshable ones
-    return boto3.Session(botocore_session=session)
+    return session
 
 
 def frozen_credentials(settings: S3Settings) -> Any:
