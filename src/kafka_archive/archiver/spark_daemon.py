@@ -2,7 +2,7 @@
 
 Spark starts one daemon per executor (``spark.python.daemon.module``) and forks a worker
 from it for each Python task slot. PySpark's own daemon imports nothing, so each forked
-worker imports ``pyspark.worker`` and then our task modules (boto3, confluent-kafka, the
+worker imports ``pyspark.worker`` and then our task modules (botocore, confluent-kafka, the
 encoders: ~0.4 s of CPU per worker, paid while the JVM is still warming up). Imported
 here once, the workers inherit them. These imports start no thread (forking after one
 would be unsafe); ``tests/unit/archiver/test_spark.py`` checks that. Only what tasks run
