@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver import spool, topics
+from kafka_archive.archiver import spool, tasktime, topics
 from kafka_archive.archiver.errors import ArchiveError
 from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.model import TopicPartition
@@ -293,7 +292,7 @@ def map_units(
                 units = [dataclasses.replace(cast(Any, u), progress_to=address) for u in units]
             if spark is None:
                 return list(task(units))
-            timed = functools.partial(_timed, task)
+            timed = functools.partial(tasktime.timed, task)
             if pack is None:
                 collected = (
                     spark.context.parallelize(list(units), len(units))
@@ -307,24 +306,11 @@ def map_units(
             progress.units_ended()
 
 
-@dataclass(frozen=True, slots=True)
-class TaskTime:
-    """The last element a Spark task yields: its wall time in the worker."""
-
-    seconds: float
-
-
-def _timed(task: Callable[[Iterable[U]], Iterable[R]], units: Iterable[U]) -> Iterator[Any]:
-    started = time.monotonic()
-    yield from task(units)
-    yield TaskTime(time.monotonic() - started)
-
-
 def _untimed(collected: list[Any], busy: list[float] | None) -> list[Any]:
     """The results without the tasks' :class:`TaskTime` (given to ``busy``)."""
     if busy is not None:
-        busy.extend(r.seconds for r in collected if isinstance(r, TaskTime))
-    return [r for r in collected if not isinstance(r, TaskTime)]
+        busy.extend(r.seconds for r in collected if isinstance(r, tasktime.TaskTime))
+    return [r for r in collected if not isinstance(r, tasktime.TaskTime)]
 
 
 def _packed(
@@ -336,17 +322,12 @@ def _packed(
 ) -> list[R]:
     groups = pack(units, context.defaultParallelism)
     flat = [unit for group in groups for unit in group]
-    results = context.parallelize(groups, len(groups)).flatMap(_group).mapPartitions(task)
+    results = context.parallelize(groups, len(groups)).flatMap(tasktime.group).mapPartitions(task)
     position = {id(unit): i for i, unit in enumerate(units)}
     ordered: list[Any] = [None] * len(units)
     for unit, result in zip(flat, _untimed(results.collect(), busy), strict=True):
         ordered[position[id(unit)]] = result
     return ordered
-
-
-def _group(group: list[U]) -> list[U]:
-    """One Spark element per group (``parallelize`` slices one element per task)."""
-    return group
 
 
 class Failed(Protocol):

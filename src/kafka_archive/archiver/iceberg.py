@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
+import botocore.session
 
 from kafka_archive.archiver.errors import (
     ArchiveError,
@@ -125,7 +125,7 @@ def s3_properties(s3: S3Settings) -> dict[str, str]:
     props: dict[str, str] = {}
     if s3.endpoint_url:
         props["s3.endpoint"] = s3.endpoint_url
-    region = s3.region or boto3.session.Session().region_name
+    region = s3.region or botocore.session.Session().get_config_variable("region")
     if region:
         props["s3.region"] = region
     if s3.addressing_style == "virtual":

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_archive.kcql.compile import compile_statements
 from kafka_archive.kcql.errors import KcqlError, KcqlSemanticError, KcqlSyntaxError
-from kafka_archive.kcql.parser import parse_tree
 from kafka_archive.kcql.plan import (
     Codecs,
     Compression,
@@ -37,7 +35,6 @@ from kafka_archive.kcql.plan import (
     TemplateText,
 )
 from kafka_archive.kcql.render import render, render_field, render_template
-from kafka_archive.kcql.transform import ToSyntax
 
 __all__ = [
     "Codecs",
@@ -81,6 +78,12 @@ def parse(text: str, *, source: str = "kcql") -> Plan:
         KcqlSyntaxError: the text does not follow the grammar.
         KcqlSemanticError: it parses but cannot be archived as written.
     """
+    # Imported here: the plan types above are all a Spark worker needs, and the parser
+    # (Lark and the grammar) is no part of that (``archiver/spark_daemon.py``).
+    from kafka_archive.kcql.compile import compile_statements
+    from kafka_archive.kcql.parser import parse_tree
+    from kafka_archive.kcql.transform import ToSyntax
+
     try:
         tree = parse_tree(text)
         statements = ToSyntax().transform(tree)

@@ -8,7 +8,6 @@ of the grammar's own terminals, so render and parse cannot drift apart.
 
 from __future__ import annotations
 
-from kafka_archive.kcql.parser import can_be_bare
 from kafka_archive.kcql.plan import (
     FieldRef,
     Placeholder,
@@ -51,6 +50,14 @@ def render_topic(topic: str) -> str:
 def render_name(name: str) -> str:
     """One path segment or alias, back-ticked when it cannot be written bare."""
     return name if can_be_bare("NAME", name) else f"`{name}`"
+
+
+def can_be_bare(terminal: str, text: str) -> bool:
+    """:func:`kafka_archive.kcql.parser.can_be_bare`, imported on first use: the plan types
+    (and so this module, through the package) must import without Lark."""
+    from kafka_archive.kcql.parser import can_be_bare as bare
+
+    return bare(terminal, text)
 
 
 def render_field(ref: FieldRef) -> str:

@@ -20,9 +20,22 @@ def test_daemon_module_starts_no_thread_before_forking_workers() -> None:
     # The daemon forks a worker per task; a thread alive at fork time would leave its locks
     # held forever in the child. Importing the module must leave the process single-threaded.
     count = _run(
-        "import os, kafka_archive.archiver.spark_daemon;print(len(os.listdir('/proc/self/task')))"
+        "import os, kafka_archive.archiver.spark_daemon as d; d.prepare();"
+        "print(len(os.listdir('/proc/self/task')))"
     )
     assert count == "1"
+
+
+def test_the_workers_import_no_planning_code() -> None:
+    # The daemon's imports are what every worker inherits: the task's modules, not KCQL's
+    # parser (Lark), the driver's planning or Spark's start.
+    out = _run(
+        "import sys, kafka_archive.archiver.spark_daemon as d; d.prepare();"
+        "print(sorted(m for m in ('lark', 'kafka_archive.kcql.parser', 'kafka_archive.archiver."
+        "driver', 'kafka_archive.archiver.job', 'kafka_archive.archiver.spark', 'pyarrow')"
+        " if m in sys.modules))"
+    )
+    assert out == "[]"
 
 
 def test_daemon_module_preloads_task_code_and_serves_pyspark_manager() -> None:

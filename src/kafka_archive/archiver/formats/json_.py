@@ -103,11 +103,13 @@ def encode_values(values: Sequence[bytes | None]) -> EncodedBatch:
             collections.deque(map(_parser().parse, present), maxlen=0)
             # Values a line each; the trailing empty value ends the last line.
             joined = b"\n".join([*present, b""])
+            # The values' first and last bytes, gathered in C (half the cost of asking
+            # each value startswith/endswith).
+            edges = bytes(map(_FIRST, present)) + bytes(map(_LAST, present))
             clean = (
                 not any(map(operator.contains, present, repeat(_NEWLINE)))
                 and b"\r" not in joined
-                and not any(map(bytes.startswith, present, repeat(_BLANK)))
-                and not any(map(bytes.endswith, present, repeat(_BLANK)))
+                and not any(map(edges.__contains__, _BLANK))
             )
         except Exception:  # not strict JSON (NaN, big integers, ...) or bytes-like values
             clean = False
@@ -119,6 +121,7 @@ def encode_values(values: Sequence[bytes | None]) -> EncodedBatch:
 _NEWLINE = ord("\n")
 # What bytes.strip() would remove from a value simdjson accepts without a line break.
 _BLANK = (b" ", b"\t")
+_FIRST, _LAST = operator.itemgetter(0), operator.itemgetter(-1)
 _local = threading.local()
 
 
