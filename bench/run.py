@@ -16,7 +16,8 @@ Shapes (``BENCH_SHAPE``):
   ``BENCH_FOLLOW_ACTIVE`` of the topic's ``BENCH_FOLLOW_PARTITIONS`` partitions (default 4 of
   4; e.g. 4 of 1,000: a wide topic where few partitions receive records; a warm-up record
   goes to every partition first, so each has a state), and a poller reads the active
-  partitions' state objects every 0.1 s: a
+  partitions' state objects every 0.1 s (on 4 threads; its round, reported, is the
+  latencies' resolution): a
   record is committed once its partition's state has moved past its offset (from then on
   ``cat`` and any reader of the state see it, and no run archives it again). Reported: the
   latency from produce (the record's timestamp) to committed, p50/p99/max, and the
