@@ -180,13 +180,14 @@ def test_a_writer_rolled_early_keeps_the_commit_cut_exact(
     ):
         chunks.add(Record("t", 0, offset, ts, None, json.dumps({"k": k}).encode(), ()))
     # c (offset 2) evicted a (offset 0); the second a (offset 5) evicted b (offsets 1, 3).
-    uploaded = [(o.first_offset, o.last_offset) for o in chunks.lifecycle.uploaded()]
-    assert uploaded == [(0, 0), (1, 3)]
+    # Evicted objects are closed and wait to be marked and uploaded together.
+    assert chunks.lifecycle.uploaded() == ()
     cut = chunks.finish(6, young_after_ms=5_000)
     # Open at the end: c [2, 4] and a [5, 5], both young. c cannot be held back (b, already
-    # uploaded, ends at 3 > 2): it is flushed and a held back, so the cut is 5.
+    # rolled, ends at 3 > 2): it is flushed and a held back, so the cut is 5.
     assert cut == 5
     uploaded = [(o.first_offset, o.last_offset) for o in chunks.lifecycle.uploaded()]
+    assert uploaded == [(0, 0), (1, 3), (2, 4)]
     assert all(last < cut for _, last in uploaded), (uploaded, cut)
     # Offsets 0..4 in the uploaded objects, each once (a: 0; b: 1, 3; c: 2, 4), 5 held back.
     assert sum(o.records for o in chunks.lifecycle.uploaded()) == cut

@@ -106,3 +106,25 @@ def test_recovery_deletes_only_objects_at_or_beyond_the_committed_offset(
     assert result.cleared_markers == 3
     left = [o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket).get("Contents", [])]
     assert left == [keys[0]], "committed object kept, orphans and all markers removed"
+
+
+def test_recovery_judges_each_object_of_a_marker_that_names_several(
+    store: S3Store, bucket: Callable[..., str], s3_client: Any
+) -> None:
+    """One marker for a unit's small objects: each is judged by its own first offset."""
+    target = Target(bucket(), "archive")
+    keys = {
+        30: "archive/orders(0_000000000030).json",
+        50: "archive/orders(0_000000000050).json",
+        70: "archive/orders(0_000000000070).json",
+    }
+    pending.mark_all(store, target, "job", TP, [(k, s) for s, k in keys.items()], "run-x")
+    for key in keys.values():
+        s3_client.put_object(Bucket=target.bucket, Key=key, Body=b"{}\n")
+
+    result = pending.recover(store, target, "job", TP, _state(50, "run-done"))
+
+    assert sorted(result.deleted_objects) == sorted([keys[50], keys[70]])
+    assert result.cleared_markers == 1
+    left = [o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket).get("Contents", [])]
+    assert left == [keys[30]], "the object below the commit kept, the others and the marker gone"

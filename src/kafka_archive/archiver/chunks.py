@@ -2,8 +2,12 @@
 
 A chunk lives in a local spool file while it is written; when it is rolled it is closed,
 its intent marker is written, it is uploaded whole, and its spool file is removed (the
-stages of :mod:`.lifecycle`). Chunk boundaries depend only on the records and the flush
-policy, so every attempt of a unit writes the same keys.
+stages of :mod:`.lifecycle`). Closed chunks wait in their spool files to be marked together:
+one marker for up to :data:`MARK_OBJECTS` objects or :data:`MARK_BYTES` bytes, or all a
+unit's objects when they are small (a follow batch rolling an object a second per
+partition), then uploaded; a chunk whose multipart upload started goes at once, with those
+before it. Chunk boundaries depend only on the records and the flush policy, so every
+attempt of a unit writes the same keys.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ _SPOOL_BUFFER = 64 * 1024
 # Open objects per task at most (settings.max_open_writers): memory and file descriptors
 # stay flat however many distinct PARTITIONBY values a partition holds.
 MAX_OPEN = 64
+# Closed objects marked together (one intent marker, one request) at most, and their bytes:
+# what waits in the spool before its upload stays bounded.
+MARK_OBJECTS = 64
+MARK_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -63,6 +71,16 @@ class OpenChunk:
 
     def stats(self) -> flush.ChunkStats:
         return flush.ChunkStats(self.records, self.writer.bytes_written(), self.first_timestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Closed:
+    """A rolled chunk waiting in its spool file to be marked and uploaded."""
+
+    chunk: OpenChunk
+    keys: tuple[str, ...]  # the object, and its block index when it has one
+    written: ObjectWritten
+    index: bytes | None
 
 
 class ChunkSet:
@@ -101,6 +119,9 @@ class ChunkSet:
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
         self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
+        # Rolled chunks not yet marked (in roll order), and their bytes.
+        self._closed: list[_Closed] = []
+        self._closed_bytes = 0
         # The latest writer of each group: the next object starts from its schema.
         self._previous: dict[tuple[str | None, ...], FormatWriter] = {}
         self._evolves = evolution.evolves(unit.route)
@@ -206,8 +227,10 @@ class ChunkSet:
 
     def bytes_so_far(self) -> int:
         """Bytes of the objects written so far, and encoded into the open ones (progress)."""
-        return sum(o.size for o in self.lifecycle.uploaded()) + sum(
-            c.writer.bytes_written() for c in self._open.values()
+        return (
+            sum(o.size for o in self.lifecycle.uploaded())
+            + self._closed_bytes
+            + sum(c.writer.bytes_written() for c in self._open.values())
         )
 
     def _stream(self, chunk: OpenChunk) -> None:
@@ -256,20 +279,25 @@ class ChunkSet:
         return chunk
 
     def _roll(self, values: tuple[str | None, ...]) -> None:
+        """Close the chunk of ``values``; it waits with the other closed ones to be marked
+        and uploaded (:meth:`_upload_closed`, at once when the batch is full or its
+        multipart upload started)."""
         chunk = self._open.pop(values)
         try:
             if chunk.records == 0:
                 self.lifecycle.discard(chunk.key)
+                chunk.file.close()
+                chunk.path.unlink(missing_ok=True)
                 return
             chunk.writer.close()
             if chunk.compressor is not None:
                 chunk.compressor.close()  # writes the trailer; leaves the file open
             chunk.file.close()
-            bucket = self._unit.route.target.bucket
             keys = [chunk.key]
+            index = None
             if isinstance(chunk.compressor, BlockGzipSink):
                 keys.append(index_key(chunk.key))
-            self.lifecycle.mark(keys, chunk.first_offset)
+                index = index_document(chunk.compressor.blocks)
             written = ObjectWritten(
                 key=chunk.key,
                 first_offset=chunk.first_offset,
@@ -277,32 +305,58 @@ class ChunkSet:
                 records=chunk.records,
                 size=chunk.path.stat().st_size,
             )
-            upload = chunk.upload
-            if upload is not None and upload.started:
-                self.lifecycle.create(chunk.key, lambda: upload.complete(written.size), written)
-            else:
-                path = chunk.path
-                self.lifecycle.create(
-                    chunk.key, lambda: self._store.upload_file(bucket, chunk.key, path), written
-                )
-            if isinstance(chunk.compressor, BlockGzipSink):
-                index = index_document(chunk.compressor.blocks)
-                self.lifecycle.create(
-                    keys[1], lambda: self._store.put_bytes(bucket, keys[1], index)
-                )
         except BaseException:
-            if chunk.upload is not None:
-                chunk.upload.abort()
-            if self.lifecycle.stage(chunk.key) is Stage.WRITING:
-                self.lifecycle.discard(chunk.key)
+            self._drop(chunk)
             raise
-        finally:
+        self._closed.append(_Closed(chunk, tuple(keys), written, index))
+        self._closed_bytes += written.size
+        streaming = chunk.upload is not None and chunk.upload.started
+        if streaming or len(self._closed) >= MARK_OBJECTS or self._closed_bytes >= MARK_BYTES:
+            self._upload_closed()
+
+    def _upload_closed(self) -> None:
+        """Mark the closed chunks (one marker for all), then upload each, create-only."""
+        closed, self._closed, self._closed_bytes = self._closed, [], 0
+        bucket = self._unit.route.target.bucket
+        try:
+            self.lifecycle.mark_all(
+                [(key, c.written.first_offset) for c in closed for key in c.keys]
+            )
+            for c in closed:
+                upload = c.chunk.upload
+                send = (
+                    functools.partial(upload.complete, c.written.size)
+                    if upload is not None and upload.started
+                    else functools.partial(
+                        self._store.upload_file, bucket, c.chunk.key, c.chunk.path
+                    )
+                )
+                self.lifecycle.create(c.chunk.key, send, c.written)
+                if c.index is not None:
+                    put = functools.partial(self._store.put_bytes, bucket, c.keys[1], c.index)
+                    self.lifecycle.create(c.keys[1], put)
+                c.chunk.path.unlink(missing_ok=True)
+        except BaseException:
+            for c in closed:
+                self._drop(c.chunk)
+            raise
+
+    def _drop(self, chunk: OpenChunk) -> None:
+        """A chunk that will not be uploaded: its multipart upload aborted, dropped if still
+        being written (a marked one stays marked: recovery's), its spool file removed."""
+        stage = self.lifecycle.stage(chunk.key)
+        if chunk.upload is not None and stage is not Stage.UPLOADED:
+            chunk.upload.abort()
+        if stage is Stage.WRITING:
+            self.lifecycle.discard(chunk.key)
+        with contextlib.suppress(OSError):
             chunk.file.close()
-            chunk.path.unlink(missing_ok=True)
+        chunk.path.unlink(missing_ok=True)
 
     def flush_all(self) -> None:
-        """Roll every open chunk, oldest first (the end of a bounded run)."""
+        """Roll every open chunk, oldest first, and upload them (the end of a bounded run)."""
         self._roll_before(None)
+        self._upload_closed()
 
     def _roll_before(self, cut: int | None) -> None:
         """Roll the open chunks whose first offset is before ``cut`` (all with None), oldest
@@ -324,12 +378,17 @@ class ChunkSet:
                 flush.OpenSpan(c.first_offset, c.last_offset, c.first_timestamp)
                 for c in self._open.values()
             ]
-            # The last offset in any object uploaded so far (start - 1 before the first).
+            # The last offset in any object rolled so far (start - 1 before the first).
             written_end = max(
-                (o.last_offset for o in self.lifecycle.uploaded()), default=self._unit.start - 1
+                (
+                    *(o.last_offset for o in self.lifecycle.uploaded()),
+                    *(c.written.last_offset for c in self._closed),
+                ),
+                default=self._unit.start - 1,
             )
             cut = flush.commit_cut(spans, written_end, stop, young_after_ms)
         self._roll_before(cut)
+        self._upload_closed()
         self.discard_all()  # what is left starts at or after the cut: held back
         return cut
 
@@ -343,9 +402,12 @@ class ChunkSet:
         self.lifecycle.discard(chunk.key)
 
     def discard_all(self) -> None:
-        """Drop every open chunk without uploading (held back, or a failed unit)."""
+        """Drop every open or closed chunk not uploaded yet (held back, or a failed unit)."""
         for values in list(self._open):
             self._discard(values)
+        closed, self._closed, self._closed_bytes = self._closed, [], 0
+        for c in closed:
+            self._drop(c.chunk)
 
 
 def _interval_cut(

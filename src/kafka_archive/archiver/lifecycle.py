@@ -17,7 +17,8 @@
 - ``UPLOADED``: created, never overwriting (:meth:`.UnitFencing.create`), beyond the
   partition's committed offset.
 - ``COMMITTED``: the partition state's next offset covers it (``If-Match`` on the ETag the run
-  fenced it with), its marker cleared.
+  fenced it with); its marker is stale, cleared by whoever committed (the driver clears
+  the markers of a whole batch's units in one bulk delete).
 
 Who moves them: :class:`.chunks.ChunkSet` opens, discards, marks and creates its objects and
 their block indexes; :mod:`.task` marks and creates the dead letters and commits a unit that
@@ -91,6 +92,7 @@ class Lifecycle:
         self._marked: list[str] = []  # in the order their markers were written
         self._uploaded: list[str] = []  # data objects, in upload order
         self._committed = False  # a unit commits once, at its end
+        self.committed_markers: tuple[str, ...] = ()  # stale once committed
 
     @property
     def commits_here(self) -> bool:
@@ -112,24 +114,30 @@ class Lifecycle:
 
     def mark(self, keys: Sequence[str], first_offset: int) -> None:
         """Record the intent to upload ``keys`` (an object and its block index) whose
-        records start at ``first_offset``: a lease proof, then a marker each."""
-        for key in keys:
+        records start at ``first_offset``: a lease proof, then one marker."""
+        self.mark_all([(key, first_offset) for key in keys])
+
+    def mark_all(self, objects: Sequence[tuple[str, int]]) -> None:
+        """Record the intent to upload each ``(key, first offset)`` of ``objects``: a lease
+        proof, then one marker naming them all (one request however many objects)."""
+        for key, _ in objects:
             self._check(key, Stage.MARKED)
+        if not objects:
+            return
         self._fencing.check()
         unit = self._unit
-        for key in keys:
-            marker = None
-            if self._keeps_markers:
-                marker = pending.mark(
-                    self._store,
-                    unit.route.target,
-                    unit.job,
-                    unit.tp,
-                    first_offset,
-                    key,
-                    unit.run_id,
-                    unit.epoch,
-                )
+        marker = None
+        if self._keeps_markers:
+            marker = pending.mark_all(
+                self._store,
+                unit.route.target,
+                unit.job,
+                unit.tp,
+                objects,
+                unit.run_id,
+                unit.epoch,
+            )
+        for key, _ in objects:
             self._move(key, Stage.MARKED).marker = marker
             self._marked.append(key)
 
@@ -152,15 +160,19 @@ class Lifecycle:
         """The markers of the objects marked and not committed: a piece hands them to the
         driver, which clears them once it commits."""
         return tuple(
-            marker
-            for k in self._marked
-            if (o := self._objects[k]).stage is not Stage.COMMITTED
-            and (marker := o.marker) is not None
+            dict.fromkeys(
+                marker
+                for k in self._marked
+                if (o := self._objects[k]).stage is not Stage.COMMITTED
+                and (marker := o.marker) is not None
+            )
         )
 
-    def commit(self, next_offset: int) -> None:
+    def commit(self, next_offset: int) -> checkpoint.LoadedState | None:
         """Advance the partition state to ``next_offset`` over the uploaded objects, after
-        a lease proof; then their markers are cleared."""
+        a lease proof; returns the state written and its ETag (None: not known). Their
+        markers are stale from here on: :attr:`committed_markers` names them, for the
+        caller to clear (the driver, in bulk)."""
         if not self.commits_here:
             raise IllegalMove(f"{self._unit.tp}: this unit's commit is the driver's")
         if self._committed:
@@ -171,18 +183,16 @@ class Lifecycle:
             if found.written is not None and found.written.last_offset >= next_offset:
                 raise IllegalMove(f"{key} ends at or after the commit offset {next_offset}")
         self._fencing.check()
-        commit_state(
-            self._store,
-            self._unit,
-            self._unit.start,
-            next_offset,
-            self.uploaded(),
-            self.markers(),
+        markers = self.markers()
+        written = commit_state(
+            self._store, self._unit, self._unit.start, next_offset, self.uploaded()
         )
         self._committed = True
+        self.committed_markers = markers
         for found in self._objects.values():
             if found.stage is Stage.UPLOADED:
                 found.stage = Stage.COMMITTED
+        return written
 
     def _check(self, key: str, to: Stage) -> None:
         if self._committed:
@@ -206,11 +216,12 @@ def commit_state(
     start: int,
     next_offset: int,
     written: Sequence[ObjectWritten],
-    marker_keys: Sequence[str],
-) -> None:
+) -> checkpoint.LoadedState | None:
     """Advance the partition of ``unit`` from ``start`` (where the run began it) to
     ``next_offset`` over the objects ``written`` (conditional on the ETag the run planned
-    with), then clear their intent markers. The caller proved the lease just before."""
+    with); returns the state written and its ETag (None: not known). The caller proved
+    the lease just before, and clears the objects' intent markers after (a leftover one is
+    harmless: the next run's recovery ignores markers below the committed offset)."""
     state = checkpoint.PartitionState(
         next_offset=next_offset,
         run_id=unit.run_id,
@@ -222,9 +233,6 @@ def commit_state(
         epoch=unit.epoch,
         commits=checkpoint.append_commit(unit.commits, start, unit.epoch),
     )
-    checkpoint.commit(
+    return checkpoint.commit(
         store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag
     )
-    # Markers of committed objects are stale now; a leftover one is harmless (the next
-    # run's recovery ignores markers below the committed offset).
-    pending.clear(store, unit.route.target, list(marker_keys))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka_archive.kcql.plan import Route
+
+if TYPE_CHECKING:
+    from kafka_archive.archiver.state.checkpoint import LoadedState
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -99,6 +103,12 @@ class UnitResult:
     marker_keys: tuple[str, ...] = ()
     # Spark tasks that archived this partition in the run (several when it was split).
     tasks: int = 1
+    # The partition state the unit committed, with the ETag its write returned (None: not
+    # known): a follow session's next batch plans from it without reading it again.
+    state: LoadedState | None = None
+    # Intent markers of the objects the unit committed: stale, cleared by the driver in one
+    # bulk delete per batch (``session.clear_markers``), not one request per unit.
+    committed_markers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,6 +181,7 @@ class Session:
             self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
         )
         _commit_group(self.admin, done)
+        clear_markers(self.store, self.plan, done)
         ended = time.monotonic()
         outcome = RunResult(
             job=self.job,
@@ -218,7 +219,11 @@ class Session:
             )
             gaps.result = outcome
             raise gaps
-        self._known, self._known_under = dict(work.settled), tenure
+        # What this batch left as it knows it: the partitions planning settled, and those
+        # whose units committed (the state written, with the ETag their PUT returned).
+        kept = dict(work.settled)
+        kept.update({(u.route_index, u.tp): u.state for u in done if u.state is not None})
+        self._known, self._known_under = kept, tenure
         return outcome
 
 
@@ -370,6 +375,23 @@ def follow(
         objects=objects,
         seconds=time.monotonic() - begun,
     )
+
+
+def clear_markers(store: S3Store, plan: Plan, done: list[UnitResult]) -> None:
+    """Delete the intent markers of what the units committed: one bulk delete per bucket
+    (up to 1,000 keys a request), not one per unit. Stale markers are harmless (recovery
+    ignores those below the committed offset): a failure to delete them is logged, and the
+    next batch's recovery removes them."""
+    by_bucket: dict[str, list[str]] = {}
+    for unit in done:
+        if unit.committed_markers:
+            bucket = plan.routes[unit.route_index].target.bucket
+            by_bucket.setdefault(bucket, []).extend(unit.committed_markers)
+    for bucket, keys in by_bucket.items():
+        try:
+            store.delete(bucket, keys)
+        except ArchiveError as exc:
+            log.warning("could not clear %d stale intent marker(s): %s", len(keys), exc)
 
 
 def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:

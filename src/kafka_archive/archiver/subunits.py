@@ -31,6 +31,7 @@ from kafka_archive.archiver.lifecycle import commit_state
 from kafka_archive.archiver.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.task import UnitFailure
@@ -117,12 +118,12 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
     fenced = [f for f in failures if f.error_type == "FencedError"]
     failure = next(iter(fenced or failures), None)
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
+    state: checkpoint.LoadedState | None = None
     if cut > start:
         try:
             UnitFencing(store, first).check()
-            commit_state(
-                store, first, start, cut, written, [k for r in taken for k in r.marker_keys]
-            )
+            state = commit_state(store, first, start, cut, written)
+            pending.clear(store, first.route.target, [k for r in taken for k in r.marker_keys])
         except errors.ArchiveError as exc:
             return UnitFailure(
                 first.route_index, first.tp, type(exc).__name__, exc.message, exc.offset, exc.hint
@@ -141,6 +142,7 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
         dead_letter_key=next((r.dead_letter_key for r in taken if r.dead_letter_key), None),
         s3_retries=sum(r.s3_retries for r in taken),
         tasks=len(pieces),
+        state=state,
     )
     if failure is not None:
         return dataclasses.replace(failure, committed=result if cut > start else None)

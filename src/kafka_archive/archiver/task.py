@@ -73,8 +73,9 @@ def _commit(
     written = lifecycle.uploaded()
     records = sum(o.records for o in written)
     size = sum(o.size for o in written)
+    state = None
     if next_offset > unit.start and lifecycle.commits_here:
-        lifecycle.commit(next_offset)
+        state = lifecycle.commit(next_offset)
     return UnitResult(
         route_index=unit.route_index,
         tp=unit.tp,
@@ -90,6 +91,8 @@ def _commit(
         s3_retries=store.retries,
         # A sub-unit leaves its markers to the driver, which commits it in offset order.
         marker_keys=lifecycle.markers() if unit.deferred else (),
+        state=state,
+        committed_markers=lifecycle.committed_markers,
     )
 
 

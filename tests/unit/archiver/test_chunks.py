@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,36 @@ def test_json_batches_keep_what_single_values_keep() -> None:
     )
     with pytest.raises(BadRecordError):
         json_.encode_values([b"1", b"{"])
+
+
+class OrderedStore(FakeStore):
+    """A FakeStore that remembers the order keys were written in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
+        self.order.append(key)
+        super().put_bytes(bucket, key, body)
+
+    def upload_file(self, bucket: str, key: str, path: Path) -> None:
+        self.order.append(key)
+        super().upload_file(bucket, key, path)
+
+
+def test_small_objects_are_marked_together_before_their_uploads(tmp_path: Path) -> None:
+    """100 one-record objects: two markers (64 objects, then the rest at the end), each
+    written before the objects it names, and every object named by one."""
+    store = OrderedStore()
+    chunks = ChunkSet(_unit("JSON", 1, 10**6, 3600), store, str(tmp_path))  # type: ignore[arg-type]
+    assert chunks.add_batch(Batch([FakeMessage(i, b"1", 5) for i in range(100)]))
+    chunks.flush_all()
+    markers = [k for k in store.order if "/.kafka-archive/pending/" in k]
+    named = {m: [k for k, _ in json.loads(store.objects[m])["objects"]] for m in markers}
+    assert [len(keys) for keys in named.values()] == [64, 36]
+    assert sorted(k for keys in named.values() for k in keys) == sorted(_data(store))
+    for marker, keys in named.items():
+        assert all(store.order.index(marker) < store.order.index(k) for k in keys)
+    assert len(chunks.lifecycle.uploaded()) == 100
+    assert not list(tmp_path.iterdir()), "no spool file left"

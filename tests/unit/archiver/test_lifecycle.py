@@ -44,10 +44,15 @@ class FakeStore:
             self.objects.pop(key, None)
 
     def marked(self) -> dict[str, str]:
-        """Object key -> its marker's key, for the markers in S3."""
-        return {
-            json.loads(body)["key"]: key for key, body in self.objects.items() if MARKERS in key
-        }
+        """Object key -> its marker's key, for the markers in S3 (one names one object, or
+        several under ``objects``)."""
+        found: dict[str, str] = {}
+        for key, body in self.objects.items():
+            if MARKERS in key:
+                doc = json.loads(body)
+                for name, _ in doc.get("objects", [[doc["key"], doc["start"]]]):
+                    found[name] = key
+        return found
 
 
 class FakeFencing:
@@ -95,25 +100,36 @@ def test_an_object_moves_from_its_spool_file_to_the_commit() -> None:
     _upload(life, store, "arch/t/0/0.json", _written("arch/t/0/0.json", 0, 9))
     _upload(life, store, "arch/t/0/0.json.index", None)
     assert life.uploaded() == (_written("arch/t/0/0.json", 0, 9),)  # data objects only
-    assert len(life.markers()) == 2
-    life.commit(10)
+    (marker,) = life.markers()  # one marker names both
+    written = life.commit(10)
+    assert written is not None and written.etag == "etag" and written.state is not None
+    assert written.state.next_offset == 10
     assert life.stage("arch/t/0/0.json") is Stage.COMMITTED
-    assert life.markers() == () and store.marked() == {}
-    marker, index_marker = (c for c in store.calls if c.startswith(f"put arch{MARKERS}"))
-    # A lease proof before the markers, before each upload and before the commit; the
-    # markers before the uploads, the state before the markers are cleared.
+    # The commit leaves the stale marker to its caller (the driver clears a batch's at once).
+    assert life.markers() == () and life.committed_markers == (marker,)
+    # A lease proof before the marker, before each upload and before the commit; the
+    # marker before the uploads.
     assert store.calls == [
         "lease",
-        marker,
-        index_marker,
+        f"put {marker}",
         "lease",
         "put arch/t/0/0.json",
         "lease",
         "put arch/t/0/0.json.index",
         "lease",
         "state 10",
-        "delete 2",
     ]
+
+
+def test_objects_marked_together_share_one_marker_naming_each_with_its_offset() -> None:
+    life, store = _lifecycle()
+    for key in ("a", "b", "c"):
+        life.open(key)
+    life.mark_all([("a", 0), ("b", 10), ("c", 20)])
+    (marker,) = life.markers()
+    assert store.marked() == {"a": marker, "b": marker, "c": marker}
+    assert json.loads(store.objects[marker])["objects"] == [["a", 0], ["b", 10], ["c", 20]]
+    assert [c for c in store.calls if c.startswith("put")] == [f"put {marker}"]
 
 
 def test_an_iceberg_route_keeps_no_markers_and_leaves_the_commit_to_the_driver() -> None:
@@ -150,6 +166,7 @@ def _apply(life: Lifecycle, store: FakeStore, op: str, key: str) -> None:
         _upload(life, store, key, _written(key, first, first + 9))
     else:
         life.commit(COMMIT)
+        store.delete("bkt", list(life.committed_markers))  # the driver's bulk clear
 
 
 KEYS = ("a", "b", "c")

@@ -129,20 +129,21 @@ def commit(
     new: PartitionState,
     *,
     expected_etag: str | None,
-) -> None:
-    """Advance the partition state iff nobody else moved it since it was loaded.
+) -> LoadedState | None:
+    """Advance the partition state iff nobody else moved it since it was loaded; returns
+    the state written with its new ETag (None when another attempt wrote it: ETag unknown).
 
     A lost race is fine when the winner is another attempt of the same run that committed
     the same offset (Spark task retry or speculative copy): both wrote identical objects.
     """
     key = state_key(target, tp)
     try:
-        store.put_document(target.bucket, key, new.to_json(tp, job), if_match=expected_etag)
+        etag = store.put_document(target.bucket, key, new.to_json(tp, job), if_match=expected_etag)
     except PreconditionFailed:
         current = load(store, target, job, tp).state
         same_run = current is not None and current.run_id == new.run_id
         if same_run and current is not None and current.next_offset == new.next_offset:
-            return
+            return None
         if current is not None and current.epoch > new.epoch:
             raise lease.fenced(
                 f"{tp}: a run with a newer lease ({current.run_id or 'starting'}) fenced the "
@@ -155,6 +156,7 @@ def commit(
             hint="Two runs writing the same prefix must not overlap; this run's objects beyond the "
             "committed offset will be cleaned up by the next run",
         ) from None
+    return LoadedState(new, etag)
 
 
 def fence(

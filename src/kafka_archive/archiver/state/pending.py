@@ -1,5 +1,6 @@
 """Intent markers: before an object is uploaded, a marker naming it (and its writer: run
-and fencing epoch) is written.
+and fencing epoch) is written. One marker may name several objects (a unit's small objects,
+marked together before they are uploaded), each with its first offset.
 
 A run that crashes (or is fenced) after uploading but before committing leaves objects
 behind. The next run lists this partition's markers (one small listing, however many
@@ -60,10 +61,36 @@ def mark(
     epoch: int = 0,
 ) -> str:
     """Record the intent to upload ``key``; returns the marker's own key."""
+    return mark_all(store, target, job, tp, [(key, start)], run, epoch)
+
+
+def mark_all(
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    objects: Sequence[tuple[str, int]],
+    run: str,
+    epoch: int = 0,
+) -> str:
+    """Record the intent to upload each ``(key, first offset)`` of ``objects`` in one marker
+    (named by the first); returns the marker's own key."""
+    key, start = objects[0]
     mkey = marker_key(target, tp, start, key)
-    body = json.dumps({"key": key, "start": start, "run": run, "epoch": epoch, "job": job}).encode()
+    fields: dict[str, object] = {"key": key, "start": start, "run": run, "epoch": epoch}
+    if len(objects) > 1:
+        fields["objects"] = [[k, s] for k, s in objects]
+    body = json.dumps({**fields, "job": job}).encode()
     store.put_bytes(target.bucket, mkey, body)
     return mkey
+
+
+def marked_objects(body: dict[str, object]) -> list[tuple[str, int]]:
+    """The ``(key, first offset)`` of each object a marker's body names."""
+    many = body.get("objects")
+    if isinstance(many, list):
+        return [(str(k), int(s)) for k, s in many]
+    return [(str(body["key"]), int(str(body["start"])))]
 
 
 def markers(store: S3Store, target: Target, job: str, tp: TopicPartition) -> list[Marker]:
@@ -119,18 +146,18 @@ def recover(
         if raw is None:
             continue
         body = json.loads(raw)
-        key = str(body["key"])
-        if marker.start_offset >= committed:
-            orphans.append(key)
-            continue
-        if state is None or body.get("run") == state.run_id:
-            continue  # the committing run's own: committed
-        owner = committed_by(state.commits, marker.start_offset)
-        head = store.head(target.bucket, key) if owner is not None else None
-        if head is not None:
-            wrote = writer_epoch(head.metadata)
-            if wrote is not None and wrote != owner:
-                checked.append((key, head.etag))
+        for key, start in marked_objects(body):
+            if start >= committed:
+                orphans.append(key)
+                continue
+            if state is None or body.get("run") == state.run_id:
+                continue  # the committing run's own: committed
+            owner = committed_by(state.commits, start)
+            head = store.head(target.bucket, key) if owner is not None else None
+            if head is not None:
+                wrote = writer_epoch(head.metadata)
+                if wrote is not None and wrote != owner:
+                    checked.append((key, head.etag))
     before_delete()
     if orphans:
         store.delete(target.bucket, orphans)
