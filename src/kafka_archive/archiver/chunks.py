@@ -75,9 +75,13 @@ class OpenChunk:
 
 @dataclass(frozen=True, slots=True)
 class _Closed:
-    """A rolled chunk waiting in its spool file to be marked and uploaded."""
+    """A rolled chunk waiting in its spool file to be marked and uploaded: only what that
+    needs (its writer, compressor and file are let go: up to :data:`MARK_OBJECTS` of these
+    wait, and a worker's memory must stay flat however many objects it rolls)."""
 
-    chunk: OpenChunk
+    key: str
+    path: Path
+    upload: StreamingUpload | None
     keys: tuple[str, ...]  # the object, and its block index when it has one
     written: ObjectWritten
     index: bytes | None
@@ -306,9 +310,11 @@ class ChunkSet:
                 size=chunk.path.stat().st_size,
             )
         except BaseException:
-            self._drop(chunk)
+            self._drop(chunk.key, chunk.path, chunk.upload, chunk.file)
             raise
-        self._closed.append(_Closed(chunk, tuple(keys), written, index))
+        self._closed.append(
+            _Closed(chunk.key, chunk.path, chunk.upload, tuple(keys), written, index)
+        )
         self._closed_bytes += written.size
         streaming = chunk.upload is not None and chunk.upload.started
         if streaming or len(self._closed) >= MARK_OBJECTS or self._closed_bytes >= MARK_BYTES:
@@ -323,35 +329,41 @@ class ChunkSet:
                 [(key, c.written.first_offset) for c in closed for key in c.keys]
             )
             for c in closed:
-                upload = c.chunk.upload
+                upload = c.upload
                 send = (
                     functools.partial(upload.complete, c.written.size)
                     if upload is not None and upload.started
-                    else functools.partial(
-                        self._store.upload_file, bucket, c.chunk.key, c.chunk.path
-                    )
+                    else functools.partial(self._store.upload_file, bucket, c.key, c.path)
                 )
-                self.lifecycle.create(c.chunk.key, send, c.written)
+                self.lifecycle.create(c.key, send, c.written)
                 if c.index is not None:
                     put = functools.partial(self._store.put_bytes, bucket, c.keys[1], c.index)
                     self.lifecycle.create(c.keys[1], put)
-                c.chunk.path.unlink(missing_ok=True)
+                c.path.unlink(missing_ok=True)
         except BaseException:
             for c in closed:
-                self._drop(c.chunk)
+                self._drop(c.key, c.path, c.upload)
             raise
 
-    def _drop(self, chunk: OpenChunk) -> None:
+    def _drop(
+        self,
+        key: str,
+        path: Path,
+        upload: StreamingUpload | None,
+        file: BinaryIO | None = None,
+    ) -> None:
         """A chunk that will not be uploaded: its multipart upload aborted, dropped if still
-        being written (a marked one stays marked: recovery's), its spool file removed."""
-        stage = self.lifecycle.stage(chunk.key)
-        if chunk.upload is not None and stage is not Stage.UPLOADED:
-            chunk.upload.abort()
+        being written (a marked one stays marked: recovery's), its spool file (``file``,
+        when still open) closed and removed."""
+        stage = self.lifecycle.stage(key)
+        if upload is not None and stage is not Stage.UPLOADED:
+            upload.abort()
         if stage is Stage.WRITING:
-            self.lifecycle.discard(chunk.key)
-        with contextlib.suppress(OSError):
-            chunk.file.close()
-        chunk.path.unlink(missing_ok=True)
+            self.lifecycle.discard(key)
+        if file is not None:
+            with contextlib.suppress(OSError):
+                file.close()
+        path.unlink(missing_ok=True)
 
     def flush_all(self) -> None:
         """Roll every open chunk, oldest first, and upload them (the end of a bounded run)."""
@@ -407,7 +419,7 @@ class ChunkSet:
             self._discard(values)
         closed, self._closed, self._closed_bytes = self._closed, [], 0
         for c in closed:
-            self._drop(c.chunk)
+            self._drop(c.key, c.path, c.upload)
 
 
 def _interval_cut(
