@@ -41,15 +41,10 @@ work tree.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import hashlib
-import os
 import re
 import shutil
-import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -63,8 +58,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
-from procstat import Usage, measure
+from procstat import Usage, measure, stop_measured
 
+import maven
 from devstack import LOOPBACK, free_port
 
 CONNECT_VERSION = "4.1.1"
@@ -76,8 +72,6 @@ NAME = "camel-s3-sink"
 GROUP = f"connect-{NAME}"  # a sink connector's consumer group
 BATCH_RECORDS = 10_000  # the S3 part number is the record count: at most 10,000
 BATCH_BYTES = 64 * 1024 * 1024
-_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-_COMPLETE = ".complete"
 # The options kafka-run-class.sh and connect-standalone.sh start a worker with.
 _JVM_OPTIONS = (
     "-Xms256M",
@@ -171,62 +165,21 @@ class ConnectRun:
     note: str
 
 
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-archive"
-
-
 def _fetch(artifact: str, dependencies: str, target: Path) -> Path:
     """``target`` filled with the jars of a pom of ``dependencies`` (once; Maven)."""
-    pom_text = _POM.format(artifact=artifact, dependencies=dependencies)
-    digest = hashlib.sha256(pom_text.encode()).hexdigest()
-    marker = target / _COMPLETE
-    if marker.is_file() and marker.read_text().strip() == digest:
-        return target
-    mvn = shutil.which("mvn")
-    if mvn is None or shutil.which("java") is None:
+    if shutil.which("java") is None:
         raise ConnectUnavailable("needs Java 17+ and Maven (apt-get install maven)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
     try:
-        pom = staging / "pom.xml"
-        pom.write_text(pom_text)
-        jars = staging / "jars"
-        try:
-            result = subprocess.run(
-                [
-                    mvn,
-                    "-q",
-                    "-B",
-                    "-f",
-                    str(pom),
-                    f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-                    f"-DoutputDirectory={jars}",
-                    "-DincludeScope=runtime",
-                ],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-        except subprocess.TimeoutExpired:
-            raise ConnectUnavailable(f"Maven did not fetch {artifact} within 15 minutes") from None
-        if result.returncode != 0:
-            lines = (result.stdout + result.stderr).splitlines()
-            tail = next((line for line in lines if "ERROR" in line), lines[-1] if lines else "")
-            raise ConnectUnavailable(f"Maven could not fetch {artifact}: {tail.strip()}")
-        (jars / _COMPLETE).write_text(digest)
-        if target.exists():
-            shutil.rmtree(target)
-        jars.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+        return maven.fetch_jars(_POM.format(artifact=artifact, dependencies=dependencies), target)
+    except maven.MavenMissing:
+        raise ConnectUnavailable("needs Java 17+ and Maven (apt-get install maven)") from None
+    except maven.MavenError as exc:
+        raise ConnectUnavailable(f"Maven could not fetch {artifact}: {exc.first_error()}") from None
 
 
 def ensure_jars() -> tuple[Path, Path]:
     """The worker's class path directory and the ``plugin.path`` holding the S3 sink."""
-    root = cache_root() / f"connect-{CONNECT_VERSION}-camel-{CAMEL_CONNECTOR_VERSION}"
+    root = maven.cache_root() / f"connect-{CONNECT_VERSION}-camel-{CAMEL_CONNECTOR_VERSION}"
     libs = _fetch("connect-worker", _WORKER_DEPENDENCIES, root / "libs")
     _fetch("connect-s3-sink", _PLUGIN_DEPENDENCIES, root / "plugins" / "camel-s3-sink")
     return libs, root / "plugins"
@@ -431,14 +384,7 @@ def run(
         finally:
             # SIGTERM to the worker: it commits, stops its task, whose S3 producer uploads
             # the records it still buffers; SIGKILL to its process group if it does not end.
-            if running:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(running[0].pid, signal.SIGTERM)
-                runner.join(120)
-                if runner.is_alive():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(running[0].pid, signal.SIGKILL)
-            runner.join()
+            stop_measured(running, runner)
     usage = measured[0]
     text = log_path.read_text(errors="replace")
     uploaded = _s3_bytes(s3, BUCKET, PREFIX)

@@ -218,3 +218,20 @@ def measure(
         by_name,
         peak_by_name,
     )
+
+
+def stop_measured(
+    running: Sequence[subprocess.Popen[bytes]], runner: threading.Thread, grace: float = 120
+) -> None:
+    """Stop a process that ``measure`` runs on ``runner`` (``running`` holds it once started):
+    SIGTERM to it alone, as a service manager stops its main process (it finishes its work and
+    stops what it started); SIGKILL to its process group if it has not ended within ``grace``
+    seconds. Returns once ``runner`` has."""
+    if running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(running[0].pid, signal.SIGTERM)
+        runner.join(grace)
+        if runner.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running[0].pid, signal.SIGKILL)
+    runner.join()

@@ -83,7 +83,12 @@ import boto3
 import connect_peer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from procstat import Usage, become_subreaper, measure  # bench/, the script's directory
+from procstat import (  # bench/, the script's directory
+    Usage,
+    become_subreaper,
+    measure,
+    stop_measured,
+)
 
 from devstack import (
     LOOPBACK,
@@ -878,14 +883,7 @@ def bench_follow(
             # SIGTERM to the driver alone, as a service manager stopping its main process
             # does: it finishes the batch and stops Spark. The process group (the JVM, the
             # workers) is killed only if it does not end by itself.
-            if running:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(running[0].pid, signal.SIGTERM)
-                runner.join(120)
-                if runner.is_alive():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(running[0].pid, signal.SIGKILL)
-            runner.join()
+            stop_measured(running, runner)
     usage = measured[0]
     latencies = [poller.latency(p, o, at) for p, o, at in sent]
     known = [x for x in latencies if x is not None]

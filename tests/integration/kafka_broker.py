@@ -15,23 +15,20 @@ Run ``python tests/integration/kafka_broker.py`` to fetch the jars ahead of a te
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from types import TracebackType
 
 from devstack import LOOPBACK, Service, StackError, free_port, start_service
+from maven import MavenError, MavenMissing, cache_root, fetch_jars
 
 POM = Path(__file__).resolve().parents[2] / "testbed" / "kafka" / "pom.xml"
-_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-_COMPLETE = ".complete"
 
 # Broker settings for one node on a 2-core machine: replication factor 1 for the internal
 # topics, few of their partitions (they are created on first use: fewer is faster), no
@@ -91,11 +88,6 @@ def kafka_version(pom: Path = POM) -> str:
     return found.group(1).strip()
 
 
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kafka-archive"
-
-
 def _require(tool: str, install: str) -> str:
     path = shutil.which(tool)
     if path is None:
@@ -108,42 +100,16 @@ def _require(tool: str, install: str) -> str:
 def ensure_libs(pom: Path = POM) -> Path:
     """The directory of the broker's jars, fetched with Maven unless already cached."""
     _require("java", "apt-get install openjdk-17-jre-headless")
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
     libs = cache_root() / f"kafka-{kafka_version(pom)}" / "libs"
-    marker = libs / _COMPLETE
-    if marker.is_file() and marker.read_text().strip() == digest:
-        return libs
-    mvn = _require("mvn", "apt-get install maven")
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     try:
-        result = subprocess.run(
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-f",
-                str(pom),
-                f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-                f"-DoutputDirectory={staging}",
-                "-DincludeScope=runtime",
-            ],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-            raise StackError(f"mvn could not fetch Apache Kafka's jars ({pom}):\n{tail}")
-        (staging / _COMPLETE).write_text(digest)
-        if libs.exists():
-            shutil.rmtree(libs)
-        staging.rename(libs)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return libs
+        return fetch_jars(pom.read_text(), libs)
+    except MavenMissing:
+        _require("mvn", "apt-get install maven")
+        raise
+    except MavenError as exc:
+        raise StackError(
+            f"mvn could not fetch Apache Kafka's jars ({pom}):\n{exc.tail()}"
+        ) from None
 
 
 def _cluster_id() -> str:
