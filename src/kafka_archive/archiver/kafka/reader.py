@@ -22,6 +22,8 @@ from kafka_archive.archiver.settings import KafkaSettings
 # librdkafka's consume() waits for the full timeout when a batch is not filled, even after a
 # partition EOF event, so poll in short slices and decide when to stop ourselves.
 _POLL_SECONDS = 0.2
+# At most this long for a topic's metadata before a read (KafkaReader._learn_topic).
+_METADATA_SECONDS = 5.0
 # Records per consume(): about BATCH_BYTES of values, within [MIN_BATCH, MAX_BATCH]. A batch
 # that stays in the CPU's cache while it is read, encoded and written costs less: measured
 # on 1 KB values, consume() alone took 2.1 CPU-s per GB in batches of 10,000 records, 1.85
@@ -213,6 +215,8 @@ class PooledConsumer(Consumer):
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.client_log = ClientLog()
+        # Topics whose metadata this consumer holds (:meth:`KafkaReader.batches`).
+        self.known_topics: set[str] = set()
         super().__init__({**config, "logger": self.client_log})
 
 
@@ -329,10 +333,28 @@ class KafkaReader:
         else:
             self._consumer.close()
 
+    def _learn_topic(self, topic: str) -> None:
+        """Ask for ``topic``'s metadata before assigning a partition of it, unless this
+        (pooled) consumer has it. Assigned a partition of a topic it has no metadata for,
+        librdkafka fetched its first records ~0.55 s later than for a topic it knows
+        (measured against Apache Kafka 4.1.1: 0.65-0.69 s against 0.10-0.11 s); the request
+        costs ~0.1 s, once per consumer and topic. What fails here is met again, and
+        reported, by the read."""
+        known = getattr(self._consumer, "known_topics", None)
+        if known is not None and topic in known:
+            return
+        try:
+            self._consumer.list_topics(topic, timeout=min(_METADATA_SECONDS, self._idle_timeout))
+        except KafkaException:
+            return
+        if known is not None:
+            known.add(topic)
+
     def batches(self) -> Iterator[Batch]:
         if self._start >= self._stop:
             return
         tp = self._tp
+        self._learn_topic(tp.topic)
         self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
         self._position = self._start
         last_progress = time.monotonic()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -283,4 +283,51 @@ def test_a_read_takes_what_is_queued_and_waits_only_for_the_first_message() -> N
         assert reader._next_messages(2) == [] and len(fake.polls) == 2
     finally:
         reader._consumer = real
+        reader.close()
+
+
+class _MetadataConsumer:
+    """Records the metadata requests a reader makes; ``fail`` raises like librdkafka."""
+
+    def __init__(self, known: set[str] | None, fail: bool = False) -> None:
+        if known is not None:
+            self.known_topics = known
+        self.fail = fail
+        self.asked: list[tuple[str, float]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.asked.append((topic, timeout))
+        if self.fail:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_pooled_consumer_asks_for_a_topics_metadata_once_a_fresh_one_always() -> None:
+    reader = KafkaReader(KafkaSettings("127.0.0.1:1"), TP, start=0, stop=10, group="g")
+    try:
+        reader._consumer.close()
+        pooled = _MetadataConsumer(known=set())
+        reader._consumer = pooled
+        for topic in ("a", "b", "a", "b", "a"):
+            reader._learn_topic(topic)
+        assert [topic for topic, _ in pooled.asked] == ["a", "b"]
+        assert all(0 < timeout <= 5 for _, timeout in pooled.asked)
+
+        fresh = _MetadataConsumer(known=None)
+        reader._consumer = fresh
+        reader._learn_topic("a")
+        reader._learn_topic("a")
+        assert [topic for topic, _ in fresh.asked] == ["a", "a"]
+
+        # A failed request is not remembered (the read meets, and reports, what failed).
+        failing = _MetadataConsumer(known=set(), fail=True)
+        reader._consumer = failing
+        reader._learn_topic("a")
+        reader._learn_topic("a")
+        assert [topic for topic, _ in failing.asked] == ["a", "a"]
+        assert failing.known_topics == set()
+    finally:
+        reader._consumer = _MetadataConsumer(known=None)
         reader.close()
