@@ -383,7 +383,9 @@ def test_the_bucket_deleted_mid_run_fails_in_one_line_and_a_new_one_is_exactly_o
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(name, 4000)
-    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 20"
+    # 800 small objects: a unit marks and uploads its small objects up to 64 at a time, so
+    # with fewer (200) the run could end before the saboteur had emptied the bucket.
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 5"
     args = run_args(kcql, broker, s3_endpoint, command=None)
     deleted, done = threading.Event(), threading.Event()
 
