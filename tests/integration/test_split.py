@@ -1,7 +1,9 @@
 """Work units smaller than a partition (archiver.subunits) on a real broker, S3 and Spark: a
 keyed, skewed topic whose large partition is archived by several Spark tasks, exactly once,
-read back with plain boto3 + json; a failed piece whose later neighbours are not committed
-and are cleaned up by the next run; SIGKILL mid-run with splitting on."""
+read back with plain boto3 + json; the committed pieces' intent markers cleared in the
+batch's one bulk delete (requests counted by a proxy), and a SIGKILL between the commit and
+that delete; a failed piece whose later neighbours are not committed and are cleaned up by
+the next run; SIGKILL mid-run with splitting on."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, run_args
 from confluent_kafka import Producer
+from faultproxy import FaultProxy
 
 from kafka_archive.cli import main
 
@@ -126,6 +129,137 @@ def test_a_skewed_partition_is_split_into_tasks_and_archived_exactly_once(
     assert states(s3_client, bkt) == {0: 2 * HOT, 1: 2 * COLD, 2: 2 * COLD, 3: 2 * COLD}
 
 
+def hot_partitions(hot: int, count: int, partitions: int) -> Iterator[dict[str, Any]]:
+    """{"id": i} records: ``count`` into each of the first ``hot`` partitions, 10 into the rest."""
+    i = 0
+    for partition in range(partitions):
+        for _ in range(count if partition < hot else 10):
+            yield {"value": json.dumps({"id": i}).encode(), "partition": partition}
+            i += 1
+
+
+def bulk_deletes(proxy: FaultProxy) -> int:
+    """DeleteObjects requests (``POST /bucket?delete``) the proxy forwarded."""
+    return sum(1 for method, path, _ in proxy.requests if method == "POST" and "?delete" in path)
+
+
+def test_split_partitions_clear_their_markers_in_the_batchs_one_bulk_delete(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name, bkt = topic(partitions=4), bucket()
+    produce(name, hot_partitions(3, 1500, 4))
+    monkeypatch.setenv("KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT", "500")
+    kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        assert main(run_args(kcql, broker, proxy.url)) == 0, capsys.readouterr().err
+    assert "archiving 4 partition(s), 10 pieces" in capsys.readouterr().err
+    ids = ids_of(data_objects(s3_client, bkt))
+    assert sorted(ids) == list(range(3 * 1500 + 10)) and len(ids) == len(set(ids))
+    assert states(s3_client, bkt) == {0: 1500, 1: 1500, 2: 1500, 3: 10}
+    # Every piece of the three split partitions (and the small unit) wrote markers; all of
+    # them are gone, removed by one DeleteObjects request for the batch (not one per split
+    # partition), and none by a single-object DELETE.
+    assert not _pending(s3_client, bkt)
+    assert bulk_deletes(proxy) == 1, proxy.requests
+    assert not [p for m, p, _ in proxy.requests if m == "DELETE" and "/pending/" in p]
+
+
+def test_sigkill_between_a_split_commit_and_its_marker_delete_leaves_only_stale_markers(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A whole-process run is SIGKILLed (with its JVM and Python workers) by the S3 proxy
+    when it sends the batch's bulk delete of intent markers, after every partition, split or
+    not, committed: the markers stay, stale. The next run clears them and neither deletes,
+    rewrites nor duplicates a committed object."""
+    name, bkt = topic(partitions=4), bucket()
+    produce(name, skewed())
+    kcql = f"INSERT INTO {bkt}:archive SELECT * FROM {name} WITH_FLUSH_COUNT = 500"
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "KAFKA_ARCHIVE_MAX_RECORDS_PER_UNIT": "1000",
+    }
+    running: list[subprocess.Popen[bytes]] = []
+
+    class Killed(Exception):
+        """Raised in the proxy's handler: the request is never forwarded."""
+
+    def kill_at_bulk_delete(method: str, path: str, headers: dict[str, str]) -> bool:
+        if method == "POST" and "?delete" in path:
+            os.killpg(running[0].pid, signal.SIGKILL)
+            raise Killed(path)
+        return False
+
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.drop_response = kill_at_bulk_delete
+        process = subprocess.Popen(
+            [KAFKA_ARCHIVE, *run_args(kcql, broker, proxy.url), "--master", "local[2]"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        running.append(process)
+        try:
+            assert process.wait(timeout=300) == -signal.SIGKILL
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # what the kill left of the group
+                os.killpg(process.pid, signal.SIGKILL)
+    # Killed after the commits: every partition is committed, its markers are still there.
+    assert states(s3_client, bkt) == {0: HOT, 1: COLD, 2: COLD, 3: COLD}
+    markers = _pending_keys(s3_client, bkt)
+    assert {k.split("/pending/")[1].split("/")[1] for k in markers} == {"0", "1", "2", "3"}
+    before = _data_versions(s3_client, bkt)
+    ids = ids_of(data_objects(s3_client, bkt))
+    assert sorted(ids) == list(range(SKEWED)) and len(ids) == len(set(ids))
+
+    # The next run (nothing new to archive) clears the stale markers and nothing else.
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    assert "removed" not in capsys.readouterr().err
+    assert not _pending(s3_client, bkt)
+    assert _data_versions(s3_client, bkt) == before
+    assert states(s3_client, bkt) == {0: HOT, 1: COLD, 2: COLD, 3: COLD}
+
+    # And the archive goes on from the commits, every record once.
+    produce(name, skewed(SKEWED))
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    ids = ids_of(data_objects(s3_client, bkt))
+    assert sorted(ids) == list(range(2 * SKEWED)) and len(ids) == len(set(ids))
+    assert not _pending(s3_client, bkt)
+
+
+def _pending_keys(s3: Any, bucket: str) -> list[str]:
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="archive/.kafka-archive/")
+    return [item["Key"] for item in page.get("Contents", []) if "/pending/" in item["Key"]]
+
+
+def _data_versions(s3: Any, bucket: str) -> dict[str, tuple[str, Any]]:
+    """Each data object's ETag and last-modified time: the same after a run that neither
+    deleted nor rewrote it."""
+    page = s3.list_objects_v2(Bucket=bucket, Prefix="archive/")
+    return {
+        item["Key"]: (item["ETag"], item["LastModified"])
+        for item in page.get("Contents", [])
+        if "/.kafka-archive/" not in item["Key"]
+    }
+
+
 def test_a_failed_piece_commits_only_the_pieces_before_it(
     broker: str,
     produce: Callable[..., None],
@@ -224,8 +358,7 @@ def test_sigkill_with_split_partitions_resumes_to_exactly_once(
 
 
 def _pending(s3: Any, bucket: str) -> bool:
-    page = s3.list_objects_v2(Bucket=bucket, Prefix="archive/.kafka-archive/")
-    return any("/pending/" in item["Key"] for item in page.get("Contents", []))
+    return bool(_pending_keys(s3, bucket))
 
 
 @pytest.mark.full

@@ -17,7 +17,9 @@ Commit: a piece's task uploads its objects behind intent markers and does not co
 and commits its state once, up to the end of the contiguous prefix of finished pieces
 (``If-Match`` on the ETag the run fenced it with, after a lease proof). The objects of
 pieces after a failed or cut-short one stay uncommitted; their markers make the next run
-delete them before it writes (:mod:`.state.pending`), as after a crash.
+delete them before it writes (:mod:`.state.pending`), as after a crash. The markers of the
+committed pieces go into the merged result's ``committed_markers``, cleared with every other
+unit's in the batch's one bulk delete (``session.clear_markers``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kafka_archive.archiver.lifecycle import commit_state
 from kafka_archive.archiver.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import checkpoint, pending
+from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.task import UnitFailure
@@ -123,7 +125,6 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
         try:
             UnitFencing(store, first).check()
             state = commit_state(store, first, start, cut, written)
-            pending.clear(store, first.route.target, [k for r in taken for k in r.marker_keys])
         except errors.ArchiveError as exc:
             return UnitFailure(
                 first.route_index, first.tp, type(exc).__name__, exc.message, exc.offset, exc.hint
@@ -143,6 +144,8 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
         s3_retries=sum(r.s3_retries for r in taken),
         tasks=len(pieces),
         state=state,
+        # Stale once committed: cleared with the whole units' in the batch's bulk delete.
+        committed_markers=tuple(k for r in taken for k in r.marker_keys) if cut > start else (),
     )
     if failure is not None:
         return dataclasses.replace(failure, committed=result if cut > start else None)

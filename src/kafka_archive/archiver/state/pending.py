@@ -164,7 +164,3 @@ def recover(
     removed = [key for key, etag in checked if store.delete_if_match(target.bucket, key, etag)]
     store.delete(target.bucket, [m.marker_key for m in found])
     return Recovery((*orphans, *removed), len(found))
-
-
-def clear(store: S3Store, target: Target, marker_keys: list[str]) -> None:
-    store.delete(target.bucket, marker_keys)
