@@ -102,6 +102,13 @@ class StateConflictError(ArchiveError):
     exit_code = 9
 
 
+class FormatVersionError(ArchiveError):
+    """A partition state or intent marker is in a format version this version does not read
+    (a newer kafka-archive wrote it): refused instead of misread."""
+
+    exit_code = 24
+
+
 class BadRecordError(ArchiveError, ValueError):
     """A record cannot be stored in the route's format (raised by the encoders, where the
     error policy decides; the run's error when the policy is to fail). The message never

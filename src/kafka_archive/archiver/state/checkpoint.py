@@ -9,12 +9,12 @@ from typing import Any
 
 from kafka_archive.archiver.errors import StateConflictError
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.state import lease
+from kafka_archive.archiver.state import lease, versions
 from kafka_archive.archiver.state.paths import legacy_root, state_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = versions.STATE_VERSION
 # Commit ranges a state remembers: enough for recovery to tell, below the committed
 # offset, an object its committing run wrote from one a fenced run left (run ~weekly).
 COMMITS_KEPT = 32
@@ -79,7 +79,10 @@ class PartitionState:
         }
 
     @classmethod
-    def from_json(cls, body: dict[str, Any]) -> PartitionState:
+    def from_json(cls, body: dict[str, Any], where: str = "a partition state") -> PartitionState:
+        """The state ``body`` holds; a format version newer than this version reads is
+        refused (:func:`.versions.require`; ``where`` names the object in the message)."""
+        versions.require(body, FORMAT_VERSION, where)
         totals = body.get("totals", {})
         return cls(
             next_offset=int(body["next_offset"]),
@@ -103,10 +106,12 @@ class LoadedState:
 
 
 def load(store: S3Store, target: Target, job: str, tp: TopicPartition) -> LoadedState:
-    doc = store.get_document(target.bucket, state_key(target, tp))
+    key = state_key(target, tp)
+    doc = store.get_document(target.bucket, key)
     if doc is None:
         return LoadedState(None, None)
-    return LoadedState(PartitionState.from_json(doc.body), doc.etag)
+    where = f"the partition state s3://{target.bucket}/{key}"
+    return LoadedState(PartitionState.from_json(doc.body, where), doc.etag)
 
 
 def read(store: S3Store, target: Target, job: str, tp: TopicPartition) -> PartitionState | None:
@@ -115,10 +120,10 @@ def read(store: S3Store, target: Target, job: str, tp: TopicPartition) -> Partit
     loaded = load(store, target, job, tp)
     if loaded.state is not None:
         return loaded.state
-    doc = store.get_document(
-        target.bucket, f"{legacy_root(target, job)}/state/{tp.topic}/{tp.partition}.json"
-    )
-    return PartitionState.from_json(doc.body) if doc is not None else None
+    key = f"{legacy_root(target, job)}/state/{tp.topic}/{tp.partition}.json"
+    doc = store.get_document(target.bucket, key)
+    where = f"the partition state s3://{target.bucket}/{key}"
+    return PartitionState.from_json(doc.body, where) if doc is not None else None
 
 
 def commit(

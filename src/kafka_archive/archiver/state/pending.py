@@ -9,6 +9,10 @@ object that is not committed: one that starts at or after the committed offset, 
 below it that was written by another epoch than the commit covering its offset (a fenced
 run's object where the committing run wrote other keys). Objects of the committing run
 stay; the markers go.
+
+A marker names its format version (:mod:`.versions`); one newer than this version reads is
+refused, not misread. Versions before that field wrote no version and read only ``key`` and
+``start`` (the first object): after a crash, recover with the same or a newer version.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import PartitionState, committed_by
 from kafka_archive.archiver.state.paths import pending_prefix, pending_root
 from kafka_archive.archiver.store.s3 import S3Store
@@ -77,16 +82,32 @@ def mark_all(
     (named by the first); returns the marker's own key."""
     key, start = objects[0]
     mkey = marker_key(target, tp, start, key)
-    fields: dict[str, object] = {"key": key, "start": start, "run": run, "epoch": epoch}
-    if len(objects) > 1:
-        fields["objects"] = [[k, s] for k, s in objects]
-    body = json.dumps({**fields, "job": job}).encode()
-    store.put_bytes(target.bucket, mkey, body)
+    store.put_bytes(target.bucket, mkey, marker_body(objects, run, epoch, job))
     return mkey
 
 
-def marked_objects(body: dict[str, object]) -> list[tuple[str, int]]:
-    """The ``(key, first offset)`` of each object a marker's body names."""
+def marker_body(objects: Sequence[tuple[str, int]], run: str, epoch: int, job: str) -> bytes:
+    """A marker's JSON: its format version, the first object (``key``, ``start``: all that
+    an older recovery reads), its writer, and every object when there are several."""
+    key, start = objects[0]
+    fields: dict[str, object] = {
+        versions.FIELD: versions.MARKER_VERSION,
+        "key": key,
+        "start": start,
+        "run": run,
+        "epoch": epoch,
+    }
+    if len(objects) > 1:
+        fields["objects"] = [[k, s] for k, s in objects]
+    return json.dumps({**fields, "job": job}).encode()
+
+
+def marked_objects(
+    body: dict[str, object], where: str = "an intent marker"
+) -> list[tuple[str, int]]:
+    """The ``(key, first offset)`` of each object a marker's body names; a format version
+    newer than this version reads is refused (``where`` names the marker in the message)."""
+    versions.require(body, versions.MARKER_VERSION, where)
     many = body.get("objects")
     if isinstance(many, list):
         return [(str(k), int(s)) for k, s in many]
@@ -146,7 +167,8 @@ def recover(
         if raw is None:
             continue
         body = json.loads(raw)
-        for key, start in marked_objects(body):
+        where = f"the intent marker s3://{target.bucket}/{marker.marker_key}"
+        for key, start in marked_objects(body, where):
             if start >= committed:
                 orphans.append(key)
                 continue
