@@ -11,6 +11,7 @@ import datetime
 import os
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,13 +65,17 @@ def test_configuration_holds_no_credentials_and_uses_path_style(tmp_path: Path) 
     written = "".join(p.read_text() for p in (tmp_path / "connect").glob("*.properties"))
     for text in (" ".join(argv), written):
         assert "accessKey" not in text and "secretKey" not in text and "testing" not in text
-    connector = (tmp_path / "connect" / "connector.properties").read_text()
-    # The dot in the bucket name: the SDK of Camel 3 sends path-style requests.
-    assert "camel.sink.url=aws2-s3://bench.connect?" in connector
-    assert "useDefaultCredentialsProvider=true" in connector
+    connector = (tmp_path / "connect" / "connector.properties").read_text().splitlines()
+    # The dot in the bucket name: the SDK of Camel 3 sends path-style requests. The options
+    # are the component's: the URL, parsed once per record, is the bucket alone.
+    assert "camel.sink.url=aws2-s3://bench.connect" in connector
+    assert "camel.component.aws2-s3.useDefaultCredentialsProvider=true" in connector
+    assert "camel.component.aws2-s3.uriEndpointOverride=http://127.0.0.1:5000" in connector
     assert "tasks.max=1" in connector
-    worker = (tmp_path / "connect" / "worker.properties").read_text()
+    worker = (tmp_path / "connect" / "worker.properties").read_text().splitlines()
     assert "consumer.session.timeout.ms=10000" in worker
+    assert "plugin.discovery=service_load" in worker
+    assert "header.converter=org.apache.kafka.connect.converters.ByteArrayConverter" in worker
 
 
 def test_jars_are_fetched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,6 +102,11 @@ def test_jars_are_fetched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         (False, True),
     ]
     assert (libs / "some.jar").is_file() and (plugins / "camel-s3-sink" / "some.jar").is_file()
+    # The connector's ServiceLoader manifest (plugin.discovery=service_load), in the plugin.
+    manifest = plugins / "camel-s3-sink" / "kafka-archive-service-manifest.jar"
+    with zipfile.ZipFile(manifest) as jar:
+        service = jar.read("META-INF/services/org.apache.kafka.connect.sink.SinkConnector")
+    assert service.decode().split() == ["org.apache.camel.kafkaconnector.CamelSinkConnector"]
     assert libs.is_relative_to(tmp_path / "kafka-archive")
     assert connect_peer.ensure_jars() == (libs, plugins)
     assert len(fetched) == 2  # the second call found both in the cache
