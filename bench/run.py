@@ -36,7 +36,8 @@ Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 4. hand-rolled peer: a bare consumer printing every value to stdout (what ``kcat -C -e``
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
    consumed; then the Kafka Connect peer (``bench/connect_peer.py``; ``BENCH_CONNECT=0``
-   skips it), timed until its group's lag is zero and its last object is in S3;
+   skips it), timed until its group's lag is zero and its last object is in S3 (whatever
+   fails in it is its row's ``NOT RUN`` or ``VOID`` reason; the bench goes on);
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
    after one unmeasured warm-up run of a few records (``warm_up``: what a machine keeps
    between runs, the JVM's class archive above all, exists before the first measured run);
