@@ -36,7 +36,8 @@ Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 4. hand-rolled peer: a bare consumer printing every value to stdout (what ``kcat -C -e``
    does) piped into ``aws s3 cp - s3://…``; void unless the uploaded size equals the bytes
    consumed; then the Kafka Connect peer (``bench/connect_peer.py``; ``BENCH_CONNECT=0``
-   skips it), timed until its group's lag is zero and its last object is in S3;
+   skips it), timed until its group's lag is zero and its last object is in S3 (whatever
+   fails in it is its row's ``NOT RUN`` or ``VOID`` reason; the bench goes on);
 5. kafka-archive ``run`` for each STOREAS, as a whole process (Spark start-up included),
    after one unmeasured warm-up run of a few records (``warm_up``: what a machine keeps
    between runs, the JVM's class archive above all, exists before the first measured run);
@@ -558,8 +559,9 @@ def run_connect_peer(
     work: Path,
     s3: object,
 ) -> Result:
-    """The Kafka Connect peer (``bench/connect_peer.py``); a row saying why when its jars
-    cannot be had (the bench goes on)."""
+    """The Kafka Connect peer (``bench/connect_peer.py``). Whatever fails in it (its jars,
+    the worker, the broker while it runs, what it wrote), its row says so in one line
+    (``NOT RUN``, or ``VOID`` with no throughput) and the bench goes on."""
     # tansu answers a JoinGroup after half the session timeout (45 s by default: 22 s of
     # waiting); 10 s keeps that to 5 s. Apache Kafka answers at once.
     session = 10_000 if kind == "tansu" else None
@@ -568,12 +570,20 @@ def run_connect_peer(
             broker, endpoint, "bench", PARTITIONS, records, size, env, work, s3, session
         )
     except connect_peer.ConnectUnavailable as exc:
-        print(f"  {CONNECT}: not run: {exc}", flush=True)
-        return Result(CONNECT, 0.0, 0, 0, note=f"NOT RUN: {exc}")
+        done = connect_peer.ConnectRun(None, f"NOT RUN: {exc}")
+    except Exception as exc:  # a defect of the peer's code: its row, not the bench, fails
+        done = connect_peer.ConnectRun(None, f"VOID: {connect_peer.one_line(exc)}")
+    if done.usage is None:
+        print(f"  {CONNECT}: {done.note}", flush=True)
+        return Result(CONNECT, 0.0, 0, 0, note=done.note)
     # No plan: the "until java started" of Result.of is the worker's own start.
     result = dataclasses.replace(
         Result.of(CONNECT, done.usage, size, records, done.note), plan_seconds=None
     )
+    if not done.valid:  # its time and CPU are shown, no throughput
+        result = dataclasses.replace(result, bytes=0, records=0)
+        print(f"  {CONNECT}: {result.seconds:.0f} s, {done.note}", flush=True)
+        return result
     print(
         f"  {CONNECT}: {result.mb_s:.1f} MB/s, {result.cpu_per_gb or 0:.0f} CPU-s/GB, "
         f"peak RSS {done.usage.peak_rss / 1e6:.0f} MB; {done.note}",
