@@ -26,13 +26,16 @@ from kafka_archive.archiver.model import TopicPartition, WorkUnit
 
 
 class FakeStore:
-    """The three calls ChunkSet makes, kept in memory."""
+    """The calls ChunkSet makes, kept in memory."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
 
     def put_bytes(self, bucket: str, key: str, body: bytes) -> None:
         self.objects[key] = body
+
+    def upload_bytes(self, bucket: str, key: str, body: bytes | bytearray) -> None:
+        self.objects[key] = bytes(body)
 
     def upload_file(self, bucket: str, key: str, path: Path) -> None:
         self.objects[key] = Path(path).read_bytes()
@@ -231,6 +234,10 @@ class OrderedStore(FakeStore):
     def upload_file(self, bucket: str, key: str, path: Path) -> None:
         self.order.append(key)
         super().upload_file(bucket, key, path)
+
+    def upload_bytes(self, bucket: str, key: str, body: bytes | bytearray) -> None:
+        self.order.append(key)
+        super().upload_bytes(bucket, key, body)
 
 
 def test_small_objects_are_marked_together_before_their_uploads(tmp_path: Path) -> None:

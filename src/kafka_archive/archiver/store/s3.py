@@ -443,12 +443,7 @@ class S3Store:
         once), aborted if it fails."""
         size = path.stat().st_size
         if size < MULTIPART_THRESHOLD:
-            body = path.read_bytes()
-            try:
-                args = {**self._args(key), **self.checksum(body)}
-                self._client.put_object(Bucket=bucket, Key=key, Body=body, **args)
-            except (ClientError, BotoCoreError) as exc:
-                raise self._translate(exc, "upload", bucket, key) from None
+            self.upload_bytes(bucket, key, path.read_bytes())
             return
         from kafka_archive.archiver.store.streaming import StreamingUpload
 
@@ -458,6 +453,14 @@ class S3Store:
         except BaseException:
             upload.abort()
             raise
+
+    def upload_bytes(self, bucket: str, key: str, body: bytes | bytearray) -> None:
+        """Upload an object held in memory with one PUT, its checksum computed here."""
+        try:
+            args = {**self._args(key), **self.checksum(body)}
+            self._client.put_object(Bucket=bucket, Key=key, Body=body, **args)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "upload", bucket, key) from None
 
     def checksum(self, body: bytes | bytearray) -> dict[str, str]:
         """The checksum parameters of a PUT or part of ``body``, when this store sends the
