@@ -101,7 +101,10 @@ class ChunkSet:
         registry: SchemaRegistry | None = None,
         part_bytes: int | None = None,
         max_open: int = MAX_OPEN,
+        memory: bool = True,
     ) -> None:
+        """``memory``: write the object into memory when the route has one open at a time
+        (False: always spool it)."""
         self._unit = unit
         self._max_open = max_open
         # Where each object is between its spool file and the commit.
@@ -125,7 +128,7 @@ class ChunkSet:
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
         # One object open at a time: written into memory, not the spool; its part buffers
         # are reused by the unit's next objects.
-        self._in_memory = not self._grouped
+        self._in_memory = memory and not self._grouped
         self._free_parts: list[bytearray] = []
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
