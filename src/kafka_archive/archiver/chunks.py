@@ -126,10 +126,8 @@ class ChunkSet:
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
-        # One object open at a time: written into memory, not the spool; its part buffers
-        # are reused by the unit's next objects.
+        # One object open at a time: written into memory, not the spool.
         self._in_memory = memory and not self._grouped
-        self._free_parts: list[bytearray] = []
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
         self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
@@ -271,7 +269,6 @@ class ChunkSet:
                 unit.route.target.bucket,
                 key,
                 part_size=self._part_bytes or PART_SIZE,
-                free=self._free_parts,
             )
             file = cast(BinaryIO, upload)
         else:

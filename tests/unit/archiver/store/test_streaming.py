@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive.archiver.errors import UploadError
-from kafka_archive.archiver.store.streaming import MemoryUpload
+from kafka_archive.archiver.store.streaming import MemoryUpload, PartBuffers
 
 
 class PartStore:
@@ -61,6 +61,7 @@ class PartStore:
 
 
 def upload(store: PartStore, part_size: int, **kwargs: Any) -> MemoryUpload:
+    kwargs.setdefault("buffers", PartBuffers())
     return MemoryUpload(store, "b", "k", part_size=part_size, **kwargs)  # type: ignore[arg-type]
 
 
@@ -89,24 +90,27 @@ def test_the_object_is_the_bytes_written_in_parts_of_part_size(
 
 
 def test_parts_are_sent_while_writing_from_at_most_max_buffers() -> None:
-    """A writer that fills a buffer while the others are all in flight waits for one; a
-    unit's next object reuses the buffers of the one before (``free``)."""
+    """A writer that fills a buffer while the others are all in flight waits for one; the
+    process's next object reuses the buffers of the one before (``buffers``, bounded)."""
     store = PartStore()
-    free: list[bytearray] = []
-    first = upload(store, 10, max_buffers=3, free=free)
+    idle = PartBuffers(max_idle=2)
+    first = upload(store, 10, max_buffers=3, buffers=idle)
     first.write(b"a" * 35)  # three full parts sent, the fourth being filled
     assert first.started
     first.complete()
     assert store.completed["k"] == b"a" * 35
     assert store.most_in_flight <= 2
     assert len(store.buffers) <= 3, "full part buffers reused from part to part"
-    assert len(free) >= 1 and all(len(b) == 10 for b in free)
-    reused = {id(b) for b in free}
-    second = MemoryUpload(store, "b", "k2", part_size=10, max_buffers=3, free=free)  # type: ignore[arg-type]
+    assert 1 <= len(idle) <= 2, "sent full buffers kept, at most max_idle (the last part's not)"
+    kept = [idle.take(10) for _ in range(len(idle))]
+    assert {id(b) for b in kept} <= store.buffers and idle.take(10) is None
+    for buffer in kept:  # given back
+        idle.give(cast(bytearray, buffer))
+    second = MemoryUpload(store, "b", "k2", part_size=10, max_buffers=3, buffers=idle)  # type: ignore[arg-type]
     second.write(b"b" * 25)
-    second.complete()
-    assert store.completed["k2"] == b"b" * 25
-    assert {id(b) for b in free} <= reused | store.buffers
+    second.abort()  # the buffer being filled goes back, the one in flight when it is sent
+    assert "k2" not in store.completed and store.aborted == ["k2"]
+    assert 1 <= len(idle) <= 2
 
 
 def test_a_writer_waits_while_every_buffer_is_in_flight() -> None:
