@@ -137,8 +137,8 @@ MAX_BUFFERS = 3
 class PartBuffers:
     """Full-size part buffers not in use, by size, kept for the process's next objects: a
     new 16 MiB buffer costs ~9 ms of CPU in page faults (0.55 CPU-s per GiB touched,
-    measured here; a unit that streams uses up to :data:`MAX_BUFFERS`), a kept one nothing. At most ``max_idle`` per size; :data:`PARTS` is
-    forgotten by a forked child."""
+    measured here; a unit that streams uses up to :data:`MAX_BUFFERS`), a kept one
+    nothing. At most ``max_idle`` per size; :data:`PARTS` is forgotten by a forked child."""
 
     def __init__(self, max_idle: int = MAX_BUFFERS) -> None:
         self.max_idle = max_idle
