@@ -209,9 +209,9 @@ def test_executor_errors_cross_back_as_ours(
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(name, 10)
-    results = _run_units(
-        spark, broker, s3_endpoint, f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env
-    )
+    # PARTITIONBY: objects are spooled (one open object at a time is written into memory).
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY _partition"
+    results = _run_units(spark, broker, s3_endpoint, kcql, flags, env)
     assert len(results) == 2 and all(isinstance(r, UnitFailure) for r in results), results
     for result in results:
         raised = result.to_error()
