@@ -3,11 +3,12 @@
 ``PYTHONPATH=testbed .venv/bin/python bench/ab.py BASE_SRC NEW_SRC`` starts the bench's
 stack (tansu + S3 endpoint), produces the keyed topic once (``--mb``), then runs
 ``kafka-archive run`` per format with each tree first on ``PYTHONPATH`` (driver, Spark JVM
-and Python workers all import it), alternating which goes first, ``--pairs`` times. Prints
+and Python workers all import it), alternating which goes first, ``--pairs`` times, after
+one unmeasured warm-up run per tree (a tree's first run dumps its own class-data-sharing
+archive for Spark's JVM: the JVM options name the tree's ``log4j2.properties``). Prints
 each run's CPU-seconds per GB (the Python workers, by process name, and the whole tree),
-wall time and the load average at its start, then the medians per tree and format.
-Each tree first runs once unmeasured (``run.warm_up``, a few records): a changed tree is a
-new key of the JVM's class archive, whose first run pays the dump (``--no-warm-up``: not).
+the JVM's and the CLI's CPU-seconds, the tree's peak RSS, wall time and the load average
+at its start, then the medians per tree and format.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import boto3
 from procstat import become_subreaper, measure  # bench/, the script's directory
-from run import PARTITIONS, archive_command, empty_bucket, produce, warm_up
+from run import PARTITIONS, archive_command, empty_bucket, produce
 
 from devstack import MOTO_CREDENTIALS, TANSU_ENV, LocalStack
 
@@ -43,7 +44,6 @@ def main() -> int:
         help="instead of measuring, run each tree once per format under py-spy (collapsed "
         "stacks of every process, DIR/<tree>-<format>.txt)",
     )
-    parser.add_argument("--no-warm-up", action="store_true", help="no unmeasured first runs")
     args = parser.parse_args()
     formats = [f.strip().upper() for f in args.formats.split(",") if f.strip()]
     trees = {"A": str(Path(args.base).resolve()), "B": str(Path(args.new).resolve())}
@@ -53,7 +53,7 @@ def main() -> int:
     os.environ.update(MOTO_CREDENTIALS)
     bindir = Path(sys.executable).parent
     work = Path(tempfile.mkdtemp(prefix="kafka-archive-ab-"))
-    rows: list[tuple[str, str, int, float, float, float, float]] = []
+    rows: list[tuple[str, str, int, float, float, float, float, float, float, float]] = []
     try:
         with LocalStack(work / "services") as stack:
             broker, endpoint = stack.bootstrap_servers, stack.endpoint_url
@@ -64,8 +64,12 @@ def main() -> int:
             )
             print(f"{records} records, {size / 1e6:.0f} MB over {PARTITIONS} partitions")
             gb = size / 1e9
-            for side in () if args.no_warm_up else ("A", "B"):
-                print(f"tree {side}:", end="", flush=True)
+            runs = [(-1, formats[0], side) for side in ("A", "B")] if not args.profile else []
+            for pair in range(1 if args.profile else args.pairs):
+                for fmt in formats:
+                    order = ("A", "B") if pair % 2 == 0 else ("B", "A")
+                    runs.extend((pair, fmt, side) for side in order)
+            for pair, fmt, side in runs:
                 env = {
                     **os.environ,
                     **TANSU_ENV,
@@ -74,75 +78,73 @@ def main() -> int:
                     "PYTHONPATH": trees[side],
                     "KAFKA_ARCHIVE_SPOOL_DIR": str(work),
                 }
-                warm_up(bindir, "bench", broker, endpoint, env)
+                kcql = (
+                    f"INSERT INTO bench:{side.lower()}{pair + 1}{fmt.lower()} SELECT * "
+                    f"FROM bench STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
+                )
+                load = os.getloadavg()[0]
+                command = archive_command(bindir, kcql, broker, endpoint)
+                if args.profile:
+                    out = Path(args.profile) / f"{side}-{fmt}.txt"
+                    spy = [str(bindir / "py-spy"), "record", "--subprocesses"]
+                    command = [
+                        *spy,
+                        "-r",
+                        "200",
+                        "-f",
+                        "raw",
+                        "-o",
+                        str(out),
+                        "--",
+                        *command,
+                    ]
+                usage = measure(command, env, stdout=subprocess.DEVNULL)
+                if usage.code != 0:
+                    print(f"{side} {fmt}: exit {usage.code}", file=sys.stderr)
+                    return 1
+                by_name = usage.sampled_by_name
+                python = sum(v for k, v in by_name.items() if k.startswith("python"))
+                jvm, cli = by_name.get("java", 0.0), by_name.get("kafka-archive", 0.0)
+                rss = usage.peak_rss / 1e6
+                print(
+                    f"pair {pair} {fmt:5} {side}: workers {python / gb:5.2f} CPU-s/GB, "
+                    f"tree {usage.cpu_seconds / gb:5.2f}, JVM {jvm:4.2f} s, CLI "
+                    f"{cli:4.2f} s, peak RSS {rss:4.0f} MB, wall {usage.seconds:5.1f} s, "
+                    f"load {load:.2f}{' (warm-up)' if pair < 0 else ''}",
+                    flush=True,
+                )
                 empty_bucket(s3, "bench")
-            for pair in range(1 if args.profile else args.pairs):
-                for fmt in formats:
-                    order = ("A", "B") if pair % 2 == 0 else ("B", "A")
-                    for side in order:
-                        env = {
-                            **os.environ,
-                            **TANSU_ENV,
-                            "SPARK_LOCAL_IP": "127.0.0.1",
-                            "PYSPARK_PYTHON": sys.executable,
-                            "PYTHONPATH": trees[side],
-                            "KAFKA_ARCHIVE_SPOOL_DIR": str(work),
-                        }
-                        kcql = (
-                            f"INSERT INTO bench:{side.lower()}{pair}{fmt.lower()} SELECT * "
-                            f"FROM bench STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
-                        )
-                        load = os.getloadavg()[0]
-                        command = archive_command(bindir, kcql, broker, endpoint)
-                        if args.profile:
-                            out = Path(args.profile) / f"{side}-{fmt}.txt"
-                            spy = [str(bindir / "py-spy"), "record", "--subprocesses"]
-                            command = [
-                                *spy,
-                                "-r",
-                                "200",
-                                "-f",
-                                "raw",
-                                "-o",
-                                str(out),
-                                "--",
-                                *command,
-                            ]
-                        usage = measure(command, env, stdout=subprocess.DEVNULL)
-                        if usage.code != 0:
-                            print(f"{side} {fmt}: exit {usage.code}", file=sys.stderr)
-                            return 1
-                        python = sum(
-                            v for k, v in usage.sampled_by_name.items() if k.startswith("python")
-                        )
-                        rows.append(
-                            (
-                                side,
-                                fmt,
-                                pair,
-                                python / gb,
-                                usage.cpu_seconds / gb,
-                                usage.seconds,
-                                load,
-                            )
-                        )
-                        print(
-                            f"pair {pair} {fmt:5} {side}: workers {python / gb:5.2f} CPU-s/GB, "
-                            f"tree {usage.cpu_seconds / gb:5.2f}, wall {usage.seconds:5.1f} s, "
-                            f"load {load:.2f}",
-                            flush=True,
-                        )
-                        empty_bucket(s3, "bench")
+                if pair < 0:
+                    continue
+                rows.append(
+                    (
+                        side,
+                        fmt,
+                        pair,
+                        python / gb,
+                        usage.cpu_seconds / gb,
+                        usage.seconds,
+                        load,
+                        jvm,
+                        cli,
+                        rss,
+                    )
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\nmedians (CPU-s/GB: workers / tree; wall s)")
+    print("\nmedians (CPU-s/GB: workers / tree; JVM, CLI CPU-s; peak RSS MB; wall s)")
     for fmt in formats:
         line = [f"{fmt:5}"]
         for side in ("A", "B"):
             mine = [r for r in rows if r[0] == side and r[1] == fmt]
+            if not mine:
+                continue
             line.append(
                 f"{side}: {statistics.median(r[3] for r in mine):.2f} / "
                 f"{statistics.median(r[4] for r in mine):.2f}; "
+                f"{statistics.median(r[7] for r in mine):.2f}, "
+                f"{statistics.median(r[8] for r in mine):.2f}; "
+                f"{statistics.median(r[9] for r in mine):.0f} MB; "
                 f"{statistics.median(r[5] for r in mine):.1f} s"
             )
         print("  ".join(line))

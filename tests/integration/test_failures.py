@@ -105,7 +105,12 @@ def test_a_full_spool_fails_in_one_line_and_the_next_run_is_exactly_once(
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(name, 6000, value=padded(200))  # ~700 KiB per partition, one object each
-    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000"
+    # PARTITIONBY: open objects are spooled (a route with one open object at a time writes
+    # it into memory, not the spool).
+    kcql = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY _partition "
+        "WITH_FLUSH_COUNT = 100000"
+    )
     args = run_args(kcql, broker, s3_endpoint, command=None)
     report = tmp_path / "report.json"
     with tmpfs(tmp_path / "small", "size=512k") as small:
@@ -204,9 +209,9 @@ def test_executor_errors_cross_back_as_ours(
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(name, 10)
-    results = _run_units(
-        spark, broker, s3_endpoint, f"INSERT INTO {bkt}:arch SELECT * FROM {name}", flags, env
-    )
+    # PARTITIONBY: objects are spooled (one open object at a time is written into memory).
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY _partition"
+    results = _run_units(spark, broker, s3_endpoint, kcql, flags, env)
     assert len(results) == 2 and all(isinstance(r, UnitFailure) for r in results), results
     for result in results:
         raised = result.to_error()

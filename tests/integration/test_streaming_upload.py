@@ -76,8 +76,9 @@ def test_a_whole_object_above_the_threshold_is_uploaded_in_checksummed_parts(
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without streaming, a spool file of 16 MiB or more is sent at roll as a multipart
-    upload of 16 MiB parts, each with its CRC32: the object is the records, whole."""
+    """Without `s3_stream_part_mb`, an object of 16 MiB or more is a multipart upload of
+    16 MiB parts (from memory, sent while it is written), each with its CRC32: the object
+    is the records, whole."""
     records = 18_000  # ~18.5 MB: two parts
     name, bkt = topic(partitions=1), bucket()
     produce(name, records, partitions=1, value=lambda i: {"id": i, "pad": "x" * 1000}, linger_ms=20)

@@ -1,13 +1,15 @@
 """The open objects of one work unit: each record goes to one open object (chunk) per path.
 
-A chunk lives in a local spool file while it is written; when it is rolled it is closed,
-its intent marker is written, it is uploaded whole, and its spool file is removed (the
-stages of :mod:`.lifecycle`). Closed chunks wait in their spool files to be marked together:
-one marker for up to :data:`MARK_OBJECTS` objects or :data:`MARK_BYTES` bytes, or all a
-unit's objects when they are small (a follow batch rolling an object a second per
-partition), then uploaded; a chunk whose multipart upload started goes at once, with those
-before it. Chunk boundaries depend only on the records and the flush policy, so every
-attempt of a unit writes the same keys.
+A chunk is written into memory when the unit has one open at a time (no PARTITIONBY, no
+time in the layout: :class:`~.store.streaming.MemoryUpload`, its parts sent while it is
+written once it outgrows one part), else into a local spool file (many may be open at
+once: memory stays flat). When it is rolled it is closed, its intent marker is written, it
+is uploaded whole, and its spool file, if any, is removed (the stages of
+:mod:`.lifecycle`). Closed chunks wait to be marked together: one marker for up to
+:data:`MARK_OBJECTS` objects or :data:`MARK_BYTES` bytes, or all a unit's objects when they
+are small (a follow batch rolling an object a second per partition), then uploaded; a chunk
+whose multipart upload started goes at once, with those before it. Chunk boundaries depend
+only on the records and the flush policy, so every attempt of a unit writes the same keys.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
-from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.store.streaming import StreamingUpload
+from kafka_archive.archiver.store.s3 import PART_SIZE, S3Store
+from kafka_archive.archiver.store.streaming import MemoryUpload, StreamingUpload
 from kafka_archive.archiver.transforms import TransformedBatch
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
@@ -49,7 +51,7 @@ _SPOOL_BUFFER = 64 * 1024
 # stay flat however many distinct PARTITIONBY values a partition holds.
 MAX_OPEN = 64
 # Closed objects marked together (one intent marker, one request) at most, and their bytes:
-# what waits in the spool before its upload stays bounded.
+# what waits (in memory or the spool) before its upload stays bounded.
 MARK_OBJECTS = 64
 MARK_BYTES = 8 * 1024 * 1024
 
@@ -61,11 +63,11 @@ class OpenChunk:
     key: str
     first_offset: int
     first_timestamp: int | None
-    path: Path
+    path: Path | None  # its spool file; None when written into memory (upload)
     file: BinaryIO
     writer: FormatWriter
     compressor: BinaryIO | None
-    upload: StreamingUpload | None
+    upload: StreamingUpload | MemoryUpload | None
     last_offset: int = -1
     records: int = 0
 
@@ -75,13 +77,14 @@ class OpenChunk:
 
 @dataclass(frozen=True, slots=True)
 class _Closed:
-    """A rolled chunk waiting in its spool file to be marked and uploaded: only what that
-    needs (its writer, compressor and file are let go: up to :data:`MARK_OBJECTS` of these
-    wait, and a worker's memory must stay flat however many objects it rolls)."""
+    """A rolled chunk waiting (in its spool file or in memory) to be marked and uploaded:
+    only what that needs (its writer, compressor and file are let go: up to
+    :data:`MARK_OBJECTS` of these wait, and a worker's memory must stay flat however many
+    objects it rolls)."""
 
     key: str
-    path: Path
-    upload: StreamingUpload | None
+    path: Path | None
+    upload: StreamingUpload | MemoryUpload | None
     keys: tuple[str, ...]  # the object, and its block index when it has one
     written: ObjectWritten
     index: bytes | None
@@ -98,7 +101,10 @@ class ChunkSet:
         registry: SchemaRegistry | None = None,
         part_bytes: int | None = None,
         max_open: int = MAX_OPEN,
+        memory: bool = True,
     ) -> None:
+        """``memory``: write the object into memory when the route has one open at a time
+        (False: always spool it)."""
         self._unit = unit
         self._max_open = max_open
         # Where each object is between its spool file and the commit.
@@ -120,6 +126,8 @@ class ChunkSet:
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
+        # One object open at a time: written into memory, not the spool.
+        self._in_memory = memory and not self._grouped
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
         self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
@@ -238,8 +246,9 @@ class ChunkSet:
         )
 
     def _stream(self, chunk: OpenChunk) -> None:
-        """Send the parts of the spool file that are complete (reading and upload overlap)."""
-        if chunk.upload is None:
+        """Send the parts of the spool file that are complete (reading and upload overlap;
+        an object in memory sends its parts as it is written)."""
+        if not isinstance(chunk.upload, StreamingUpload):
             return
         size = chunk.file.tell()
         if size >= chunk.upload.next_boundary():
@@ -251,8 +260,27 @@ class ChunkSet:
     ) -> OpenChunk:
         unit = self._unit
         key = self._layout.key(unit.tp, offset, values)
-        fd, name = tempfile.mkstemp(prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir)
-        file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
+        upload: StreamingUpload | MemoryUpload | None = None
+        path: Path | None = None
+        file: BinaryIO
+        if self._in_memory:
+            upload = MemoryUpload(
+                self._store,
+                unit.route.target.bucket,
+                key,
+                part_size=self._part_bytes or PART_SIZE,
+            )
+            file = cast(BinaryIO, upload)
+        else:
+            fd, name = tempfile.mkstemp(
+                prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir
+            )
+            file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
+            path = Path(name)
+            if self._part_bytes is not None:
+                upload = StreamingUpload(
+                    self._store, unit.route.target.bucket, key, path, part_size=self._part_bytes
+                )
         compressor: BinaryIO | None
         if self._block_bytes is not None:
             compressor = cast(BinaryIO, BlockGzipSink(file, self._block_bytes))
@@ -262,21 +290,11 @@ class ChunkSet:
             key=key,
             first_offset=offset,
             first_timestamp=timestamp,
-            path=Path(name),
+            path=path,
             file=file,
             writer=self._factory(compressor or file, unit.route, self._registry),
             compressor=compressor,
-            upload=(
-                StreamingUpload(
-                    self._store,
-                    unit.route.target.bucket,
-                    key,
-                    Path(name),
-                    part_size=self._part_bytes,
-                )
-                if self._part_bytes is not None
-                else None
-            ),
+            upload=upload,
         )
         self.lifecycle.open(key)
         self._open[values] = chunk
@@ -289,9 +307,7 @@ class ChunkSet:
         chunk = self._open.pop(values)
         try:
             if chunk.records == 0:
-                self.lifecycle.discard(chunk.key)
-                chunk.file.close()
-                chunk.path.unlink(missing_ok=True)
+                self._drop(chunk.key, chunk.path, chunk.upload, chunk.file)
                 return
             chunk.writer.close()
             if chunk.compressor is not None:
@@ -307,7 +323,7 @@ class ChunkSet:
                 first_offset=chunk.first_offset,
                 last_offset=chunk.last_offset,
                 records=chunk.records,
-                size=chunk.path.stat().st_size,
+                size=chunk.file.tell() if chunk.path is None else chunk.path.stat().st_size,
             )
         except BaseException:
             self._drop(chunk.key, chunk.path, chunk.upload, chunk.file)
@@ -330,16 +346,17 @@ class ChunkSet:
             )
             for c in closed:
                 upload = c.upload
-                send = (
-                    functools.partial(upload.complete, c.written.size)
-                    if upload is not None and upload.started
-                    else functools.partial(self._store.upload_file, bucket, c.key, c.path)
-                )
+                if upload is not None and (c.path is None or upload.started):
+                    send = functools.partial(upload.complete, c.written.size)
+                else:
+                    assert c.path is not None
+                    send = functools.partial(self._store.upload_file, bucket, c.key, c.path)
                 self.lifecycle.create(c.key, send, c.written)
                 if c.index is not None:
                     put = functools.partial(self._store.put_bytes, bucket, c.keys[1], c.index)
                     self.lifecycle.create(c.keys[1], put)
-                c.path.unlink(missing_ok=True)
+                if c.path is not None:
+                    c.path.unlink(missing_ok=True)
         except BaseException:
             for c in closed:
                 self._drop(c.key, c.path, c.upload)
@@ -348,13 +365,13 @@ class ChunkSet:
     def _drop(
         self,
         key: str,
-        path: Path,
-        upload: StreamingUpload | None,
+        path: Path | None,
+        upload: StreamingUpload | MemoryUpload | None,
         file: BinaryIO | None = None,
     ) -> None:
-        """A chunk that will not be uploaded: its multipart upload aborted, dropped if still
-        being written (a marked one stays marked: recovery's), its spool file (``file``,
-        when still open) closed and removed."""
+        """A chunk that will not be uploaded: its multipart upload aborted (its bytes in
+        memory let go), dropped if still being written (a marked one stays marked:
+        recovery's), its spool file (``file``, when still open) closed and removed."""
         stage = self.lifecycle.stage(key)
         if upload is not None and stage is not Stage.UPLOADED:
             upload.abort()
@@ -363,7 +380,8 @@ class ChunkSet:
         if file is not None:
             with contextlib.suppress(OSError):
                 file.close()
-        path.unlink(missing_ok=True)
+        if path is not None:
+            path.unlink(missing_ok=True)
 
     def flush_all(self) -> None:
         """Roll every open chunk, oldest first, and upload them (the end of a bounded run)."""
@@ -410,7 +428,8 @@ class ChunkSet:
             chunk.upload.abort()
         with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
             chunk.file.close()
-        chunk.path.unlink(missing_ok=True)
+        if chunk.path is not None:
+            chunk.path.unlink(missing_ok=True)
         self.lifecycle.discard(chunk.key)
 
     def discard_all(self) -> None:

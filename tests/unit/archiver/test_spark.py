@@ -131,10 +131,13 @@ def test_the_daemon_drops_only_spark_zips_that_duplicate_the_installed_pyspark(
         str(site / "pyspark" / "." / "python" / "lib" / "pyspark.zip"),
         str(lib / "py4j-0.10.9.9-src.zip"),
     ]
+    (site / "pyspark" / "jars").mkdir()
+    jar = str(site / "pyspark" / "jars" / "spark-core_2.13-4.3.0.jar")  # no Python in it
     other = str(tmp_path / "user" / "deps.zip")  # a user's --py-files zip stays
-    assert redundant_spark_zips([*zips, other, str(site)]) == zips
+    user_jar = str(tmp_path / "user" / "lib.jar")
+    assert redundant_spark_zips([*zips, jar, other, user_jar, str(site)]) == [*zips, jar]
     # Without the installed package on the path the zips are what provides PySpark.
-    assert redundant_spark_zips([*zips, other]) == []
+    assert redundant_spark_zips([*zips, jar, other]) == []
     (site / "py4j" / "__init__.py").unlink()
     assert redundant_spark_zips([*zips, str(site)]) == zips[:1]
 
@@ -152,3 +155,19 @@ def test_workers_import_pyspark_from_files_not_from_spark_zips() -> None:
         " for p in sys.path))"
     )
     assert out == "True False"
+
+
+def test_workers_leave_spark_core_jar_off_their_path() -> None:
+    """Spark puts its core jar on the workers' PYTHONPATH; it holds no Python, and a
+    zipimporter of it re-reads ~6,000 entries at every task's invalidate_caches()."""
+    import pyspark
+
+    jars = sorted(str(p) for p in (Path(pyspark.__file__).parent / "jars").glob("spark-core_*"))
+    assert jars, "pip's pyspark ships Spark's core jar"
+    out = _run(
+        f"import sys; sys.path[:0] = {jars!r};"
+        "import zipimport, kafka_archive.archiver.spark_daemon;"
+        "print(any(p.endswith('.jar') for p in sys.path), any(isinstance(i, zipimport.zipimporter)"
+        " for i in sys.path_importer_cache.values()))"
+    )
+    assert out == "False False"
