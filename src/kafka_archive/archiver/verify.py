@@ -43,6 +43,7 @@ from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
     read_object,
+    same_value,
     stored_form,
 )
 from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
@@ -412,7 +413,7 @@ class _PartitionChecker:
             return
         stored = cursor.records[cursor.index]
         cursor.index += 1
-        if stored.value != expected or stored.offset not in (None, record.offset):
+        if not same_value(stored.value, expected) or stored.offset not in (None, record.offset):
             self.events.add(record.offset, obj.key, "archived record differs from Kafka")
 
     def _finish(self, cursor: _Cursor) -> None:
