@@ -151,7 +151,9 @@ def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # One thread: Arrow's thread pools, once started, can abort the process as it exits
+        # (apache/arrow#34314), and one object is small work.
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowException, OSError) as exc:
         raise UnreadableObject(f"not a complete Parquet file ({type(exc).__name__})") from None
     return read_parquet_table(table, envelope)

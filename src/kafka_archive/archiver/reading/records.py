@@ -200,7 +200,9 @@ def _row_groups(
         first = obj.start_offset
         for index, count in enumerate(rows):
             if not _before(meta.row_group(index), enveloped, start - first, start):
-                stored = read_parquet_table(parquet.read_row_group(index), envelope)
+                stored = read_parquet_table(
+                    parquet.read_row_group(index, use_threads=False), envelope
+                )
                 for i, record in enumerate(stored):
                     yield FoundRecord(
                         tp=obj.tp,
