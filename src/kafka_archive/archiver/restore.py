@@ -160,7 +160,9 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     )
     producer = Producer(
         settings.kafka.client_config(
-            defaults={"linger.ms": 20, "compression.type": "lz4"},
+            # The records came out of Kafka: the target topic's max.message.bytes decides
+            # what fits, not librdkafka's default limit (1 MB) on a record before compression.
+            defaults={"linger.ms": 20, "compression.type": "lz4", "message.max.bytes": _MAX_BYTES},
             fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
         )
     )
@@ -196,6 +198,7 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             producer.commit_transaction(_TIMEOUT)
     except KafkaException as exc:
         _abort(producer)
+        message, hint = _produce_failure(exc.args[0], unit.to_topic)
         return RestoreResult(
             unit.tp,
             progress,
@@ -203,8 +206,8 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             next_offset,
             time.monotonic() - started,
             "KafkaReadError",
-            f"producing to {unit.to_topic} failed: {exc.args[0].str()}",
-            "Run the same restore again: it resumes after the last committed batch",
+            message,
+            hint,
         )
     except errors.ArchiveError as exc:
         _abort(producer)
@@ -222,6 +225,28 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
         consumer.close()
         producer.flush(_TIMEOUT)
     return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started)
+
+
+_MAX_BYTES = 1_000_000_000  # librdkafka's greatest message.max.bytes
+_RESUME = "it resumes after the last committed batch"
+
+
+def _produce_failure(error: Any, to_topic: str) -> tuple[str, str]:
+    """The message and hint of a librdkafka error met while producing to ``to_topic``."""
+    text = str(error.str()) if hasattr(error, "str") else str(error)
+    name = str(error.name()) if hasattr(error, "name") else ""
+    if name in ("MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"):
+        return (
+            f"producing to {to_topic} failed: a record is larger than the max.message.bytes "
+            f"of {to_topic} (or -X message.max.bytes) allows ({text})",
+            f"Raise max.message.bytes of {to_topic} (kafka-configs --alter --entity-type "
+            f"topics --entity-name {to_topic} --add-config max.message.bytes=N) to the "
+            f"source topic's, then run the same restore again: {_RESUME}",
+        )
+    return (
+        f"producing to {to_topic} failed: {text}",
+        f"Run the same restore again: {_RESUME}",
+    )
 
 
 def _abort(producer: Any) -> None:
