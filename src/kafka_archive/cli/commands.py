@@ -685,7 +685,8 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
 @cli.command(name="import-connector")
 @click.argument("connector", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def import_connector(connector: Path) -> None:
-    """Print the config file equivalent to a Lenses or Confluent S3 sink's JSON config."""
+    """Print the config file equivalent to a Lenses or Confluent S3 sink's config (the
+    Connect REST JSON or a connect-standalone .properties file)."""
     from kafka_archive import importer
 
     try:
