@@ -126,6 +126,7 @@ class VerifyResult:
     offline: bool
     partitions: tuple[PartitionVerdict, ...]
     seconds: float
+    targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
 
     @property
     def clean(self) -> bool:
@@ -506,7 +507,8 @@ def verify(
             shown=PartitionCheck.progress,
         )
     ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
-    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started)
+    targets = tuple(str(r.target) for r in pre.plan.routes)
+    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started, targets)
 
 
 def to_json(result: VerifyResult) -> dict[str, Any]:
@@ -519,6 +521,7 @@ def to_json(result: VerifyResult) -> dict[str, Any]:
             {
                 "topic": v.tp.topic,
                 "partition": v.tp.partition,
+                "target": result.targets[v.route_index] if result.targets else None,
                 "committed_offset": v.committed,
                 "checked_from": v.checked_from,
                 "checked_to": v.checked_to,
