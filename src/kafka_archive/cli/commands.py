@@ -127,6 +127,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The driver's librdkafka lines: a refused connection logs one every 50 ms.
+    logging.getLogger("kafka_archive.librdkafka").setLevel(
+        logging.DEBUG if debug else logging.CRITICAL
+    )
     if not debug:
         # py4j logs a failed call with its traceback (on the root logger), then raises it to
         # us: we report it, in one line.
