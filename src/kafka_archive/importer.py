@@ -231,7 +231,13 @@ def _lenses(settings: dict[str, str]) -> Imported:
     ):
         if source in settings:
             result.config[target] = settings.pop(source)
-    for key in ("connect.s3.aws.auth.mode", "connect.s3.vhost.bucket"):
+    # Lenses addresses buckets by path unless connect.s3.vhost.bucket=true (stated, as boto3
+    # picks per endpoint).
+    vhost = settings.pop("connect.s3.vhost.bucket", None)
+    if vhost is not None or "endpoint_url" in result.config:
+        virtual = (vhost or "false").strip().lower() == "true"
+        result.config["s3_addressing_style"] = "virtual" if virtual else "path"
+    for key in ("connect.s3.aws.auth.mode",):
         if key in settings:
             result.warnings.append(
                 f"{key}={settings.pop(key)}: not needed; boto3 chooses credentials and addressing"

@@ -222,3 +222,14 @@ def test_the_value_converters_schema_registry_carries_over_without_credentials()
     )
     assert "schema_registry_url" not in result.config
     assert any(proto in w and "bytes" in w for w in result.warnings)
+
+
+def test_lenses_bucket_addressing_carries_over_path_style_by_default() -> None:
+    """Lenses addresses buckets by path unless connect.s3.vhost.bucket=true; a store that
+    wants virtual hosts (vhost.bucket=true) gets them after the import too."""
+    kcql_text = "INSERT INTO lensesio:demo SELECT * FROM demo"
+    base = {"connect.s3.kcql": kcql_text, "connect.s3.custom.endpoint": "http://minio:9000"}
+    assert importer.convert(base).config["s3_addressing_style"] == "path"
+    vhost = {**base, "connect.s3.vhost.bucket": "true"}
+    assert importer.convert(vhost).config["s3_addressing_style"] == "virtual"
+    assert "s3_addressing_style" not in importer.convert({"connect.s3.kcql": kcql_text}).config
