@@ -135,8 +135,8 @@ class KafkaAdmin:
 
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
-            config = self._kafka.client_config(defaults={}, fixed={})
-            self._admin = AdminClient({**config, "logger": LIBRDKAFKA_LOG})
+            config = self._kafka.client_config(defaults={}, fixed={"logger": LIBRDKAFKA_LOG})
+            self._admin = AdminClient(config)
         return self._admin
 
     def _list_offsets(
