@@ -38,3 +38,13 @@ def test_verify_and_status_name_the_target_of_a_topic_archived_twice() -> None:
     text = render_status(JobStatus("job", rows))
     assert "orders-0 (bkt:json)" in text and "orders-0 (bkt:avro)" in text
     assert "clicks-0 (" not in text
+
+
+def test_a_unit_that_read_no_offsets_names_none() -> None:
+    from kafka_archive.archiver.progress import UnitProgress
+    from kafka_archive.cli.console import _done_line
+
+    offline = UnitProgress(0, "orders", 1, 0, 0, 0, records=60, size=2000, objects=2)
+    assert _done_line(offline, 0.5) == "orders[1]: 60 records, 2.0 KB, 2 object(s) in 0.5 s"
+    read = UnitProgress(0, "orders", 1, 5, 9, 9, records=4, size=100, objects=1)
+    assert _done_line(read, 0.5).startswith("orders[1]: offsets 5..8: 4 records")
