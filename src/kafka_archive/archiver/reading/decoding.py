@@ -67,11 +67,12 @@ Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
 
 
 def from_envelope(record: Record, envelope: Envelope) -> StoredRecord:
-    """The stored form of a record read from an envelope."""
+    """The stored form of a record read from an envelope (one without its metadata part,
+    ``'store.envelope.fields.metadata'=false``, stores no offset)."""
     return StoredRecord(
         value=env.comparable(record, envelope),
         raw=record.value,
-        offset=record.offset,
+        offset=record.offset if envelope.metadata and record.offset >= 0 else None,
         key=record.key,
         headers=record.headers,
         timestamp=record.timestamp,
