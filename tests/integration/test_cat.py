@@ -145,7 +145,11 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
 
 
 def test_an_archive_without_records_and_a_missing_bucket_say_so(
-    s3_endpoint: str, s3_client: Any, bucket: Callable[..., str], capsys: pytest.CaptureFixture[str]
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A route whose runs archived nothing (all refused, or started at `latest`) has state
     but no objects: cat says the archive is empty, not to check --from; a bucket that does
@@ -164,3 +168,18 @@ def test_an_archive_without_records_and_a_missing_bucket_say_so(
         capsys, "cat", "--from", f"{bkt}-gone", *where, "--endpoint-url", s3_endpoint
     )
     assert code == 6 and "Check --from" in err and "INSERT INTO" not in err, err
+    # An empty object (damaged): restore names it (an internal error, StopIteration, before).
+    s3_client.put_object(Bucket=bkt, Key="arch/orders/0/000000000000.json", Body=b"")
+    code, _, err = cli(
+        capsys,
+        "restore",
+        "--from",
+        f"{bkt}:arch",
+        "--topic",
+        "orders",
+        "--to-topic",
+        "orders-restored",
+        "--values-only",
+        *("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint),
+    )
+    assert code == 14 and "000000000000.json holds no records" in err, err

@@ -296,7 +296,14 @@ def restore(
         raise errors.NotInArchiveError(f"nothing of {topic} is archived under {target}")
     first = next(iter(objects.values()))[0]
     sample = partition_records(store, route, (first,), None)
-    has_envelope = next(sample).stored.has_envelope
+    found = next(sample, None)
+    if found is None:
+        raise errors.DamagedObjectError(
+            f"s3://{target.bucket}/{first.key} holds no records",
+            tp=first.tp,
+            hint="Run kafka-archive verify to list damaged objects",
+        )
+    has_envelope = found.stored.has_envelope
     if not has_envelope and not values_only:
         raise errors.ConfigError(
             f"the archive of {topic} stores values only (no keys, headers or timestamps)",
