@@ -86,3 +86,15 @@ def test_an_envelope_without_metadata_stores_no_offsets(fmt: str) -> None:
     assert [(s.key, s.raw, s.headers) for s in stored] == [
         (r.key, r.value, r.headers) for r in records
     ]
+
+
+@pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET", "CSV"])
+def test_json_nested_deeper_than_the_parser_recurses_is_a_bad_record(fmt: str) -> None:
+    """5,000 nested arrays: refused under error.policy (RecursionError crashed the task)."""
+    (route,) = kcql.parse(f"INSERT INTO bkt:a SELECT * FROM t STOREAS {fmt}").routes
+    deep = b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    record = Record("t", 0, 0, None, None, deep, ())
+    with pytest.raises(BadRecordError):
+        writer_for(Format[fmt])(io.BytesIO(), route).write(record)
+    with pytest.raises(ValueError):
+        stored_form(Format[fmt], record)
