@@ -138,10 +138,12 @@ def test_an_envelope_without_metadata_verifies_and_restores(
     source, target, bkt = topic(partitions=1), topic(partitions=1), bucket()
     records = originals(60, partitions=1)
     produce(source, as_produced(records))
+    no_metadata = "'store.envelope'=true, 'store.envelope.fields.metadata'=false"
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {source} STOREAS AVRO "
-        "PROPERTIES('store.envelope'=true, 'store.envelope.fields.metadata'=false, "
-        "'flush.count'=25)"
+        f"PROPERTIES({no_metadata}, 'flush.count'=25); "
+        f"INSERT INTO {bkt}:parts SELECT * FROM {source} PARTITIONBY _key STOREAS JSON "
+        f"PROPERTIES({no_metadata})"
     )
     kafka = ("--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
     assert main(["run", *kafka]) == 0, capsys.readouterr().err
@@ -152,3 +154,7 @@ def test_an_envelope_without_metadata_verifies_and_restores(
     assert main(["restore", *where, "--to-topic", target, *kafka]) == 0, capsys.readouterr().err
     restored = read_back(broker, target, 1)[0]
     assert [r[:3] for r in restored] == [r[:3] for r in records[0]]
+    # Over several folders without offsets, records cannot be put back in offset order.
+    where = ("--from", f"{bkt}:parts", "--topic", source, "--partition", "0", "--offset", "0")
+    assert main(["cat", *where, *kafka[:2], *kafka[4:]]) == 13
+    assert "store no offsets" in capsys.readouterr().err
