@@ -154,6 +154,10 @@ def test_an_envelope_without_metadata_verifies_and_restores(
     assert main(["restore", *where, "--to-topic", target, *kafka]) == 0, capsys.readouterr().err
     restored = read_back(broker, target, 1)[0]
     assert [r[:3] for r in restored] == [r[:3] for r in records[0]]
+    # No timestamps: a time bound is refused (it selected nothing, silently).
+    timed = ("--from-time", "2020-01-01T00:00:00Z")
+    assert main(["restore", *where, "--to-topic", target, *timed, *kafka]) == 2
+    assert "need record timestamps" in capsys.readouterr().err
     # Over several folders without offsets, records cannot be put back in offset order.
     where = ("--from", f"{bkt}:parts", "--topic", source, "--partition", "0", "--offset", "0")
     assert main(["cat", *where, *kafka[:2], *kafka[4:]]) == 13

@@ -310,9 +310,13 @@ def restore(
             hint="Pass --values-only to replay the values alone, or archive with "
             "PROPERTIES('store.envelope'=true) to restore whole records",
         )
-    if not has_envelope and (only.from_ms is not None or only.to_ms is not None):
+    # Without the envelope's metadata ('store.envelope.fields.metadata'=false) no record
+    # has a timestamp either: a time bound would silently select nothing.
+    timed = has_envelope and found.stored.timestamp is not None
+    if not timed and (only.from_ms is not None or only.to_ms is not None):
         raise errors.ConfigError(
-            "--from-time/--to-time need the record timestamps the envelope keeps"
+            "--from-time/--to-time need record timestamps, which only the envelope with its "
+            "metadata keeps"
         )
     with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
         target_partitions = admin.partitions((to_topic,))[to_topic]
