@@ -154,6 +154,14 @@ def test_an_envelope_without_metadata_verifies_and_restores(
     assert main(["restore", *where, "--to-topic", target, *kafka]) == 0, capsys.readouterr().err
     restored = read_back(broker, target, 1)[0]
     assert [r[:3] for r in restored] == [r[:3] for r in records[0]]
+    # An envelope without values: restoring would write a tombstone per record (deleting
+    # every key of a compacted topic); refused.
+    no_values = f"INSERT INTO {bkt}:arch SELECT * FROM {source} STOREAS AVRO PROPERTIES(" + (
+        "'store.envelope'=true, 'store.envelope.fields.value'=false)"
+    )
+    plain = ("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    assert main(["restore", *where, "--to-topic", target, "--kcql", no_values, *plain]) == 2
+    assert "tombstone for every record" in capsys.readouterr().err
     # No timestamps: a time bound is refused (it selected nothing, silently).
     timed = ("--from-time", "2020-01-01T00:00:00Z")
     assert main(["restore", *where, "--to-topic", target, *timed, *kafka]) == 2

@@ -285,6 +285,12 @@ def restore(
     target = listing.parse_location(location)
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
+    if route.envelope.enabled and not route.envelope.value:
+        raise errors.ConfigError(
+            f"the archive of {topic} keeps no values ('store.envelope.fields.value'=false): "
+            "restoring it would produce a tombstone for every record",
+            hint="Restore from an archive that keeps the values",
+        )
     committed = listing.committed_offsets(store, target)
     objects = {
         tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
