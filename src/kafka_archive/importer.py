@@ -15,11 +15,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
 from kafka_archive import kcql
-from kafka_archive.secrets import is_secret
+from kafka_archive.secrets import has_userinfo, is_secret
 
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
 # read by librdkafka, values read as bytes).
@@ -65,7 +66,13 @@ class Imported:
 
 def load(text: str) -> dict[str, str]:
     """The connector settings from a Connect REST body: ``{"name", "config": {…}}`` or the
-    bare config object."""
+    bare config object; or from a Java ``.properties`` file, as connect-standalone takes
+    them (any text that does not start with ``{``)."""
+    if not text.lstrip().startswith(("{", "[")):
+        settings = _properties(text)
+        if not settings:
+            raise ImportError_("neither a JSON connector config nor a .properties file")
+        return settings
     try:
         document = json.loads(text)
     except ValueError as exc:
@@ -79,6 +86,61 @@ def load(text: str) -> dict[str, str]:
     if "name" in document and "name" not in out:
         out["name"] = str(document["name"])
     return out
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[str]:
+    """The logical lines of a .properties text: comments and blank lines dropped, a line
+    ending in an odd number of backslashes joined with the next (its leading blanks
+    dropped)."""
+    lines: list[str] = []
+    pending: str | None = None
+    for natural in text.splitlines():
+        line = natural.lstrip(" \t\f")
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        joined = line[:-1] if trailing % 2 else line
+        pending = joined if pending is None else pending + joined
+        if not trailing % 2:
+            lines.append(pending)
+            pending = None
+    if pending is not None:
+        lines.append(pending)
+    return lines
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            escaped = text[i + 1]
+            if escaped == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", text[i + 2 : i + 6]):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(escaped, escaped))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def _properties(text: str) -> dict[str, str]:
+    """The settings of a Java .properties text, read as ``java.util.Properties.load`` reads
+    them: ``key=value``, ``key: value`` or ``key value``; escapes; continued lines."""
+    settings: dict[str, str] = {}
+    for line in _logical_lines(text):
+        # The key ends at the first unescaped '=', ':' or blank.
+        match = re.match(r"((?:\\.|[^=:\s\\])*)[ \t\f]*[=:]?[ \t\f]*(.*)\Z", line, re.S)
+        assert match is not None  # the pattern matches any text
+        settings[_unescape(match.group(1))] = _unescape(match.group(2))
+    return settings
 
 
 def convert(settings: Mapping[str, str]) -> Imported:
@@ -109,6 +171,7 @@ def _common(settings: dict[str, str], result: Imported) -> None:
     for key in ("topics", "topics.regex"):
         if key in settings:
             result.config[key.replace(".", "_")] = settings.pop(key)
+    _registry(settings, result)
     tasks = settings.pop("tasks.max", None)
     if tasks is not None:
         result.warnings.append(
@@ -124,6 +187,29 @@ def _common(settings: dict[str, str], result: Imported) -> None:
                 f"{key}: credentials are not carried over; kafka-archive uses "
                 "the AWS credential chain (environment, profile, role)"
             )
+
+
+def _registry(settings: dict[str, str], result: Imported) -> None:
+    """The value converter's Schema Registry: values in Confluent's Avro wire format are
+    decoded with it (--schema-registry-url); other registry formats stay bytes."""
+    url = settings.pop("value.converter.schema.registry.url", None)
+    converter = settings.get("value.converter", "")
+    if url is None:
+        return
+    if not converter.endswith(".AvroConverter"):
+        result.warnings.append(
+            f"value.converter={converter}: values in its Schema Registry wire format are "
+            "archived as bytes (only Avro is decoded): use STOREAS BYTES or the envelope"
+        )
+        return
+    if has_userinfo(url):
+        result.warnings.append(
+            "value.converter.schema.registry.url: its user:password@ is not carried over; "
+            "put the URL with them in the config file yourself (mode 0600)"
+        )
+        parts = urlsplit(url)
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    result.config["schema_registry_url"] = url
 
 
 def _rest(settings: dict[str, str], result: Imported) -> None:
@@ -145,7 +231,13 @@ def _lenses(settings: dict[str, str]) -> Imported:
     ):
         if source in settings:
             result.config[target] = settings.pop(source)
-    for key in ("connect.s3.aws.auth.mode", "connect.s3.vhost.bucket"):
+    # Lenses addresses buckets by path unless connect.s3.vhost.bucket=true (stated, as boto3
+    # picks per endpoint).
+    vhost = settings.pop("connect.s3.vhost.bucket", None)
+    if vhost is not None or "endpoint_url" in result.config:
+        virtual = (vhost or "false").strip().lower() == "true"
+        result.config["s3_addressing_style"] = "virtual" if virtual else "path"
+    for key in ("connect.s3.aws.auth.mode",):
         if key in settings:
             result.warnings.append(
                 f"{key}={settings.pop(key)}: not needed; boto3 chooses credentials and addressing"

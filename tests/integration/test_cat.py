@@ -142,3 +142,44 @@ def test_cat_prints_binary_values_base64_and_text_as_text(
         (None, None),
         ("", "text"),
     ]
+
+
+def test_an_archive_without_records_and_a_missing_bucket_say_so(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A route whose runs archived nothing (all refused, or started at `latest`) has state
+    but no objects: cat says the archive is empty, not to check --from; a bucket that does
+    not exist points at --from (not at an INSERT INTO the user did not write)."""
+    bkt = bucket()
+    state = {"next_offset": 5, "partition": 0, "topic": "orders"}
+    s3_client.put_object(
+        Bucket=bkt, Key="arch/.kafka-archive/state/orders/0.json", Body=json.dumps(state)
+    )
+    where = ("--topic", "orders", "--partition", "0", "--offset", "0")
+    code, _, err = cli(
+        capsys, "cat", "--from", f"{bkt}:arch", *where, "--endpoint-url", s3_endpoint
+    )
+    assert code == 13 and "holds no records yet" in err, err
+    code, _, err = cli(
+        capsys, "cat", "--from", f"{bkt}-gone", *where, "--endpoint-url", s3_endpoint
+    )
+    assert code == 6 and "Check --from" in err and "INSERT INTO" not in err, err
+    # An empty object (damaged): restore names it (an internal error, StopIteration, before).
+    s3_client.put_object(Bucket=bkt, Key="arch/orders/0/000000000000.json", Body=b"")
+    code, _, err = cli(
+        capsys,
+        "restore",
+        "--from",
+        f"{bkt}:arch",
+        "--topic",
+        "orders",
+        "--to-topic",
+        "orders-restored",
+        "--values-only",
+        *("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint),
+    )
+    assert code == 14 and "000000000000.json holds no records" in err, err

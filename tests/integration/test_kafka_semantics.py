@@ -489,3 +489,44 @@ def test_planning_looks_up_the_offsets_of_all_partitions_at_once(
     assert all(offsets[tp].end == offsets[tp].high for tp in tps if tp.partition != 3)
     assert elapsed < 15, elapsed
     open_tx.abort_transaction(30)
+
+
+def test_partitions_added_to_a_topic_are_archived_from_their_first_record(
+    broker: str,
+    admin: AdminClient,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--start` says where a route's first run begins; a partition the topic gains later is
+    new to a route that has begun, and all of its records are archived (with `--start
+    latest` still on the command line, the records it got before the next run were lost)."""
+    from confluent_kafka.admin import NewPartitions
+
+    start = "latest"
+    name, bkt = f"grown-{time.monotonic_ns()}", bucket()
+    admin.create_topics([NewTopic(name, 1)])[name].result(timeout=30)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(3):
+        producer.produce(name, compact({"id": i}), partition=0)
+    producer.flush(30)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} {ENVELOPE}"
+    code, _, err = run(capsys, broker, s3_endpoint, kcql, "--start", start)
+    assert code == 0, err
+    before = archived(s3_client, bkt)
+    assert ids(before) == []
+
+    admin.create_partitions([NewPartitions(name, 3)])[name].result(timeout=30)
+    producer = Producer({"bootstrap.servers": broker})  # knows the new partitions
+    while len(producer.list_topics(name, timeout=10).topics[name].partitions) < 3:
+        time.sleep(0.2)
+    for i in range(3, 12):
+        producer.produce(name, compact({"id": i}), partition=i % 3)
+    producer.flush(30)
+    code, _, err = run(capsys, broker, s3_endpoint, kcql, "--start", start)
+    assert code == 0, err
+    rows = archived(s3_client, bkt)
+    assert ids(rows) == sorted(set(ids(before)) | set(range(3, 12)))
+    assert [r for r in rows if r[0] > 0] == [r for r in in_kafka(broker, name, 3) if r[0] > 0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -243,3 +245,47 @@ def test_records_of_a_crashed_restore_transaction_stay_invisible(
     assert read_all(broker, target, 1)[0] == original[0]
     # Aborted: the crashed attempt's records stay in the log but never become visible.
     assert read_all(broker, target, 1, committed=False)[0][:10] == [v for _, v in values[:10]]
+
+
+def test_records_over_a_megabyte_are_restored_and_a_topic_too_small_for_them_is_named(
+    broker: str,
+    produce: Callable[..., None],
+    admin: Any,
+    s3_endpoint: str,
+    spark: Any,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Values beyond librdkafka's default message.max.bytes (1 MB) that the source topic
+    took are produced again (the target topic's limit decides, not the producer's default);
+    a target whose max.message.bytes is too small is named, with what to change."""
+    from confluent_kafka.admin import NewTopic
+
+    def create(name: str, **config: str) -> str:
+        admin.create_topics([NewTopic(name, 1, config=config)])[name].result(timeout=30)
+        return name
+
+    suffix = uuid.uuid4().hex[:8]
+    big = {"max.message.bytes": str(4 << 20)}
+    name, roomy = create(f"big-{suffix}", **big), create(f"roomy-{suffix}", **big)
+    small = create(f"small-{suffix}")  # the broker's default max.message.bytes (~1 MB)
+    values = [b"x" * 2_500_000, b"{}", os.urandom(1_200_000)]
+    produce(name, ({"value": v} for v in values), message_max_bytes=4 << 20)
+    bkt = bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS BYTES"
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+
+    code, out, err = restore(
+        capsys, broker, s3_endpoint, name, f"{bkt}:arch", roomy, "--values-only"
+    )
+    assert code == 0, err
+    assert read_all(broker, roomy, 1) == {0: values}
+
+    code, out, err = restore(
+        capsys, broker, s3_endpoint, name, f"{bkt}:arch", small, "--values-only"
+    )
+    assert code == 11, out + err
+    line = err.strip().splitlines()[-1]
+    assert f"max.message.bytes of {small}" in line and "Traceback" not in err
+    assert read_all(broker, small, 1) == {0: []}  # the failed batch's transaction aborted

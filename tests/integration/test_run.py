@@ -296,3 +296,19 @@ def test_error_policies_keep_bad_records_out_and_count_them(
     # Verify agrees: the refused records are in no object by design, not missing.
     code = main(run_args(kcql, broker, s3_endpoint, command="verify"))
     assert code == 0, capsys.readouterr().out
+
+
+def test_kafka_unreachable_is_one_line_on_stderr_not_librdkafkas_retries(
+    s3_endpoint: str, bucket: Callable[..., str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A refused connection makes librdkafka log a line every 50 ms (about 200 before the
+    metadata request gives up): they are debug output; the user gets one error, exit 3."""
+    from devstack import free_port
+
+    kcql = f"INSERT INTO {bucket()}:archive SELECT * FROM orders"
+    code = main(run_args(kcql, f"127.0.0.1:{free_port()}", s3_endpoint))
+    err = capfd.readouterr().err
+    assert code == 3, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) <= 2, err[:2000]
+    assert lines[-1].startswith("kafka-archive: error: cannot reach Kafka")

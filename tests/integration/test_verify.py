@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
+import fastavro
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from archive_helpers import cli, run_args
 
@@ -132,3 +137,53 @@ def test_a_truncated_object_is_found(
     assert code == 1
     assert f"offset 200 {cut_mid_line}: unreadable JSON object: the last line has no line" in out
     assert f"offsets 290..299 {cut_at_line}: record missing from its object" in out
+
+
+def test_records_refused_under_skip_or_dead_letter_are_not_reported_missing(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Tombstones and values that are no JSON object, refused by AVRO, PARQUET and TEXT under
+    error.policy skip/dead-letter, are not in the archive by design: verify is clean. (And a
+    value holding NaN, as Python's json.dumps writes it, is the same value archived.)"""
+    name, bkt = topic(partitions=1), bucket()
+    odd: dict[int, bytes | None] = {3: None, 7: b"[1, 2]", 11: b"42", 15: b'"x"\n'}
+    nan = b'{"id": 5, "score": NaN}'
+
+    produce(name, 20, partitions=1, value=lambda i: odd.get(i, nan if i == 5 else {"id": i}))
+    kcql = "; ".join(
+        f"INSERT INTO {bkt}:{prefix} SELECT * FROM {name} STOREAS {fmt} "
+        f"PROPERTIES('error.policy'='{policy}', 'flush.count'=5)"
+        for prefix, fmt, policy in (
+            ("p", "PARQUET", "skip"),
+            ("a", "AVRO", "dead-letter"),
+            ("t", "TEXT", "skip"),
+        )
+    )
+    conn = run_args(kcql, broker, s3_endpoint, command=None)
+    code, _, err = cli(capsys, "run", *conn)
+    assert code == 0, err
+
+    # The archive, read independently: the plain records are there, the refused ones not.
+    def objects(prefix: str) -> list[bytes]:
+        listed = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"{prefix}/{name}/")["Contents"]
+        return [s3_client.get_object(Bucket=bkt, Key=o["Key"])["Body"].read() for o in listed]
+
+    plain = [{"id": i} for i in range(20) if i not in odd]
+    rows = [r for data in objects("p") for r in pq.read_table(pa.BufferReader(data)).to_pylist()]
+    assert [r["id"] for r in rows] == [r["id"] for r in plain]
+    assert math.isnan(next(r["score"] for r in rows if r["id"] == 5))
+    rows = [r for data in objects("a") for r in fastavro.reader(io.BytesIO(data))]
+    assert [r["id"] for r in rows] == [r["id"] for r in plain]
+    lines = [line for data in objects("t") for line in data.decode().splitlines()]
+    assert len(lines) == 18 and "42" in lines and "[1, 2]" in lines
+    code, out, err = cli(capsys, "verify", *conn, "--output", "json")
+    report = json.loads(out)
+    assert [d for p in report["partitions"] for d in p["discrepancies"]] == []
+    assert report["clean"] is True and code == 0, out + err

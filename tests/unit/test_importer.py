@@ -164,3 +164,72 @@ def test_confluent_bucket_settings_become_the_s3_settings(tmp_path: Path) -> Non
         "arn:aws:iam::123456789012:role/sink",
         "ext",
     )
+
+
+def test_a_properties_file_is_read_as_connect_standalone_reads_it() -> None:
+    """connect-standalone takes a Java .properties file (continued lines, escapes, `:` or
+    blanks as separators, comments), the form of the Lenses documentation's examples."""
+    result = imported("lenses-s3-sink.properties")
+    assert result.config["job_name"] == "orders-archive"
+    assert result.config["kcql"] == [
+        "INSERT INTO acme-archive:orders SELECT * FROM orders PARTITIONBY _header.country "
+        "STOREAS `AVRO` PROPERTIES('flush.count'=50000)",
+        "INSERT INTO acme-archive:payments SELECT * FROM payments STOREAS `JSON` "
+        "PROPERTIES('flush.interval'=600)",
+    ]
+    text = result.yaml() + "\n".join(result.warnings)
+    assert "example/secret/key" not in text and "AKIAEXAMPLE" not in text
+    assert importer.load(
+        "! a comment\n"
+        "s3.bucket.name : acme\\\n"
+        "   -archive\n"
+        "topics.regex orders\\\\..*\n"
+        "  flush.size=1000\n"
+        "path.format='year'\\=YYYY\n"
+        "unicode=caf\\u00e9\n"
+        "empty=\n"
+    ) == {
+        "s3.bucket.name": "acme-archive",
+        "topics.regex": "orders\\..*",
+        "flush.size": "1000",
+        "path.format": "'year'=YYYY",
+        "unicode": "café",
+        "empty": "",
+    }
+
+
+def test_a_confluent_properties_file_converts_like_its_json(tmp_path: Path) -> None:
+    settings = json.loads((SAMPLES / "confluent-s3-sink.json").read_text())["config"]
+    lines = [f"{k}={v.replace(chr(92), chr(92) * 2)}" for k, v in settings.items()]
+    as_json = importer.convert(importer.load(json.dumps(settings)))
+    as_properties = importer.convert(importer.load("\n".join(lines)))
+    assert as_properties.config == {k: v for k, v in as_json.config.items() if k != "job_name"}
+
+
+def test_the_value_converters_schema_registry_carries_over_without_credentials() -> None:
+    base = {"s3.bucket.name": "acme", "topics": "orders", "flush.size": "10"}
+    avro = "io.confluent.connect.avro.AvroConverter"
+    url = "https://user:s3cret@registry.example:8081"
+    result = importer.convert(
+        {**base, "value.converter": avro, "value.converter.schema.registry.url": url}
+    )
+    assert result.config["schema_registry_url"] == "https://registry.example:8081"
+    assert "s3cret" not in result.yaml() + " ".join(result.warnings)
+    assert any("user:password@" in w for w in result.warnings)
+    proto = "io.confluent.connect.protobuf.ProtobufConverter"
+    result = importer.convert(
+        {**base, "value.converter": proto, "value.converter.schema.registry.url": url}
+    )
+    assert "schema_registry_url" not in result.config
+    assert any(proto in w and "bytes" in w for w in result.warnings)
+
+
+def test_lenses_bucket_addressing_carries_over_path_style_by_default() -> None:
+    """Lenses addresses buckets by path unless connect.s3.vhost.bucket=true; a store that
+    wants virtual hosts (vhost.bucket=true) gets them after the import too."""
+    kcql_text = "INSERT INTO lensesio:demo SELECT * FROM demo"
+    base = {"connect.s3.kcql": kcql_text, "connect.s3.custom.endpoint": "http://minio:9000"}
+    assert importer.convert(base).config["s3_addressing_style"] == "path"
+    vhost = {**base, "connect.s3.vhost.bucket": "true"}
+    assert importer.convert(vhost).config["s3_addressing_style"] == "virtual"
+    assert "s3_addressing_style" not in importer.convert({"connect.s3.kcql": kcql_text}).config

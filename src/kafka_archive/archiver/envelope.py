@@ -144,7 +144,8 @@ def from_json_document(document: dict[str, Any]) -> Record:
         return Record(
             topic=str(meta.get("topic", "")),
             partition=int(meta.get("partition", -1)),
-            offset=int(meta["offset"]),
+            # -1: no metadata kept ('store.envelope.fields.metadata'=false)
+            offset=int(meta["offset"]) if "metadata" in document else -1,
             timestamp=None if meta.get("timestamp") is None else int(meta["timestamp"]),
             key=parts["key"],
             value=parts["value"],

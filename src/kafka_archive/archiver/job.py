@@ -171,6 +171,9 @@ def plan_work(
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
     group = group_for(job)
     start_given = settings.given("start")
+    # Routes that have begun (a partition with state): --start is where a route's first run
+    # begins, so a partition without state in such a route was added to the topic since.
+    begun = {(v.route_index, v.tp.topic) for v in views if v.loaded.state is not None}
     # One listing of the job's intent markers per target (not one per partition).
     marked = {
         target: pending.markers_of_job(store, target, job)
@@ -236,6 +239,11 @@ def plan_work(
                     marks.low,
                 )
                 start = marks.low
+        elif (index, tp.topic) in begun and settings.start.kind is positions.StartKind.LATEST:
+            # Every record of a partition added since the route began came after its start
+            # (a time or a group's offsets mean the same for it as for the others).
+            start = marks.low
+            log.info("%s: a partition added since the route began; from its first record", tp)
         else:
             start, note = positions.initial_offset(
                 settings.start,

@@ -11,8 +11,12 @@ import orjson
 
 
 def loads(data: bytes) -> Any:
-    """The parsed value; raises ValueError (or UnicodeDecodeError) when it is not JSON."""
+    """The parsed value; raises ValueError (or UnicodeDecodeError) when it is not JSON, or
+    nests deeper than Python's parser can recurse (a bad record, not a crashed task)."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply to parse") from None

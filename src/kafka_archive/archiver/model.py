@@ -171,6 +171,7 @@ class RunResult:
     seconds: float
     gaps: tuple[Gap, ...] = ()
     timings: BatchTimings | None = None
+    targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
 
     @property
     def records(self) -> int:

@@ -160,7 +160,9 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     )
     producer = Producer(
         settings.kafka.client_config(
-            defaults={"linger.ms": 20, "compression.type": "lz4"},
+            # The records came out of Kafka: the target topic's max.message.bytes decides
+            # what fits, not librdkafka's default limit (1 MB) on a record before compression.
+            defaults={"linger.ms": 20, "compression.type": "lz4", "message.max.bytes": _MAX_BYTES},
             fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
         )
     )
@@ -196,6 +198,7 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             producer.commit_transaction(_TIMEOUT)
     except KafkaException as exc:
         _abort(producer)
+        message, hint = _produce_failure(exc.args[0], unit.to_topic)
         return RestoreResult(
             unit.tp,
             progress,
@@ -203,8 +206,8 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             next_offset,
             time.monotonic() - started,
             "KafkaReadError",
-            f"producing to {unit.to_topic} failed: {exc.args[0].str()}",
-            "Run the same restore again: it resumes after the last committed batch",
+            message,
+            hint,
         )
     except errors.ArchiveError as exc:
         _abort(producer)
@@ -222,6 +225,28 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
         consumer.close()
         producer.flush(_TIMEOUT)
     return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started)
+
+
+_MAX_BYTES = 1_000_000_000  # librdkafka's greatest message.max.bytes
+_RESUME = "it resumes after the last committed batch"
+
+
+def _produce_failure(error: Any, to_topic: str) -> tuple[str, str]:
+    """The message and hint of a librdkafka error met while producing to ``to_topic``."""
+    text = str(error.str()) if hasattr(error, "str") else str(error)
+    name = str(error.name()) if hasattr(error, "name") else ""
+    if name in ("MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"):
+        return (
+            f"producing to {to_topic} failed: a record is larger than the max.message.bytes "
+            f"of {to_topic} (or -X message.max.bytes) allows ({text})",
+            f"Raise max.message.bytes of {to_topic} (kafka-configs --alter --entity-type "
+            f"topics --entity-name {to_topic} --add-config max.message.bytes=N) to the "
+            f"source topic's, then run the same restore again: {_RESUME}",
+        )
+    return (
+        f"producing to {to_topic} failed: {text}",
+        f"Run the same restore again: {_RESUME}",
+    )
 
 
 def _abort(producer: Any) -> None:
@@ -260,6 +285,12 @@ def restore(
     target = listing.parse_location(location)
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
+    if route.envelope.enabled and not route.envelope.value:
+        raise errors.ConfigError(
+            f"the archive of {topic} keeps no values ('store.envelope.fields.value'=false): "
+            "restoring it would produce a tombstone for every record",
+            hint="Restore from an archive that keeps the values",
+        )
     committed = listing.committed_offsets(store, target)
     objects = {
         tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
@@ -271,16 +302,27 @@ def restore(
         raise errors.NotInArchiveError(f"nothing of {topic} is archived under {target}")
     first = next(iter(objects.values()))[0]
     sample = partition_records(store, route, (first,), None)
-    has_envelope = next(sample).stored.has_envelope
+    found = next(sample, None)
+    if found is None:
+        raise errors.DamagedObjectError(
+            f"s3://{target.bucket}/{first.key} holds no records",
+            tp=first.tp,
+            hint="Run kafka-archive verify to list damaged objects",
+        )
+    has_envelope = found.stored.has_envelope
     if not has_envelope and not values_only:
         raise errors.ConfigError(
             f"the archive of {topic} stores values only (no keys, headers or timestamps)",
             hint="Pass --values-only to replay the values alone, or archive with "
             "PROPERTIES('store.envelope'=true) to restore whole records",
         )
-    if not has_envelope and (only.from_ms is not None or only.to_ms is not None):
+    # Without the envelope's metadata ('store.envelope.fields.metadata'=false) no record
+    # has a timestamp either: a time bound would silently select nothing.
+    timed = has_envelope and found.stored.timestamp is not None
+    if not timed and (only.from_ms is not None or only.to_ms is not None):
         raise errors.ConfigError(
-            "--from-time/--to-time need the record timestamps the envelope keeps"
+            "--from-time/--to-time need record timestamps, which only the envelope with its "
+            "metadata keeps"
         )
     with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
         target_partitions = admin.partitions((to_topic,))[to_topic]

@@ -190,6 +190,7 @@ class Session:
             skipped=work.skipped,
             seconds=ended - started,
             gaps=work.gaps,
+            targets=tuple(str(r.target) for r in self.plan.routes),
             timings=BatchTimings(
                 plan=planned - started,
                 spark_start=spark_start,

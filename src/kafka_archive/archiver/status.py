@@ -20,6 +20,7 @@ class PartitionStatus:
     last_commit: str | None
     objects: int
     bytes: int
+    target: str = ""  # where the route writes (bucket:prefix): a topic may have several
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                     ),
                     objects=state.objects if state is not None else 0,
                     bytes=state.bytes if state is not None else 0,
+                    target=str(view.route.target),
                 )
             )
     return JobStatus(pre.job, tuple(rows))

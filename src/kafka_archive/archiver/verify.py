@@ -43,6 +43,7 @@ from kafka_archive.archiver.reading.decoding import (
     StoredRecord,
     UnreadableObject,
     read_object,
+    same_value,
     stored_form,
 )
 from kafka_archive.archiver.reading.listing import StoredObject, list_partition_objects
@@ -125,6 +126,7 @@ class VerifyResult:
     offline: bool
     partitions: tuple[PartitionVerdict, ...]
     seconds: float
+    targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
 
     @property
     def clean(self) -> bool:
@@ -412,7 +414,7 @@ class _PartitionChecker:
             return
         stored = cursor.records[cursor.index]
         cursor.index += 1
-        if stored.value != expected or stored.offset not in (None, record.offset):
+        if not same_value(stored.value, expected) or stored.offset not in (None, record.offset):
             self.events.add(record.offset, obj.key, "archived record differs from Kafka")
 
     def _finish(self, cursor: _Cursor) -> None:
@@ -505,7 +507,8 @@ def verify(
             shown=PartitionCheck.progress,
         )
     ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
-    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started)
+    targets = tuple(str(r.target) for r in pre.plan.routes)
+    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started, targets)
 
 
 def to_json(result: VerifyResult) -> dict[str, Any]:
@@ -518,6 +521,7 @@ def to_json(result: VerifyResult) -> dict[str, Any]:
             {
                 "topic": v.tp.topic,
                 "partition": v.tp.partition,
+                "target": result.targets[v.route_index] if result.targets else None,
                 "committed_offset": v.committed,
                 "checked_from": v.checked_from,
                 "checked_to": v.checked_to,

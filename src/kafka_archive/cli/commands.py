@@ -127,6 +127,10 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     root.setLevel(logging.DEBUG if debug else logging.WARNING if quiet else logging.INFO)
     for noisy in ("botocore", "boto3", "urllib3", "s3transfer", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The driver's librdkafka lines: a refused connection logs one every 50 ms.
+    logging.getLogger("kafka_archive.librdkafka").setLevel(
+        logging.DEBUG if debug else logging.CRITICAL
+    )
     if not debug:
         # py4j logs a failed call with its traceback (on the root logger), then raises it to
         # us: we report it, in one line.
@@ -685,7 +689,8 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
 @cli.command(name="import-connector")
 @click.argument("connector", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def import_connector(connector: Path) -> None:
-    """Print the config file equivalent to a Lenses or Confluent S3 sink's JSON config."""
+    """Print the config file equivalent to a Lenses or Confluent S3 sink's config (the
+    Connect REST JSON or a connect-standalone .properties file)."""
     from kafka_archive import importer
 
     try:

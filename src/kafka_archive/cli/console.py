@@ -60,9 +60,10 @@ class _Board:
 def _done_line(unit: UnitProgress, seconds: float) -> str:
     if unit.failed:
         return f"{_name(unit)}: stopped at offset {unit.offset} (the error follows)"
-    last = f"..{unit.offset - 1}" if unit.offset > unit.start else ""
+    # Offline verify reads no offsets: then the line names none.
+    read = f"offsets {unit.start}..{unit.offset - 1}: " if unit.offset > unit.start else ""
     return (
-        f"{_name(unit)}: offsets {unit.start}{last}: {unit.records:,} records, "
+        f"{_name(unit)}: {read}{unit.records:,} records, "
         f"{human_bytes(unit.size)}, {unit.objects} object(s) in {seconds:.1f} s"
     )
 

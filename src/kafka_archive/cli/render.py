@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kafka_archive.archiver.model import BatchTimings, RunResult
+from kafka_archive.archiver.model import BatchTimings, RunResult, TopicPartition
 from kafka_archive.archiver.restore import RestoreRun
 from kafka_archive.archiver.session import FollowResult
 from kafka_archive.archiver.status import JobStatus
@@ -20,14 +21,36 @@ def human_bytes(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _labeller(
+    targets: tuple[str, ...], keys: list[tuple[int, TopicPartition]]
+) -> Callable[[int, TopicPartition], str]:
+    """How lines name a partition: ``topic-p``, followed by ``(bucket:prefix)`` when the
+    lines hold one topic under several routes (several targets)."""
+    routes: dict[str, set[int]] = {}
+    for index, tp in keys:
+        routes.setdefault(tp.topic, set()).add(index)
+
+    def label(index: int, tp: TopicPartition) -> str:
+        if len(routes.get(tp.topic, ())) > 1 and index < len(targets):
+            return f"{tp} ({targets[index]})"
+        return str(tp)
+
+    return label
+
+
 def render_summary(result: RunResult) -> str:
     """Per partition the offset range archived, then totals with elapsed time and MB/s."""
     lines = [f"job {result.job} (run {result.run_id})"]
+    label = _labeller(
+        result.targets,
+        [(u.route_index, u.tp) for u in result.units]
+        + [(g.route_index, g.tp) for g in result.gaps],
+    )
     for unit in result.units:
         if unit.next_offset <= unit.start:
             continue
         lines.append(
-            f"  {unit.tp}: offsets {unit.start}..{unit.next_offset - 1}  "
+            f"  {label(unit.route_index, unit.tp)}: offsets {unit.start}..{unit.next_offset - 1}  "
             f"{unit.records} records, {len(unit.objects)} object(s), {human_bytes(unit.bytes)}"
         )
         if unit.skipped_records:
@@ -47,8 +70,8 @@ def render_summary(result: RunResult) -> str:
             else f"partition left at offset {gap.first}"
         )
         lines.append(
-            f"  {gap.tp}: GAP offsets {gap.first}..{gap.last} ({gap.records} records) "
-            f"deleted by Kafka before they were archived; {then}"
+            f"  {label(gap.route_index, gap.tp)}: GAP offsets {gap.first}..{gap.last} "
+            f"({gap.records} records) deleted by Kafka before they were archived; {then}"
         )
     up_to_date = [s for s in result.skipped if s.reason == "nothing new"]
     if not result.units and not result.gaps:
@@ -76,6 +99,7 @@ def render_verify(result: VerifyResult) -> str:
     """Per partition: what was checked and every discrepancy, then the verdict."""
     how = "offline (objects and state only)" if result.offline else "against Kafka"
     lines = [f"job {result.job}: verified {how}"]
+    label = _labeller(result.targets, [(v.route_index, v.tp) for v in result.partitions])
     for v in result.partitions:
         checked = (
             f"offsets {v.checked_from}..{v.checked_to - 1} compared"
@@ -85,8 +109,8 @@ def render_verify(result: VerifyResult) -> str:
         verdict = "ok" if v.clean else f"{len(v.discrepancies)} problem(s)"
         committed = "no state" if v.committed is None else f"committed up to {v.committed}"
         lines.append(
-            f"  {v.tp}: {verdict} ({committed}; {v.objects} object(s), {v.records} records; "
-            f"{checked})"
+            f"  {label(v.route_index, v.tp)}: {verdict} ({committed}; {v.objects} object(s), "
+            f"{v.records} records; {checked})"
         )
         for d in v.discrepancies:
             where = " ".join(part for part in (_span(d.first_offset, d.last_offset), d.key) if part)
@@ -144,10 +168,16 @@ def render_status(report: JobStatus) -> str:
         f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
         f"{'objects':>8} {'bytes':>14}  last commit",
     ]
+    targets: dict[str, set[str]] = {}
+    for row in report.partitions:
+        targets.setdefault(row.topic, set()).add(row.target)
     for row in report.partitions:
         archived = "-" if row.archived_offset is None else str(row.archived_offset)
+        name = f"{row.topic}-{row.partition}"
+        if len(targets[row.topic]) > 1:  # one topic archived to several places
+            name += f" ({row.target})"
         lines.append(
-            f"  {row.topic + '-' + str(row.partition):<32} {archived:>12} "
+            f"  {name:<32} {archived:>12} "
             f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
             f"{row.last_commit or 'never'}"
         )

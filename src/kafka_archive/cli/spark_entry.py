@@ -23,7 +23,18 @@ def run_args(argv: Sequence[str]) -> list[str]:
 
 def entry(argv: Sequence[str]) -> int:
     from kafka_archive.archiver.errors import ConfigError
-    from kafka_archive.cli import main
+
+    try:
+        from kafka_archive.cli import main
+    except ImportError as exc:  # the driver's Python lacks our dependencies
+        print(
+            f"kafka-archive: error: the Python running the Spark driver ({sys.executable}) "
+            f"lacks kafka-archive's dependencies ({exc}). Install kafka-archive there, or "
+            "ship a virtualenv (--archives env.tar.gz#env --conf "
+            "spark.pyspark.python=./env/bin/python)",
+            file=sys.stderr,
+        )
+        return ConfigError.exit_code
 
     try:
         args = run_args(argv)

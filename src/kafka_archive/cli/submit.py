@@ -30,6 +30,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -233,6 +234,10 @@ def private_files(
         )
 
 
+_PYTHONS = frozenset({"spark.pyspark.python", "spark.pyspark.driver.python"})
+_PYTHONS_ENV = frozenset({"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"})
+
+
 def command(
     spark: SparkOptions,
     run_args: Sequence[str],
@@ -262,6 +267,15 @@ def command(
         argv += ["--properties-file", str(properties_file)]
     for key, value in spark.conf:
         argv += ["--conf", f"{key}={value}"]
+    given = {key for key, _ in spark.conf}
+    if (
+        spark.master.startswith("local")
+        and not given & _PYTHONS
+        and not _PYTHONS_ENV & set(environ)
+    ):
+        # A local master runs the driver and workers here: with this Python, which has our
+        # dependencies (spark-submit would take the python3 on PATH).
+        argv += ["--conf", f"spark.pyspark.python={sys.executable}"]
     sizes: tuple[tuple[str, str | int | None], ...] = (
         ("--num-executors", spark.num_executors),
         ("--executor-memory", spark.executor_memory),

@@ -168,3 +168,41 @@ def test_client_mode_ships_no_files(
     )
     assert main(["submit", "--master", "yarn", "--print-command", "--kcql", statement]) == 0
     assert "--files" not in capsys.readouterr().out.split()
+
+
+def test_a_local_master_runs_this_python_unless_one_is_given(tmp_path: Path) -> None:
+    """spark-submit takes the python3 on PATH, which lacks our dependencies (a submit with
+    --master local[2] from a virtualenv failed: No module named 'confluent_kafka')."""
+    import sys
+
+    def confs(master: str, conf: tuple[tuple[str, str], ...] = (), **env: str) -> list[str]:
+        spark = submit.SparkOptions(master=master, conf=conf)
+        argv = submit.command(spark, ["--kcql", KCQL], tmp_path / "p.zip", env)
+        return [argv[i + 1] for i, a in enumerate(argv) if a == "--conf"]
+
+    assert confs("local[2]") == [f"spark.pyspark.python={sys.executable}"]
+    assert confs("spark://h:7077") == []
+    given = (("spark.pyspark.python", "./env/bin/python"),)
+    assert confs("local[*]", given) == ["spark.pyspark.python=./env/bin/python"]
+    assert confs("local", PYSPARK_PYTHON="/usr/bin/python3") == []
+
+
+def test_a_driver_python_without_our_dependencies_is_one_line(tmp_path: Path) -> None:
+    """The entry script under a Python that lacks kafka-archive's dependencies (the cluster's
+    python3): one line saying so and what to do, exit 2, not an import traceback."""
+    import subprocess
+    import sys
+
+    import kafka_archive
+
+    src = Path(kafka_archive.__file__).resolve().parents[1]
+    entry = src / "kafka_archive" / "cli" / "spark_entry.py"
+    done = subprocess.run(
+        [sys.executable, "-S", str(entry), "--kcql", KCQL],  # -S: no site-packages
+        env={"PYTHONPATH": str(src)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "lacks kafka-archive's dependencies" in done.stderr

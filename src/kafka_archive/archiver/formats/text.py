@@ -31,7 +31,7 @@ class TextWriter:
         return True
 
     def write(self, record: Record) -> None:
-        line = _line(record.value)
+        line = checked_line(record.value)
         self._sink.write(line)
         self._written += len(line)
 
@@ -47,7 +47,8 @@ class TextWriter:
         self._sink.flush()
 
 
-def _line(value: bytes | None) -> bytes:
+def checked_line(value: bytes | None) -> bytes:
+    """The TEXT line of a value; raises :class:`BadRecordError` for one TEXT cannot store."""
     if value is None:
         raise BadRecordError("a tombstone (null value) cannot be stored as TEXT")
     if b"\n" in value or b"\r" in value:

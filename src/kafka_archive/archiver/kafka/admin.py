@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -18,6 +19,10 @@ from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundEr
 from kafka_archive.archiver.kafka.reader import consumer_config, is_transient, reads_committed
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.settings import KafkaSettings
+
+# librdkafka's own log lines of the driver's clients (a refused connection logs every 50 ms):
+# the CLI shows them with --debug; what fails reaches the user as one error.
+LIBRDKAFKA_LOG = logging.getLogger("kafka_archive.librdkafka")
 
 _METADATA_TIMEOUT = 10.0
 OffsetSpec: Any = _OffsetSpec  # untyped in confluent-kafka
@@ -54,7 +59,7 @@ class KafkaAdmin:
         self._kafka = kafka
         config = consumer_config(kafka, group)
         self._read_committed = reads_committed(config)
-        self._consumer = Consumer(config)
+        self._consumer = Consumer({**config, "logger": LIBRDKAFKA_LOG})
         self._admin: AdminClient | None = None
 
     def __enter__(self) -> KafkaAdmin:
@@ -130,7 +135,8 @@ class KafkaAdmin:
 
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient(self._kafka.client_config(defaults={}, fixed={}))
+            config = self._kafka.client_config(defaults={}, fixed={"logger": LIBRDKAFKA_LOG})
+            self._admin = AdminClient(config)
         return self._admin
 
     def _list_offsets(

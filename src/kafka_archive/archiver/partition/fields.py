@@ -124,6 +124,15 @@ def _extractor(ref: FieldRef) -> Extract:
     return lambda p: p.record.timestamp
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` (decoded with surrogate escapes) came from valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _optional_text(data: bytes | None) -> str | None:
     return None if data is None else _text(data)
 
@@ -137,6 +146,14 @@ class Projector:
 
     def __init__(self, fields: tuple[SelectField, ...]) -> None:
         self._fields = tuple((f.output_name, _extractor(f.ref)) for f in fields)
+        # `_key` and `_header.h` (no path) are the bytes as text: bytes that are not UTF-8
+        # (kept as surrogate escapes for PARTITIONBY) cannot be a stored string.
+        self._raw = {
+            f.output_name: "key" if f.ref.source is Source.KEY else f"header {f.ref.path[0]!r}"
+            for f in fields
+            if (f.ref.source is Source.KEY and not f.ref.path)
+            or (f.ref.source is Source.HEADER and len(f.ref.path) == 1)
+        }
 
     def project(self, record: Record, registry: SchemaRegistry | None = None) -> dict[str, Any]:
         parsed = _Parsed(record, registry)
@@ -144,6 +161,13 @@ class Projector:
         for name, extract in self._fields:
             value = extract(parsed)
             out[name] = None if value is _MISSING else value
+        for name, what in self._raw.items():
+            text = out[name]
+            if isinstance(text, str) and not text.isascii() and not _is_utf8(text):
+                raise BadRecordError(
+                    f"the record's {what} is not UTF-8 text, which a SELECT field cannot "
+                    "hold; use PROPERTIES('store.envelope'=true) to keep binary keys and headers"
+                )
         return out
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from kafka_archive.archiver import envelope as env
-from kafka_archive.archiver.formats import csv_, schema
+from kafka_archive.archiver.formats import csv_, json_, schema, text
 from kafka_archive.archiver.formats.bytes_ import read_values
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
 from kafka_archive.archiver.partition.fields import Projector
@@ -66,11 +67,12 @@ Reader = Callable[[bytes, Envelope | None], list[StoredRecord]]
 
 
 def from_envelope(record: Record, envelope: Envelope) -> StoredRecord:
-    """The stored form of a record read from an envelope."""
+    """The stored form of a record read from an envelope (one without its metadata part,
+    ``'store.envelope.fields.metadata'=false``, stores no offset)."""
     return StoredRecord(
         value=env.comparable(record, envelope),
         raw=record.value,
-        offset=record.offset,
+        offset=record.offset if envelope.metadata and record.offset >= 0 else None,
         key=record.key,
         headers=record.headers,
         timestamp=record.timestamp,
@@ -150,7 +152,9 @@ def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # One thread: Arrow's thread pools, once started, can abort the process as it exits
+        # (apache/arrow#34314), and one object is small work.
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowException, OSError) as exc:
         raise UnreadableObject(f"not a complete Parquet file ({type(exc).__name__})") from None
     return read_parquet_table(table, envelope)
@@ -235,7 +239,7 @@ def stored_form(
         return csv_.comparable([csv_.cell(v) for v in row.values()])
     if projector is not None:
         projected = projector.project(record, registry)
-        return projected if fmt is Format.JSON else schema.normalized(projected)
+        return projected if fmt is Format.JSON else _inferred(fmt, projected)
     value = record.value
     if fmt in (Format.JSON, Format.AVRO, Format.PARQUET):  # TEXT and BYTES store the bytes
         framed, datum = decoded(registry, value)
@@ -243,13 +247,44 @@ def stored_form(
             return (
                 datum if fmt is Format.JSON else schema.normalized(decode_value(record, registry))
             )
+    # Each format refuses what its writer refuses (the same checks), so a record left out
+    # under error.policy skip/dead-letter is not expected in the archive.
     if fmt is Format.JSON:
-        return None if value is None else json.loads(value)
+        return json.loads(json_.pass_through_line(value))
     if fmt is Format.TEXT:
-        return None if value is None else value.decode("utf-8")
+        return text.checked_line(value).decode("utf-8")[:-1]
     if fmt in (Format.AVRO, Format.PARQUET):
-        return None if value is None else schema.normalized(json.loads(value))
+        return _inferred(fmt, decode_value(record, registry))
     return value
+
+
+def _inferred(fmt: Format, value: Any) -> Any:
+    """A value stored under a schema inferred from it, as read back; raises BadRecordError
+    where the writer does: no schema fits it (mixed arrays, numbers out of range), or for
+    AVRO a field name Avro does not allow."""
+    inferred = schema.value_schema(value)
+    if fmt is Format.AVRO:
+        schema.to_avro(inferred)
+    return schema.normalized(value)
+
+
+_NAN = object()  # stands for every NaN in same_value: NaN equals no float, not even itself
+
+
+def _nan_free(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
+    if isinstance(value, dict):
+        return {k: _nan_free(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_free(v) for v in value]
+    return value
+
+
+def same_value(stored: Any, expected: Any) -> bool:
+    """Whether an archived value is the one ``stored_form`` expects: equal, NaN included
+    (a JSON value may hold NaN, which Python's float never finds equal to itself)."""
+    return bool(stored == expected) or bool(_nan_free(stored) == _nan_free(expected))
 
 
 def _with_schema(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.errors import ConfigError, NotInArchiveError
+from kafka_archive.archiver.errors import BucketNotFoundError, ConfigError, NotInArchiveError
 from kafka_archive.archiver.formats.compression import SUFFIXES
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import layout_for
@@ -115,6 +115,11 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
             return Route(
                 target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]], codecs=codecs
             )
+    if any(tp.topic == topic for tp in committed_offsets(store, target)):
+        raise NotInArchiveError(
+            f"the archive of {topic} under s3://{target.bucket}/{head} holds no records yet "
+            "(its runs found nothing to archive)"
+        )
     raise NotInArchiveError(
         f"no archived objects of {topic} under s3://{target.bucket}/{folder}",
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
@@ -125,7 +130,12 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
 def archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:
     """The route that wrote ``topic`` to ``target``: from the plan, or the default layout."""
     iceberg.refuse_tables(plan, "cat and restore")
-    store.check_bucket(target.bucket)
+    try:
+        store.check_bucket(target.bucket)
+    except BucketNotFoundError as exc:
+        raise BucketNotFoundError(
+            exc.message, hint="Check --from (the bucket and prefix the archive was written to)"
+        ) from None
     if plan is None:
         return default_route(store, target, topic)
     for route in plan.routes:

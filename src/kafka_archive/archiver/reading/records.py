@@ -86,12 +86,13 @@ def _group_records(
 ) -> Iterator[FoundRecord]:
     for obj in objects:
         for record in _read(store, route, obj, None):
-            if not record.stored.has_envelope:
+            if record.stored.offset is None:  # no envelope, or one without its metadata
                 raise NotInArchiveError(
                     f"the objects of {obj.tp} are spread over several folders and store no "
                     "offsets, so their records cannot be put back in offset order",
                     tp=obj.tp,
-                    hint="Archive with PROPERTIES('store.envelope'=true) to keep offsets",
+                    hint="Archive with PROPERTIES('store.envelope'=true) (with its metadata) "
+                    "to keep offsets",
                 )
             if record.offset >= start:
                 yield record
@@ -200,7 +201,9 @@ def _row_groups(
         first = obj.start_offset
         for index, count in enumerate(rows):
             if not _before(meta.row_group(index), enveloped, start - first, start):
-                stored = read_parquet_table(parquet.read_row_group(index), envelope)
+                stored = read_parquet_table(
+                    parquet.read_row_group(index, use_threads=False), envelope
+                )
                 for i, record in enumerate(stored):
                     yield FoundRecord(
                         tp=obj.tp,

@@ -142,3 +142,24 @@ def test_a_record_without_the_time_field_goes_to_the_missing_value() -> None:
         values, time_ms = reader_for(r).place(record(value), None)
         assert time_ms is None
         assert object_group(r, values, timestamp_ms=time_ms) == (None,)
+
+
+@pytest.mark.parametrize("fmt", ["JSON", "AVRO", "PARQUET", "CSV"])
+def test_a_selected_key_or_header_that_is_not_utf8_is_a_bad_record(fmt: str) -> None:
+    """A binary key (an Avro or integer key, say) cannot be a stored string: the record is
+    refused under error.policy (it crashed the Spark task, exit 21, before); PARTITIONBY
+    still takes it, escaped."""
+    import io
+
+    from kafka_archive.archiver.formats.writers import writer_for
+    from kafka_archive.kcql.plan import Format
+
+    text = f"INSERT INTO bkt:a SELECT id, _key AS k, _header.h AS h FROM t STOREAS {fmt}"
+    (selected,) = kcql.parse(text).routes
+    writer = writer_for(Format[fmt])(io.BytesIO(), selected)
+    value = b'{"id": 1}'
+    writer.write(record(value, key="ключ".encode(), headers=(("h", b"DE"),)))
+    for key, headers in ((b"\x00\xff\x01", ()), (b"k", (("h", b"\xff"),))):
+        with pytest.raises(BadRecordError, match="not UTF-8 text"):
+            writer.write(record(value, key=key, headers=headers))
+    assert partition_values(route("_key"), record(value, key=b"\x00\xff\x01")) is not None
