@@ -15,14 +15,72 @@ file above the multipart threshold is uploaded the same way (``S3Store.upload_fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from kafka_archive.archiver.store.s3 import S3Store
 
 MAX_IN_FLIGHT = 2
+
+
+class PartsInFlight:
+    """One object's multipart upload, its parts sent on at most ``max_in_flight`` threads:
+    started by the first part, completed with every part's ETag in order, or aborted. Both
+    uploads below feed it, from a spool file or from memory."""
+
+    def __init__(self, store: S3Store, bucket: str, key: str, max_in_flight: int) -> None:
+        self._store = store
+        self._bucket = bucket
+        self._key = key
+        self._max_in_flight = max_in_flight
+        self.upload_id: str | None = None
+        self._parts: list[Future[str]] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, send: Callable[[int, str], str]) -> None:
+        """Send the next part: ``send(number, upload_id)`` (its ETag) on a part thread, once
+        fewer than ``max_in_flight`` are in flight (the caller waits for the oldest:
+        backpressure). A part that failed fails the object now, not at its end."""
+        if self.upload_id is None:
+            self.upload_id = self._store.start_multipart(self._bucket, self._key)
+            self._pool = ThreadPoolExecutor(self._max_in_flight, "kafka-archive-part")
+        assert self._pool is not None
+        in_flight = [p for p in self._parts if not p.done()]
+        if len(in_flight) >= self._max_in_flight:
+            in_flight[0].result()  # raises the part's error, if any
+        for part in self._parts:
+            if part.done() and part.exception() is not None:
+                part.result()
+        self._parts.append(self._pool.submit(send, len(self._parts) + 1, self.upload_id))
+
+    def complete(self) -> None:
+        """Wait for every part and make the object visible."""
+        assert self.upload_id is not None, "complete() of an upload that never started"
+        etags = [part.result() for part in self._parts]
+        self._store.complete_multipart(self._bucket, self._key, self.upload_id, etags)
+        self.close()
+
+    def abort(self) -> None:
+        """Drop the upload (the object never appears); safe to call more than once."""
+        for part in self._parts:
+            part.cancel()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.upload_id is not None:
+            # What cannot be aborted now, the next run aborts (job.abort_stale_uploads).
+            with contextlib.suppress(Exception):
+                self._store.abort_upload(self._bucket, self._key, self.upload_id)
+            self.upload_id = None
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 class StreamingUpload:
@@ -43,11 +101,8 @@ class StreamingUpload:
         self._key = key
         self._path = path
         self._part_size = part_size
-        self._max_in_flight = max_in_flight
-        self._upload_id: str | None = None
-        self._parts: list[Future[str]] = []
+        self._multipart = PartsInFlight(store, bucket, key, max_in_flight)
         self._sent = 0  # bytes of the file handed to parts so far
-        self._pool: ThreadPoolExecutor | None = None
         self._fd: int | None = None
         # Part buffers not in use (reused: see _upload).
         self._buffers: list[bytearray] = []
@@ -55,7 +110,7 @@ class StreamingUpload:
 
     @property
     def started(self) -> bool:
-        return self._upload_id is not None
+        return self._multipart.upload_id is not None
 
     def next_boundary(self) -> int:
         """The file size at which the next full part can be sent."""
@@ -70,38 +125,24 @@ class StreamingUpload:
         """Send the rest of the finished file (``size`` bytes) and make the object visible."""
         while self._sent < size:
             self._send(self._sent, min(self._part_size, size - self._sent))
-        assert self._upload_id is not None, "complete() of an upload that never started"
-        etags = [part.result() for part in self._parts]
-        self._store.complete_multipart(self._bucket, self._key, self._upload_id, etags)
-        self._close()
+        try:
+            self._multipart.complete()
+        finally:
+            self._close()
 
     def abort(self) -> None:
         """Drop the upload (the object never appears); safe to call more than once."""
-        for part in self._parts:
-            part.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._upload_id is not None:
-            # What cannot be aborted now, the next run aborts (job.abort_stale_uploads).
-            with contextlib.suppress(Exception):
-                self._store.abort_upload(self._bucket, self._key, self._upload_id)
+        self._multipart.abort()
         self._close()
 
     def _send(self, offset: int, length: int) -> None:
-        if self._upload_id is None:
-            self._upload_id = self._store.start_multipart(self._bucket, self._key)
-            self._pool = ThreadPoolExecutor(self._max_in_flight, "kafka-archive-part")
+        if self._fd is None:
             self._fd = os.open(self._path, os.O_RDONLY)
-        assert self._pool is not None
-        in_flight = [p for p in self._parts if not p.done()]
-        if len(in_flight) >= self._max_in_flight:
-            in_flight[0].result()  # backpressure; raises the part's error, if any
-        number = len(self._parts) + 1
-        self._parts.append(self._pool.submit(self._upload, number, offset, length))
+        self._multipart.submit(functools.partial(self._upload, offset, length))
         self._sent = offset + length
 
-    def _upload(self, number: int, offset: int, length: int) -> str:
-        assert self._fd is not None and self._upload_id is not None
+    def _upload(self, offset: int, length: int, number: int, upload_id: str) -> str:
+        assert self._fd is not None
         # A full part is read into a buffer of an earlier part (fresh memory for every part
         # cost ~0.15 CPU-s per GB in page faults, measured); at most max_in_flight exist.
         with self._lock:
@@ -112,15 +153,13 @@ class StreamingUpload:
             if got != length:
                 raise OSError(f"spool file {self._path} is shorter than expected")
             body = buffer if length == len(buffer) else bytes(memoryview(buffer)[:length])
-            return self._store.upload_part(self._bucket, self._key, self._upload_id, number, body)
+            return self._store.upload_part(self._bucket, self._key, upload_id, number, body)
         finally:
             with self._lock:
                 self._buffers.append(buffer)
 
     def _close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._multipart.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -197,16 +236,13 @@ class MemoryUpload:
         self._bucket = bucket
         self._key = key
         self._part_size = part_size
-        self._max_in_flight = max_buffers - 1
+        self._multipart = PartsInFlight(store, bucket, key, max_buffers - 1)
         self._buffers = buffers
         # The object's first bytes: an idle part buffer, else one that grows as it is written
         # (a small object then takes only what it holds); once full, a part like the others.
         self._buffer = buffers.take(part_size) or bytearray()
         self._fill = 0
         self._size = 0
-        self._upload_id: str | None = None
-        self._parts: list[Future[str]] = []
-        self._pool: ThreadPoolExecutor | None = None
         self.closed = False
 
     # -- the file the writer writes to ---------------------------------------------------
@@ -258,7 +294,7 @@ class MemoryUpload:
     @property
     def started(self) -> bool:
         """Whether parts were sent (a multipart upload is open until complete or abort)."""
-        return self._upload_id is not None
+        return self._multipart.upload_id is not None
 
     @property
     def size(self) -> int:
@@ -271,51 +307,28 @@ class MemoryUpload:
         try:
             last, self._buffer = self._buffer, bytearray()
             del last[self._fill :]  # a part buffer cut short is not reused
-            if self._upload_id is None:
+            if self._multipart.upload_id is None:
                 self._store.upload_bytes(self._bucket, self._key, last)
                 return
-            self._submit(last)
-            etags = [part.result() for part in self._parts]
-            self._store.complete_multipart(self._bucket, self._key, self._upload_id, etags)
+            self._multipart.submit(functools.partial(self._send, last))
+            self._multipart.complete()
         finally:
             self._release()
 
     def abort(self) -> None:
         """Drop the upload (the object never appears) and the bytes; safe to call again."""
-        for part in self._parts:
-            part.cancel()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._upload_id is not None:
-            # What cannot be aborted now, the next run aborts (job.abort_stale_uploads).
-            with contextlib.suppress(Exception):
-                self._store.abort_upload(self._bucket, self._key, self._upload_id)
-            self._upload_id = None
+        self._multipart.abort()
         if len(self._buffer) == self._part_size:  # being filled, not in flight
             self._buffers.give(self._buffer)
         self._release()
 
     def _ship(self) -> None:
         """Send the full buffer as the next part; continue in a free one."""
-        if self._upload_id is None:
-            self._upload_id = self._store.start_multipart(self._bucket, self._key)
-            self._pool = ThreadPoolExecutor(self._max_in_flight, "kafka-archive-part")
-        self._submit(self._buffer)
+        self._multipart.submit(functools.partial(self._send, self._buffer))
         self._buffer = self._buffers.take(self._part_size) or bytearray(self._part_size)
         self._fill = 0
 
-    def _submit(self, buffer: bytearray) -> None:
-        assert self._pool is not None and self._upload_id is not None
-        in_flight = [p for p in self._parts if not p.done()]
-        if len(in_flight) >= self._max_in_flight:
-            in_flight[0].result()  # backpressure; raises the part's error, if any
-        for part in self._parts:
-            if part.done() and part.exception() is not None:
-                part.result()  # a failed part fails the object now, not at its end
-        number = len(self._parts) + 1
-        self._parts.append(self._pool.submit(self._send, number, buffer, self._upload_id))
-
-    def _send(self, number: int, buffer: bytearray, upload_id: str) -> str:
+    def _send(self, buffer: bytearray, number: int, upload_id: str) -> str:
         try:
             return self._store.upload_part(self._bucket, self._key, upload_id, number, buffer)
         finally:
@@ -323,8 +336,6 @@ class MemoryUpload:
                 self._buffers.give(buffer)
 
     def _release(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        self._multipart.close()
         self._buffer = bytearray()
         self._fill = 0
