@@ -125,6 +125,17 @@ def find_records(
         if left == 0:
             return
     if left == count:
+        # Nothing at or after it. kafka-archive never writes an empty object: the one that
+        # should hold the offset being empty means it was damaged or replaced.
+        holder = objects[bisect.bisect_right([o.start_offset for o in objects], offset) - 1]
+        if holder.size == 0:
+            raise NotInArchiveError(
+                f"offset {offset} of {tp} is not readable: s3://{route.target.bucket}/"
+                f"{holder.key} is empty (0 bytes), so it was damaged or replaced",
+                tp=tp,
+                offset=offset,
+                hint="Run kafka-archive verify on this archive to see which objects differ",
+            )
         raise NotInArchiveError(
             f"offset {offset} is beyond the archive of {tp}", tp=tp, offset=offset
         )

@@ -79,3 +79,19 @@ def test_cat_of_parquet_reads_only_the_row_groups_it_needs(envelope: bool, offse
     groups = 2 if offset % GROUP > GROUP - 3 else 1
     needed = len(store.data) * groups * GROUP / ROWS
     assert store.fetched < needed + 70_000, (store.fetched, needed, len(store.data))
+
+
+def test_cat_of_an_offset_whose_object_is_empty_says_the_object_is_damaged() -> None:
+    from kafka_archive.archiver.errors import NotInArchiveError
+
+    route = kcql.parse("INSERT INTO bucket:arch SELECT * FROM orders STOREAS `JSON`").routes[0]
+    store = FakeStore("arch/orders/0/000000000000.json", b"")
+    with pytest.raises(NotInArchiveError) as caught:
+        list(find_records(store, route, TP, 3, 1, committed=10))  # type: ignore[arg-type]
+    assert "s3://bucket/arch/orders/0/000000000000.json is empty (0 bytes)" in str(caught.value)
+    assert "verify" in (caught.value.hint or "")
+    # An object that holds records, asked past its last one: beyond the archive, as before.
+    line = json.dumps({"id": 1}).encode() + b"\n"
+    store = FakeStore("arch/orders/0/000000000000.json", line * 3)
+    with pytest.raises(NotInArchiveError, match="beyond the archive"):
+        list(find_records(store, route, TP, 5, 1, committed=3))  # type: ignore[arg-type]
