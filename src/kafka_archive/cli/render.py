@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_archive.archiver.model import BatchTimings, RunResult, TopicPartition
@@ -21,19 +21,28 @@ def human_bytes(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _shared_topics(lines: Iterable[tuple[str, str]]) -> set[str]:
+    """The topics that lines (``(topic, target)`` each) show under several targets: their
+    lines name the target too (``(bucket:prefix)``), else they would read the same."""
+    targets: dict[str, set[str]] = {}
+    for topic, target in lines:
+        targets.setdefault(topic, set()).add(target)
+    return {topic for topic, where in targets.items() if len(where) > 1}
+
+
 def _labeller(
     targets: tuple[str, ...], keys: list[tuple[int, TopicPartition]]
 ) -> Callable[[int, TopicPartition], str]:
     """How lines name a partition: ``topic-p``, followed by ``(bucket:prefix)`` when the
-    lines hold one topic under several routes (several targets)."""
-    routes: dict[str, set[int]] = {}
-    for index, tp in keys:
-        routes.setdefault(tp.topic, set()).add(index)
+    lines hold one topic under several routes (``targets``: by route index)."""
+
+    def target(index: int) -> str:
+        return targets[index] if index < len(targets) else ""
+
+    shared = _shared_topics((tp.topic, target(index)) for index, tp in keys)
 
     def label(index: int, tp: TopicPartition) -> str:
-        if len(routes.get(tp.topic, ())) > 1 and index < len(targets):
-            return f"{tp} ({targets[index]})"
-        return str(tp)
+        return f"{tp} ({target(index)})" if tp.topic in shared else str(tp)
 
     return label
 
@@ -168,13 +177,11 @@ def render_status(report: JobStatus) -> str:
         f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
         f"{'objects':>8} {'bytes':>14}  last commit",
     ]
-    targets: dict[str, set[str]] = {}
-    for row in report.partitions:
-        targets.setdefault(row.topic, set()).add(row.target)
+    shared = _shared_topics((row.topic, row.target) for row in report.partitions)
     for row in report.partitions:
         archived = "-" if row.archived_offset is None else str(row.archived_offset)
         name = f"{row.topic}-{row.partition}"
-        if len(targets[row.topic]) > 1:  # one topic archived to several places
+        if row.topic in shared:  # one topic archived to several places
             name += f" ({row.target})"
         lines.append(
             f"  {name:<32} {archived:>12} "
