@@ -111,6 +111,7 @@ def find_records(
 
     Raises:
         NotInArchiveError: no object holds ``offset``.
+        DamagedObjectError: the object that should hold it is empty.
     """
     objects = partition_objects(store, route, tp, committed)
     if not objects or objects[0].start_offset > offset:
@@ -129,7 +130,7 @@ def find_records(
         # should hold the offset being empty means it was damaged or replaced.
         holder = objects[bisect.bisect_right([o.start_offset for o in objects], offset) - 1]
         if holder.size == 0:
-            raise NotInArchiveError(
+            raise DamagedObjectError(
                 f"offset {offset} of {tp} is not readable: s3://{route.target.bucket}/"
                 f"{holder.key} is empty (0 bytes), so it was damaged or replaced",
                 tp=tp,

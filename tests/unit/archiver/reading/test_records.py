@@ -82,11 +82,11 @@ def test_cat_of_parquet_reads_only_the_row_groups_it_needs(envelope: bool, offse
 
 
 def test_cat_of_an_offset_whose_object_is_empty_says_the_object_is_damaged() -> None:
-    from kafka_archive.archiver.errors import NotInArchiveError
+    from kafka_archive.archiver.errors import DamagedObjectError, NotInArchiveError
 
     route = kcql.parse("INSERT INTO bucket:arch SELECT * FROM orders STOREAS `JSON`").routes[0]
     store = FakeStore("arch/orders/0/000000000000.json", b"")
-    with pytest.raises(NotInArchiveError) as caught:
+    with pytest.raises(DamagedObjectError) as caught:
         list(find_records(store, route, TP, 3, 1, committed=10))  # type: ignore[arg-type]
     assert "s3://bucket/arch/orders/0/000000000000.json is empty (0 bytes)" in str(caught.value)
     assert "verify" in (caught.value.hint or "")
