@@ -19,7 +19,7 @@ from kafka_archive.archiver.errors import StateConflictError, TopicRecreatedErro
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import checkpoint, pending
+from kafka_archive.archiver.state import checkpoint, identity, pending
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -179,6 +179,11 @@ def plan_work(
         target: pending.markers_of_job(store, target, job)
         for target in {v.route.target for v in views if v.route.iceberg is None}
     }
+    # A topic deleted and re-created under its name restarts its offsets: refused (exit 17).
+    objects_routes = {(v.route.target, v.tp.topic) for v in views if v.route.iceberg is None}
+    identity.check(
+        store, objects_routes, admin.topic_ids(t for _, t in objects_routes), record=True
+    )
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka_archive.archiver import driver, iceberg
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import identity
 from kafka_archive.kcql.plan import Plan
 
 
@@ -43,6 +44,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     """
     rows: list[PartitionStatus] = []
     with driver.preflight(settings, plan) as pre:
+        identity.check_routes(pre.store, pre.admin, pre.plan.routes)
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
         opened = iceberg.open_tables(pre.plan, settings.s3)
         tables = iceberg.by_route(opened)

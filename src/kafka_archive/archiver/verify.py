@@ -50,6 +50,7 @@ from kafka_archive.archiver.reading.listing import StoredObject, list_partition_
 from kafka_archive.archiver.records import Record
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route
 
@@ -495,6 +496,7 @@ def verify(
     started = time.monotonic()
     iceberg.refuse_tables(plan, "verify")
     with driver.preflight(settings, plan, kafka=not offline) as pre:
+        identity.check_routes(pre.store, pre.admin, pre.plan.routes)
         checks = plan_checks(pre)
     with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:
         if checks:

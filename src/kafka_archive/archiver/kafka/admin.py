@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
@@ -38,6 +38,8 @@ _COMMIT_CHUNK = 1000
 # variable, and only then does the driver learn each end offset from a fetch instead (one
 # partition at a time: slow, and never on a real Kafka's path). See _fetched_end.
 DEMO_BROKER_ENV = "KAFKA_ARCHIVE_DEMO_BROKER"
+# The id a broker without topic ids reports (Uuid zero, base64).
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,41 @@ class KafkaAdmin:
         found = self._list_offsets(wanted, lookups)
         end = found.get("end", found["high"])
         return {tp: Watermarks(found["low"][tp], found["high"][tp], end[tp]) for tp in wanted}
+
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Kafka's id of each topic (a topic deleted and re-created under its name has
+        another): one DescribeTopics request, retried like :meth:`offsets`. A topic the
+        cluster tells no id of (a broker before Kafka 2.8, the demo's, a topic this client
+        may not describe) is left out."""
+        wanted = sorted(set(topics))
+        if not wanted or os.environ.get(DEMO_BROKER_ENV) == "tansu":
+            return {}
+        deadline = time.monotonic() + _OFFSETS_DEADLINE
+        delay = 0.2
+        found: dict[str, str] = {}
+        while True:
+            futures = self._admin_client().describe_topics(
+                TopicCollection([t for t in wanted if t not in found]),
+                request_timeout=_METADATA_TIMEOUT,
+            )
+            try:
+                for name, future in futures.items():
+                    try:
+                        topic_id = str(future.result().topic_id)
+                    except KafkaException as exc:
+                        if is_transient(exc.args[0]):
+                            raise
+                        topic_id = ""  # not authorized to describe it, say: not checked
+                    found[name] = topic_id
+                return {name: i for name, i in found.items() if i and i != _NO_TOPIC_ID}
+            except KafkaException as exc:
+                if time.monotonic() + delay > deadline:
+                    raise KafkaUnavailableError(
+                        f"cannot describe {len(wanted)} topic(s): {exc.args[0].str()}",
+                        hint="Check that the brokers are up",
+                    ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def _admin_client(self) -> AdminClient:
         if self._admin is None:

@@ -1,0 +1,110 @@
+"""Which Kafka topic a route archived: the topic's id, kept beside the route's states.
+
+A topic deleted and re-created under the same name is another topic to Kafka (a new topic
+id) whose offsets start again at 0. The partition states say "archived up to offset N";
+taken for the new topic they would skip its records below N without a word, and put its
+records from N on beside the old topic's objects (or, once an offset repeats, over them).
+So the first run that archives a route records the topic's id
+(``<prefix>/.kafka-archive/state/<topic>/topic.json``, create-only, under the run's lease),
+and every command that reads Kafka for a route (``run``, ``--follow`` batches, ``status``,
+``verify``) compares the id Kafka reports now with it: another id is refused, exit 17
+(:class:`.errors.TopicRecreatedError`), before anything is read or written.
+
+Routes archived before ids were kept record the current id at their next run: a topic
+re-created before that is only caught when its offsets are below the archive's
+(:func:`.job.plan_work`). ``--reset-state`` deletes the document with the states (it lives in
+their folder), so the route begins again with whatever topic has the name then. A broker
+that does not report ids (before Kafka 2.8; the demo's embedded broker) is not checked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from kafka_archive.archiver.errors import TopicRecreatedError
+from kafka_archive.archiver.state import versions
+from kafka_archive.archiver.state.checkpoint import now_iso
+from kafka_archive.archiver.state.paths import topic_state_prefix
+from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
+from kafka_archive.kcql.plan import Route, Target
+
+if TYPE_CHECKING:
+    from kafka_archive.archiver.kafka.admin import KafkaAdmin
+
+FORMAT_VERSION = 1
+NAME = "topic.json"
+
+# Documents confirmed in this process, (bucket, key) -> topic id: they are only ever created
+# (never rewritten), so a follow session reads each once, not once per batch.
+_confirmed: dict[tuple[str, str], str] = {}
+_guard = threading.Lock()
+
+
+def identity_key(target: Target, topic: str) -> str:
+    return f"{topic_state_prefix(target, topic)}{NAME}"
+
+
+def check_routes(store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]) -> None:
+    """:func:`check` for the object routes of a command that reads Kafka but writes no state
+    (``status``, ``verify``): nothing is recorded. Without Kafka (``admin`` None), nothing."""
+    if admin is None:
+        return
+    wanted = {(r.target, r.topic) for r in routes if r.iceberg is None}
+    check(store, wanted, admin.topic_ids(t for _, t in wanted), record=False)
+
+
+def check(
+    store: S3Store,
+    routes: Iterable[tuple[Target, str]],
+    topic_ids: Mapping[str, str],
+    *,
+    record: bool,
+) -> None:
+    """Refuse (TopicRecreatedError) a route whose recorded topic id is not the topic's id
+    now (``topic_ids``: Kafka's, by topic name; a topic without one is not checked). With
+    ``record`` (a run holding the target's lease), a route without a recorded id gets the
+    current one."""
+    for target, topic in sorted(set(routes), key=lambda r: (r[0].bucket, r[0].prefix, r[1])):
+        current = topic_ids.get(topic)
+        if current:
+            _check_one(store, target, topic, current, record=record)
+
+
+def _check_one(store: S3Store, target: Target, topic: str, current: str, *, record: bool) -> None:
+    key = identity_key(target, topic)
+    with _guard:
+        known = _confirmed.get((target.bucket, key))
+    if known is None:
+        known = _read(store, target, key)
+        if known is None and record:
+            body = {"version": FORMAT_VERSION, "topic": topic, "topic_id": current}
+            body["recorded_at"] = now_iso()
+            try:
+                store.put_document(target.bucket, key, body, if_match=None)
+                known = current
+            except PreconditionFailed:  # another run recorded it meanwhile
+                known = _read(store, target, key)
+        if known is None:
+            return
+        with _guard:
+            _confirmed[(target.bucket, key)] = known
+    if known != current:
+        raise TopicRecreatedError(
+            f"topic {topic!r} was deleted and re-created since s3://{target.bucket}/"
+            f"{target.head} archived it (topic id {known}, now {current}): its offsets are "
+            "another topic's",
+            hint="Archive the new topic into a new prefix (another INSERT INTO target: state "
+            "belongs to the target, not to --job-name); continuing here would skip its records "
+            "below the archived offsets and mix the two topics' objects",
+        )
+
+
+def _read(store: S3Store, target: Target, key: str) -> str | None:
+    doc = store.get_document(target.bucket, key)
+    if doc is None:
+        return None
+    versions.require(doc.body, FORMAT_VERSION, f"the topic record s3://{target.bucket}/{key}")
+    found = doc.body.get("topic_id")
+    return str(found) if found else None

@@ -1,0 +1,83 @@
+"""A topic deleted and re-created under its name, on Apache Kafka: its offsets start again at
+0, so the archive's states (``archived up to N``) are another topic's. When the new topic has
+grown past N, offsets alone cannot tell (test_kafka_semantics covers the one that has not):
+the topic id recorded beside the states does. ``run``, ``run --follow``, ``status`` and
+``verify`` refuse with exit 17 and one line; nothing is skipped or written; ``verify
+--offline`` (no Kafka) still checks the archive; a new prefix archives the new topic whole.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from archive_helpers import KAFKA_ARCHIVE, archived_ids, cli, produce_to, run_args
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.integration
+
+
+def _recreate(admin: AdminClient, name: str) -> None:
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # deletion completes asynchronously
+        try:
+            admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(30)
+            return
+        except Exception:
+            assert time.monotonic() < deadline, "the topic was not deleted"
+            time.sleep(0.5)
+
+
+def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command(
+    broker: str,
+    admin: AdminClient,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = f"rc-{time.time_ns() % 10**10}", bucket()
+    admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(30)
+    produce_to(broker, name, 10, partitions=1)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
+    assert f"arch/.kafka-archive/state/{name}/topic.json" in before
+
+    _recreate(admin, name)
+    # The new topic's records 100..114 at offsets 0..14: past the archive's next offset 10.
+    produce_to(broker, name, 15, first=100, partitions=1)
+    for command in ("status", "verify", "run"):
+        code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command=command))
+        assert code == 17, (command, out, err)
+        lines = err.strip().splitlines()
+        assert f"topic '{name}' was deleted and re-created" in lines[-1], (command, err)
+        assert "new prefix" in lines[-1] and "Traceback" not in err
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    follow = subprocess.run(
+        [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert follow.returncode == 17, follow.stderr
+    assert "re-created" in follow.stderr.strip().splitlines()[-1]
+    after = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
+    assert after == before, "nothing written, nothing deleted"
+    assert archived_ids(s3_client, bkt) == list(range(10))
+
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, "--offline", command="verify"))
+    assert code == 0, err
+    new_kcql = f"INSERT INTO {bkt}:arch2 SELECT * FROM {name}"
+    code, _, err = cli(capsys, *run_args(new_kcql, broker, s3_endpoint))
+    assert code == 0, err
+    assert archived_ids(s3_client, bkt, "arch2/") == list(range(100, 115)), "whole, from 0"
