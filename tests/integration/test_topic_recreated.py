@@ -3,7 +3,8 @@
 grown past N, offsets alone cannot tell (test_kafka_semantics covers the one that has not):
 the topic id recorded beside the states does. ``run``, ``run --follow``, ``status`` and
 ``verify`` refuse with exit 17 and one line; nothing is skipped or written; ``verify
---offline`` (no Kafka) still checks the archive; a new prefix archives the new topic whole.
+--offline`` (no Kafka) still checks the archive; ``--reset-state`` does not open the prefix to
+the new topic (the old objects stay); a new prefix archives the new topic whole.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
-    assert f"arch/.kafka-archive/state/{name}/topic.json" in before
+    assert f"arch/.kafka-archive/topics/{name}.json" in before
 
     _recreate(admin, name)
     # The new topic's records 100..114 at offsets 0..14: past the archive's next offset 10.
@@ -77,6 +78,10 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
 
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, "--offline", command="verify"))
     assert code == 0, err
+    # --reset-state keeps the old objects, and the record of whose they are.
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, "--reset-state", "--yes"))
+    assert code == 17 and "re-created" in err.strip().splitlines()[-1], err
+    assert archived_ids(s3_client, bkt) == list(range(10))
     new_kcql = f"INSERT INTO {bkt}:arch2 SELECT * FROM {name}"
     code, _, err = cli(capsys, *run_args(new_kcql, broker, s3_endpoint))
     assert code == 0, err

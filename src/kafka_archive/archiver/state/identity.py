@@ -5,16 +5,17 @@ id) whose offsets start again at 0. The partition states say "archived up to off
 taken for the new topic they would skip its records below N without a word, and put its
 records from N on beside the old topic's objects (or, once an offset repeats, over them).
 So the first run that archives a route records the topic's id
-(``<prefix>/.kafka-archive/state/<topic>/topic.json``, create-only, under the run's lease),
+(``<prefix>/.kafka-archive/topics/<topic>.json``, create-only, under the run's lease),
 and every command that reads Kafka for a route (``run``, ``--follow`` batches, ``status``,
 ``verify``) compares the id Kafka reports now with it: another id is refused, exit 17
 (:class:`.errors.TopicRecreatedError`), before anything is read or written.
 
 Routes archived before ids were kept record the current id at their next run: a topic
 re-created before that is only caught when its offsets are below the archive's
-(:func:`.job.plan_work`). ``--reset-state`` deletes the document with the states (it lives in
-their folder), so the route begins again with whatever topic has the name then. A broker
-that does not report ids (before Kafka 2.8; the demo's embedded broker) is not checked.
+(:func:`.job.plan_work`). ``--reset-state`` keeps the document, as it keeps the objects: it
+names the topic whose objects the prefix holds, so a reset does not let a re-created topic
+write over them (delete it with those objects to give the prefix to the new topic). A
+broker that does not report ids (before Kafka 2.8; the demo's) is not checked.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from kafka_archive.archiver.errors import TopicRecreatedError
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import now_iso
-from kafka_archive.archiver.state.paths import topic_state_prefix
+from kafka_archive.archiver.state.paths import topic_identity_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Route, Target
 
@@ -34,16 +35,11 @@ if TYPE_CHECKING:
     from kafka_archive.archiver.kafka.admin import KafkaAdmin
 
 FORMAT_VERSION = 1
-NAME = "topic.json"
 
 # Documents confirmed in this process, (bucket, key) -> topic id: they are only ever created
 # (never rewritten), so a follow session reads each once, not once per batch.
 _confirmed: dict[tuple[str, str], str] = {}
 _guard = threading.Lock()
-
-
-def identity_key(target: Target, topic: str) -> str:
-    return f"{topic_state_prefix(target, topic)}{NAME}"
 
 
 def check_routes(store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]) -> None:
@@ -73,7 +69,7 @@ def check(
 
 
 def _check_one(store: S3Store, target: Target, topic: str, current: str, *, record: bool) -> None:
-    key = identity_key(target, topic)
+    key = topic_identity_key(target, topic)
     with _guard:
         known = _confirmed.get((target.bucket, key))
     if known is None:

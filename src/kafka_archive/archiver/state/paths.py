@@ -32,6 +32,11 @@ def state_key(target: Target, tp: TopicPartition) -> str:
     return f"{topic_state_prefix(target, tp.topic)}{tp.partition}.json"
 
 
+def topic_identity_key(target: Target, topic: str) -> str:
+    """Which Kafka topic (its id) the route of ``topic`` archived (:mod:`.identity`)."""
+    return f"{state_root(target)}/topics/{topic}.json"
+
+
 def pending_root(target: Target) -> str:
     """Where the intent markers of every route under ``target`` are (``<topic>/<partition>/``)."""
     return f"{state_root(target)}/pending/"
