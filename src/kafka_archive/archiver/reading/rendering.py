@@ -19,7 +19,10 @@ is printed in the most readable form that gives the same bytes back, the envelop
 Values of the other formats print as the object holds them: ``json`` for JSON, and for
 AVRO and PARQUET rows in their JSON form (bytes as base64, decimals and UUIDs as strings,
 dates and times ISO-8601); ``text`` for TEXT; ``csv`` for a CSV row, as the list of its
-cells. ``null`` with a ``null`` encoding is no value: a tombstone, or a key or header value
+cells. The line is strict JSON (RFC 8259: what jq, ``JSON.parse`` and strict parsers
+read): a value or key whose JSON form holds NaN or ±Infinity, which strict JSON cannot
+write, prints as ``text`` instead, the JSON text it is stored as (``"{\"x\":NaN}"``), so
+its bytes still come back exactly. ``null`` with a ``null`` encoding is no value: a tombstone, or a key or header value
 that is absent. ``key`` and ``headers`` are ``null`` when the format does not keep them
 (without the envelope); ``headers`` is a list of ``[name, value, encoding]``, in order, so
 repeated names and values without bytes stay as they were. ``timestamp`` is milliseconds
@@ -30,6 +33,7 @@ prints the same line.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,14 +50,30 @@ JSON, TEXT, BASE64, CSV = env.JSON, env.TEXT, env.BASE64, "csv"
 Headers = tuple[tuple[str, bytes | None], ...]
 
 
-def _bytes(data: bytes | None) -> tuple[Any, str | None]:
-    return (None, None) if data is None else env.encode_bytes(data)
+def _finite(value: Any) -> bool:
+    """Whether strict JSON can hold ``value``: no NaN or ±Infinity at any depth."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
 
 
-def _value(record: FoundRecord) -> tuple[Any, str | None]:
+def _bytes(data: bytes | None, strict: bool = False) -> tuple[Any, str | None]:
+    if data is None:
+        return None, None
+    stored, encoding = env.encode_bytes(data)
+    if strict and encoding == JSON and not _finite(stored):
+        return data.decode("utf-8"), TEXT  # JSON bytes are UTF-8
+    return stored, encoding
+
+
+def _value(record: FoundRecord, strict: bool = False) -> tuple[Any, str | None]:
     stored = record.stored
     if stored.has_envelope or record.fmt is Format.BYTES:
-        return _bytes(stored.raw)
+        return _bytes(stored.raw, strict)
     content = stored.content
     if content is None:
         return None, None
@@ -61,15 +81,22 @@ def _value(record: FoundRecord) -> tuple[Any, str | None]:
         return content, TEXT
     if record.fmt in (Format.CSV, Format.CSV_WITHHEADERS):
         return list(content), CSV
+    if strict and not _finite(content) and stored.raw is not None:
+        return stored.raw.decode("utf-8"), TEXT  # the stored line, or the row's JSON
     return content, JSON
 
 
-def document(record: FoundRecord) -> dict[str, Any]:
-    """The JSON document of one record (see the module doc)."""
+def document(record: FoundRecord, *, strict: bool = False) -> dict[str, Any]:
+    """The JSON document of one record (see the module doc); ``strict``: values whose JSON
+    form strict JSON cannot hold (NaN, ±Infinity) as ``text``."""
     stored = record.stored
-    key, key_encoding = _bytes(stored.key)
-    value, value_encoding = _value(record)
-    headers = None if stored.headers is None else [[name, *_bytes(v)] for name, v in stored.headers]
+    key, key_encoding = _bytes(stored.key, strict)
+    value, value_encoding = _value(record, strict)
+    headers = (
+        None
+        if stored.headers is None
+        else [[name, *_bytes(v, strict)] for name, v in stored.headers]
+    )
     return {
         "topic": record.tp.topic,
         "partition": record.tp.partition,
@@ -86,8 +113,15 @@ def document(record: FoundRecord) -> dict[str, Any]:
 
 
 def to_jsonl(record: FoundRecord) -> str:
-    """One line of ``cat --output jsonl``."""
-    return json.dumps(document(record), ensure_ascii=False, separators=(",", ":"))
+    """One line of ``cat --output jsonl``: strict JSON (see the module doc)."""
+    try:
+        return _line(document(record))
+    except ValueError:  # NaN or ±Infinity somewhere: those values as their text
+        return _line(document(record, strict=True))
+
+
+def _line(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def raw(record: FoundRecord) -> bytes:

@@ -44,7 +44,20 @@ payloads = st.one_of(
         ),
         max_leaves=6,
     ).map(lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()),
+    # JSON Python reads and writes, strict JSON does not: cat prints them as text.
+    st.sampled_from([b"NaN", b"-Infinity", b'{"x":NaN}', b"[1.5,Infinity]"]),
 )
+
+
+def strict(line: str) -> Any:
+    """``line`` parsed as RFC 8259 JSON (no NaN, Infinity: what jq and JSON.parse accept)."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"not strict JSON: {token}")
+
+    return json.loads(line, parse_constant=refuse)
+
+
 optional_payloads = st.none() | payloads
 headers = st.lists(
     st.tuples(st.sampled_from(["a", "dup", "ü", ""]), optional_payloads), max_size=5
@@ -91,7 +104,7 @@ def test_an_envelope_record_prints_losslessly(originals: list[Record], fmt: Form
         line = to_jsonl(found(record, fmt, original.offset))
         assert line == to_jsonl(found(record, fmt, original.offset))  # deterministic
         assert "\n" not in line
-        doc = json.loads(line)
+        doc = strict(line)
         assert parsed_bytes(doc["key"], doc["key_encoding"]) == original.key
         assert parsed_bytes(doc["value"], doc["value_encoding"]) == original.value
         assert parsed_headers(doc["headers"]) == original.headers
@@ -104,7 +117,7 @@ def test_an_envelope_record_prints_losslessly(originals: list[Record], fmt: Form
 def test_a_bytes_value_prints_losslessly(values: list[bytes | None]) -> None:
     data = encode_values(values).data
     for value, record in zip(values, read_object(Format.BYTES, data), strict=True):
-        doc = json.loads(to_jsonl(found(record, Format.BYTES)))
+        doc = strict(to_jsonl(found(record, Format.BYTES)))
         assert parsed_bytes(doc["value"], doc["value_encoding"]) == value
         assert doc["key"] is doc["key_encoding"] is doc["headers"] is None
         assert raw(found(record, Format.BYTES)) == (value or b"")
@@ -210,3 +223,28 @@ def test_bytes_and_text_values_are_compared_as_stored_even_with_a_registry() -> 
     assert stored_form(Format.BYTES, record, registry=registry) == framed
     text = Record("t", 0, 0, None, None, b"\x00\x00\x00\x00\x07text")
     assert stored_form(Format.TEXT, text, registry=registry) == "\x00\x00\x00\x00\x07text"
+
+
+def test_non_finite_numbers_print_as_the_text_they_are_stored_as() -> None:
+    """NaN and ±Infinity (JSON values Python writes, AVRO and PARQUET doubles) make no
+    strict JSON: such a value prints as ``text``, its stored JSON text; others as before."""
+    line = b'{"x":NaN,"y":[Infinity,-Infinity],"z":"a"}'
+    (record,) = read_object(Format.JSON, line + b"\n")
+    doc = strict(to_jsonl(found(record, Format.JSON)))
+    assert (doc["value"], doc["value_encoding"]) == (line.decode(), "text")
+    (plain,) = read_object(Format.JSON, b'{"x":1.5}\n')
+    assert strict(to_jsonl(found(plain, Format.JSON)))["value_encoding"] == "json"
+
+    schema = {"type": "record", "name": "r", "fields": [{"name": "x", "type": "double"}]}
+    sink = io.BytesIO()
+    fastavro.writer(sink, fastavro.parse_schema(schema), [{"x": float("nan")}, {"x": 2.0}])
+    nan, two = read_object(Format.AVRO, sink.getvalue())
+    doc = strict(to_jsonl(found(nan, Format.AVRO)))
+    assert (doc["value"], doc["value_encoding"]) == ('{"x":NaN}', "text")
+    assert strict(to_jsonl(found(two, Format.AVRO)))["value"] == {"x": 2.0}
+
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"x": pa.array([float("-inf")], pa.float64())}), sink)
+    (row,) = read_object(Format.PARQUET, sink.getvalue())
+    doc = strict(to_jsonl(found(row, Format.PARQUET)))
+    assert (doc["value"], doc["value_encoding"]) == ('{"x":-Infinity}', "text")
