@@ -16,16 +16,16 @@ is printed in the most readable form that gives the same bytes back, the envelop
 - ``text``: other UTF-8;
 - ``base64``: anything else.
 
-Values of the other formats print as the object holds them: ``json`` for JSON, and for
-AVRO and PARQUET rows in their JSON form (bytes as base64, decimals and UUIDs as strings,
-dates and times ISO-8601); ``text`` for TEXT; ``csv`` for a CSV row, as the list of its
-cells. The line is strict JSON (RFC 8259: what jq, ``JSON.parse`` and strict parsers
-read): a value or key whose JSON form holds NaN or ±Infinity, which strict JSON cannot
-write, prints as ``text`` instead, the JSON text it is stored as (``"{\"x\":NaN}"``), so
-its bytes still come back exactly. ``null`` with a ``null`` encoding is no value: a tombstone, or a key or header value
-that is absent. ``key`` and ``headers`` are ``null`` when the format does not keep them
-(without the envelope); ``headers`` is a list of ``[name, value, encoding]``, in order, so
-repeated names and values without bytes stay as they were. ``timestamp`` is milliseconds
+Values of the other formats print as the object holds them: ``json`` for JSON, and for AVRO
+and PARQUET rows in their JSON form (bytes as base64, decimals and UUIDs as strings, dates
+and times ISO-8601); ``text`` for TEXT; ``csv`` for a CSV row, as the list of its cells. The
+line is strict JSON (RFC 8259: what jq, ``JSON.parse`` and strict parsers read): a value or
+key whose JSON form holds NaN or ±Infinity, which strict JSON cannot write, prints as
+``text`` instead, the JSON text it is stored as (``"{\"x\":NaN}"``), so its bytes still come
+back exactly. ``null`` with a ``null`` encoding is no value: a tombstone, or a key or header
+value that is absent. ``key`` and ``headers`` are ``null`` when the format does not keep
+them (without the envelope); ``headers`` is a list of ``[name, value, encoding]``, in order,
+so repeated names and values without bytes stay as they were. ``timestamp`` is milliseconds
 since the epoch (envelope only). The document is deterministic: the same record always
 prints the same line.
 """
