@@ -34,7 +34,7 @@ from kafka_archive.kcql.plan import Route, Target
 if TYPE_CHECKING:
     from kafka_archive.archiver.kafka.admin import KafkaAdmin
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = versions.TOPIC_ID_VERSION
 
 # Documents confirmed in this process, (bucket, key) -> topic id: they are only ever created
 # (never rewritten), so a follow session reads each once, not once per batch.

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from kafka_archive.archiver.errors import ArchiveError, JobLockedError
-from kafka_archive.archiver.state import lease
+from kafka_archive.archiver.state import lease, versions
 from kafka_archive.archiver.state.paths import lock_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
@@ -74,6 +74,7 @@ class JobLock:
         now = lease.now_ms()
         expires = now if released else now + self.ttl_seconds * 1000
         return {
+            "version": versions.LOCK_VERSION,
             "job": self.job,
             "run_id": self.run_id,
             "epoch": self.epoch,
@@ -90,6 +91,10 @@ class JobLock:
         sent = time.monotonic()
         for _ in range(3):
             held = self.store.get_document(bucket, self.key)
+            if held is not None:  # a newer version's lease: not ours to judge or take over
+                versions.require(
+                    held.body, versions.LOCK_VERSION, f"the lock s3://{bucket}/{self.key}"
+                )
             if (
                 held is not None
                 and self.epoch

@@ -1,5 +1,6 @@
 """Format versions of the documents one run writes for another to read: the partition state
-(:mod:`.checkpoint`) and the intent markers (:mod:`.pending`).
+(:mod:`.checkpoint`), the intent markers (:mod:`.pending`), the target's lock
+(:mod:`.lock`) and the route's topic id (:mod:`.identity`).
 
 Each carries ``"version"``; a reader refuses a version above the one it understands
 (:class:`.errors.FormatVersionError`, exit 24) instead of misreading it, e.g. an older
@@ -17,6 +18,10 @@ from kafka_archive.archiver.errors import FormatVersionError
 
 STATE_VERSION = 1
 MARKER_VERSION = 1
+# A lock in a newer format may mean a lease this version cannot judge (whether it expired,
+# whether its holder is dead): it is refused, not taken over.
+LOCK_VERSION = 1
+TOPIC_ID_VERSION = 1
 FIELD = "version"
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kafka_archive.archiver.errors import FencedError
+from kafka_archive.archiver.errors import FencedError, FormatVersionError
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target
@@ -67,3 +67,26 @@ def test_a_lease_taken_over_while_frozen_is_lost_not_renewed() -> None:
         assert lock.lost and lock.lapses == 0
     finally:
         lock.release()
+
+
+def test_the_lock_names_its_format_and_a_newer_one_is_refused_not_taken_over() -> None:
+    store = OneObjectStore()
+    lock = _lock(store)
+    lock.acquire()
+    lock.release()
+    assert store.doc is not None and store.doc.body["version"] == 1
+    # Released, so an older lock would be taken over; a newer version's is not judged.
+    newer = {**store.doc.body, "version": 2}
+    store.doc = Document(newer, "etag-newer")
+    with pytest.raises(FormatVersionError) as caught:
+        _lock(store).acquire()
+    assert caught.value.exit_code == 24
+    assert "the lock s3://bkt/arch/.kafka-archive/lock.json is in format version 2" in str(
+        caught.value
+    )
+    assert store.doc.body == newer, "left as it was"
+    # Without a version field (versions before it wrote none): read as version 1.
+    store.doc = Document({k: v for k, v in newer.items() if k != "version"}, "etag-old")
+    taken = _lock(store)
+    taken.acquire()
+    taken.release()
