@@ -15,12 +15,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
 from kafka_archive import kcql
-from kafka_archive.secrets import has_userinfo, is_secret
+from kafka_archive.secrets import has_userinfo, is_secret, strip_userinfo
 
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
 # read by librdkafka, values read as bytes).
@@ -207,8 +206,7 @@ def _registry(settings: dict[str, str], result: Imported) -> None:
             "value.converter.schema.registry.url: its user:password@ is not carried over; "
             "put the URL with them in the config file yourself (mode 0600)"
         )
-        parts = urlsplit(url)
-        url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        url = strip_userinfo(url)
     result.config["schema_registry_url"] = url
 
 

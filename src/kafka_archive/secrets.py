@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "***"
 
@@ -35,25 +34,41 @@ def is_secret(name: str) -> bool:
     return _SECRET_NAME.search(_normal(name)) is not None
 
 
+# A URL's authority: after ``scheme://`` (or ``//``), up to the path, query or fragment, as
+# urlsplit's netloc, read from the text itself so that a URL urlsplit refuses (a broken
+# IPv6 literal, say) cannot slip its password past these functions.
+_AUTHORITY = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.\-]*:)?//(?P<authority>[^/?#]*)")
+
+
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """``url`` as (what comes before its userinfo, the userinfo, what comes after its
+    ``@``), or None when it has none."""
+    match = _AUTHORITY.match(url)
+    if match is None or "@" not in match["authority"]:
+        return None
+    userinfo, _, host = match["authority"].rpartition("@")
+    return url[: match.start("authority")], userinfo, host + url[match.end("authority") :]
+
+
 def has_userinfo(url: str) -> bool:
     """Whether ``url`` holds a user (and maybe a password) before its host."""
-    try:
-        return "@" in urlsplit(url).netloc
-    except ValueError:
-        return False
+    return _userinfo(url) is not None
 
 
 def redact_url(url: str) -> str:
     """``url`` with the password of its userinfo (``user:pass@``) replaced."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return REDACTED
-    if "@" not in parts.netloc:
+    found = _userinfo(url)
+    if found is None:
         return url
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+    before, userinfo, after = found
+    return f"{before}{userinfo.partition(':')[0]}:{REDACTED}@{after}"
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without its userinfo (user and password), e.g. to carry a URL over into a
+    file that must hold no credentials."""
+    found = _userinfo(url)
+    return url if found is None else found[0] + found[2]
 
 
 def redact_value(name: str, value: str) -> str:

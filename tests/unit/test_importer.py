@@ -216,6 +216,12 @@ def test_the_value_converters_schema_registry_carries_over_without_credentials()
     assert result.config["schema_registry_url"] == "https://registry.example:8081"
     assert "s3cret" not in result.yaml() + " ".join(result.warnings)
     assert any("user:password@" in w for w in result.warnings)
+    broken = "http://user:s3cret@[::1:8081"  # urlsplit refuses it: still no password out
+    result = importer.convert(
+        {**base, "value.converter": avro, "value.converter.schema.registry.url": broken}
+    )
+    assert result.config["schema_registry_url"] == "http://[::1:8081"
+    assert "s3cret" not in result.yaml() + " ".join(result.warnings)
     proto = "io.confluent.connect.protobuf.ProtobufConverter"
     result = importer.convert(
         {**base, "value.converter": proto, "value.converter.schema.registry.url": url}

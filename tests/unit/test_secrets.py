@@ -66,6 +66,29 @@ def test_url_userinfo_is_redacted_and_the_rest_kept() -> None:
     assert secrets.has_userinfo("http://u:p@h") and not secrets.has_userinfo("http://h")
 
 
+@given(
+    st.sampled_from(["http", "https", "sasl+ssl", ""]),
+    st.text(alphabet="abc:%!", min_size=1, max_size=6),
+    st.text(alphabet="ghij", min_size=3, max_size=8),
+    st.sampled_from(["h.example:8081", "[::1]:80", "[::1:80", "h:notaport", ""]),
+    st.sampled_from(["", "/x", "/p@q", "?u=v@w", "#f"]),
+)
+def test_userinfo_is_found_redacted_and_stripped_in_any_url(
+    scheme: str, user: str, password: str, host: str, rest: str
+) -> None:
+    """Also in URLs urlsplit refuses (a broken IPv6 literal), whose password it would let
+    through; an ``@`` after the authority is no userinfo."""
+    head = f"{scheme}://" if scheme else "//"
+    url = f"{head}{user}:{password}@{host}{rest}"
+    assert secrets.has_userinfo(url)
+    assert secrets.strip_userinfo(url) == f"{head}{host}{rest}"
+    assert secrets.redact_url(url) == f"{head}{user.partition(':')[0]}:***@{host}{rest}"
+    assert password not in secrets.strip_userinfo(url).replace(rest, "")
+    plain = f"{head}{host}{rest}"
+    assert not secrets.has_userinfo(plain)
+    assert secrets.strip_userinfo(plain) == secrets.redact_url(plain) == plain
+
+
 @given(st.text(min_size=3, alphabet=st.characters(blacklist_categories=("Cs",))), st.text())
 def test_scrub_leaves_no_secret(secret: str, around: str) -> None:
     text = around + secret + around + secret
