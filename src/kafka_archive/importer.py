@@ -9,6 +9,7 @@ returned, so an import never yields a config that ``run`` would refuse for its s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from kafka_archive import kcql
+from kafka_archive.kcql.render import render
 from kafka_archive.secrets import has_userinfo, is_secret, strip_userinfo
 
 # Connect framework settings that need no counterpart (one Spark task per partition, Kafka
@@ -240,6 +242,7 @@ def _lenses(settings: dict[str, str]) -> Imported:
             result.warnings.append(
                 f"{key}={settings.pop(key)}: not needed; boto3 chooses credentials and addressing"
             )
+    _lenses_codec(settings, result)
     policy = settings.pop("connect.s3.error.policy", None)
     if policy is not None:
         mapped = {"THROW": "fail", "NOOP": "skip", "RETRY": "fail"}.get(policy.upper(), "fail")
@@ -249,6 +252,90 @@ def _lenses(settings: dict[str, str]) -> Imported:
         )
     _rest(settings, result)
     return result
+
+
+# connect.s3.compression.codec, as Lenses' format writers take it (AvroFormatWriter,
+# ParquetFormatWriter, JsonFormatWriter; any other codec of those formats fails its task,
+# and its CSV, TEXT and BYTES writers do not compress): per STOREAS, the property that means
+# the same here and its value for each codec.
+_LENSES_CODECS: dict[str, tuple[str, dict[str, str]]] = {
+    "AVRO": (
+        "avro.codec",
+        {
+            "UNCOMPRESSED": "null",
+            "SNAPPY": "snappy",
+            "BZIP2": "bzip2",
+            "ZSTD": "zstandard",
+            "DEFLATE": "deflate",
+            "XZ": "xz",
+        },
+    ),
+    "PARQUET": (
+        "parquet.codec",
+        {
+            "UNCOMPRESSED": "none",
+            "SNAPPY": "snappy",
+            "GZIP": "gzip",
+            "LZ4": "lz4",
+            "BROTLI": "brotli",
+            "ZSTD": "zstd",
+        },
+    ),
+    "JSON": ("store.compression", {"UNCOMPRESSED": "none", "GZIP": "gzip"}),
+}
+# What a statement without the property gets here (nothing to add to say the same).
+_CODEC_DEFAULTS = {"avro.codec": "null", "parquet.codec": "snappy", "store.compression": "none"}
+
+
+def _lenses_codec(settings: dict[str, str], result: Imported) -> None:
+    """``connect.s3.compression.codec`` (one for the connector) into each statement's
+    PROPERTIES, by its STOREAS; ``connect.s3.compression.level`` has no counterpart."""
+    level = settings.pop("connect.s3.compression.level", None)
+    if level is not None:
+        result.warnings.append(
+            f"connect.s3.compression.level={level}: not carried over; the codec's default "
+            "level is used"
+        )
+    codec = settings.pop("connect.s3.compression.codec", None)
+    if codec is None:
+        return
+    name = codec.strip().upper()
+    statements: list[str] = result.config["kcql"]
+    for i, statement in enumerate(statements):
+        try:
+            (route,) = kcql.parse(statement).routes
+        except (kcql.KcqlError, ValueError):
+            continue  # the whole converted text is checked (and its error reported) later
+        fmt = route.format.value
+        if fmt not in _LENSES_CODECS:
+            result.warnings.append(
+                f"connect.s3.compression.codec={codec}: Lenses does not compress {fmt}; "
+                f"not carried over for {route.topic}"
+            )
+            continue
+        key, values = _LENSES_CODECS[fmt]
+        value = values.get(name)
+        stated = dict(route.properties)
+        if value is None:
+            result.warnings.append(
+                f"connect.s3.compression.codec={codec}: Lenses refuses it for {fmt} "
+                f"(supported: {', '.join(values)}); not carried over for {route.topic}"
+            )
+        elif key in stated:
+            if stated[key] != value:
+                result.warnings.append(
+                    f"connect.s3.compression.codec={codec}: the statement of {route.topic} "
+                    f"states '{key}'='{stated[key]}', which is kept"
+                )
+        elif value != _CODEC_DEFAULTS[key]:
+            props = (*route.properties, (key, value))
+            statements[i] = render(dataclasses.replace(route, properties=props))
+            if key == "store.compression":
+                result.warnings.append(
+                    f"connect.s3.compression.codec={codec}: JSON objects of {route.topic} are "
+                    "gzipped as Lenses does, named <offset>.json.gz (Lenses names them "
+                    "<offset>.gz)"
+                )
 
 
 def _split(text: str) -> list[str]:

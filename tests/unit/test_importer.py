@@ -239,3 +239,37 @@ def test_lenses_bucket_addressing_carries_over_path_style_by_default() -> None:
     vhost = {**base, "connect.s3.vhost.bucket": "true"}
     assert importer.convert(vhost).config["s3_addressing_style"] == "virtual"
     assert "s3_addressing_style" not in importer.convert({"connect.s3.kcql": kcql_text}).config
+
+
+def test_the_lenses_compression_codec_becomes_each_statements_codec_property() -> None:
+    """connect.s3.compression.codec is one setting for the connector; Lenses' AVRO, PARQUET
+    and JSON writers apply it, each with its codecs (others fail the task), and its CSV,
+    TEXT and BYTES writers do not compress: per STOREAS the property meaning the same."""
+    statements = (
+        "INSERT INTO bkt:a SELECT * FROM t1 STOREAS PARQUET; "
+        "INSERT INTO bkt:b SELECT * FROM t2 STOREAS AVRO; "
+        "INSERT INTO bkt:c SELECT * FROM t3 STOREAS `JSON`; "
+        "INSERT INTO bkt:d SELECT * FROM t4 STOREAS CSV; "
+        "INSERT INTO bkt:e SELECT * FROM t5 STOREAS PARQUET PROPERTIES('parquet.codec'='zstd')"
+    )
+    settings = {"connect.s3.kcql": statements, "connect.s3.compression.level": "6"}
+    result = importer.convert({**settings, "connect.s3.compression.codec": "gzip"})
+    plan = kcql.parse(";".join(result.config["kcql"]))
+    codecs = {r.topic: r.codecs for r in plan.routes}
+    assert codecs["t1"].parquet == "gzip"
+    assert codecs["t3"].compression.value == "gzip"
+    assert codecs["t5"].parquet == "zstd", "a statement's own codec is kept"
+    assert codecs["t2"].avro == "null" and codecs["t4"].compression.value == "none"
+    warnings = " ".join(result.warnings)
+    assert "Lenses refuses it for AVRO" in warnings and "does not compress CSV" in warnings
+    assert "compression.level=6: not carried over" in warnings
+    assert "'parquet.codec'='zstd', which is kept" in warnings
+    assert "not carried over (no equivalent)" not in warnings
+
+    result = importer.convert({**settings, "connect.s3.compression.codec": "ZSTD"})
+    codecs = {r.topic: r.codecs for r in kcql.parse(";".join(result.config["kcql"])).routes}
+    assert (codecs["t1"].parquet, codecs["t2"].avro) == ("zstd", "zstandard")
+    result = importer.convert({**settings, "connect.s3.compression.codec": "UNCOMPRESSED"})
+    codecs = {r.topic: r.codecs for r in kcql.parse(";".join(result.config["kcql"])).routes}
+    assert codecs["t1"].parquet == "none", "Lenses' uncompressed PARQUET, not our snappy"
+    assert codecs["t3"].compression.value == "none"
