@@ -83,6 +83,9 @@ class PartitionCheck:
     value_schema: str | None = None  # the text of the route's 'avro.schema.file'
     state_object_count: int = 0  # how many objects the state says were written
     progress_to: str | None = None  # the driver's progress listener
+    # The topic compacts (cleanup.policy): Kafka may have removed records since they were
+    # archived, so the archive holds Kafka's records in order, and maybe more between them.
+    compacted: bool = False
 
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
@@ -178,6 +181,7 @@ class _Cursor:
     obj: StoredObject
     records: list[StoredRecord] | None
     index: int = 0
+    searched: int = 0  # records compared looking past compacted ones (bounded per object)
 
 
 class _PartitionChecker:
@@ -194,6 +198,7 @@ class _PartitionChecker:
         self.events = _Events()
         self.unarchivable = 0
         self.unverifiable = 0
+        self.compacted_away = 0  # archived records Kafka's log cleaner removed since
         self.size = 0
         self.sender = ProgressSender(check.progress_to, check.progress())
 
@@ -369,11 +374,19 @@ class _PartitionChecker:
             self._finish(cursor)
         for obj in live:
             if obj.start_offset >= first and obj.key not in reached and self.counts.get(obj.key):
+                if check.compacted and obj.start_offset < last:
+                    self.compacted_away += self.counts[obj.key]
+                    continue
                 self.problem(
                     obj,
                     "holds records that belong to no offset of its group in Kafka (a copy?)",
                     obj.start_offset,
                 )
+        if self.compacted_away:
+            self.notes.append(
+                f"{self.compacted_away} archived record(s) are no longer in Kafka: the topic "
+                "is compacted, and its log cleaner removed them after they were archived"
+            )
         return first, last
 
     def _compare(
@@ -400,7 +413,7 @@ class _PartitionChecker:
                 self._finish(cursor)
             reached.add(obj.key)
             cursor = cursors[group] = _Cursor(obj, self.load(obj))
-            if record.offset != obj.start_offset:
+            if record.offset != obj.start_offset and not self.check.compacted:
                 self.problem(
                     obj,
                     f"the key says the first record is at offset "
@@ -410,6 +423,8 @@ class _PartitionChecker:
                 )
         if cursor.records is None:
             return
+        if self.check.compacted:
+            self._skip_compacted(cursor, record, expected)
         if cursor.index >= len(cursor.records):
             self.events.add(record.offset, obj.key, "record missing from its object")
             return
@@ -418,9 +433,38 @@ class _PartitionChecker:
         if not same_value(stored.value, expected) or stored.offset not in (None, record.offset):
             self.events.add(record.offset, obj.key, "archived record differs from Kafka")
 
+    def _skip_compacted(self, cursor: _Cursor, record: Record, expected: Any) -> None:
+        """Move ``cursor`` past the archived records Kafka's log cleaner removed before
+        ``record``: those at lower offsets (the envelope keeps offsets), else those before
+        the next one equal to it (the archive holds Kafka's records as a subsequence, in
+        order: the first equal one is as good as any). Nothing equal: left where it is, and
+        the comparison reports the difference. An honest object costs one comparison per
+        archived record; the search stops at twice that (an object that differs throughout,
+        a transform's, is not searched quadratically)."""
+        records = cursor.records
+        assert records is not None
+        index = cursor.index
+        if records[index:] and records[index].offset is not None:
+            while index < len(records) and (records[index].offset or 0) < record.offset:
+                index += 1
+        else:
+            end = min(len(records), index + max(0, 2 * len(records) - cursor.searched))
+            for i in range(index, end):
+                if same_value(records[i].value, expected):
+                    cursor.searched += i - index + 1
+                    index = i
+                    break
+            else:
+                cursor.searched += end - index
+        self.compacted_away += index - cursor.index
+        cursor.index = index
+
     def _finish(self, cursor: _Cursor) -> None:
         if cursor.records is not None and cursor.index < len(cursor.records):
             extra = len(cursor.records) - cursor.index
+            if self.check.compacted:
+                self.compacted_away += extra
+                return
             self.problem(
                 cursor.obj,
                 f"holds {extra} record(s) more than Kafka has for its range (duplicates?)",
@@ -466,6 +510,7 @@ def plan_checks(pre: driver.Preflight) -> tuple[PartitionCheck, ...]:
     offline) and the archive's."""
     value_schemas = avsc.load(pre.plan)
     routes = enumerate(pre.plan.routes)
+    compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
     return tuple(
         PartitionCheck(
@@ -479,6 +524,7 @@ def plan_checks(pre: driver.Preflight) -> tuple[PartitionCheck, ...]:
             high=view.marks.high if view.marks else None,
             value_schema=value_schemas.get(view.route_index),
             state_object_count=view.state.objects if view.state else 0,
+            compacted=view.tp.topic in compacted,
         )
         for view in driver.partition_states(pre, also=objects)
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
@@ -170,6 +170,27 @@ class KafkaAdmin:
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
+    def compacted(self, topics: Iterable[str]) -> set[str]:
+        """Those of ``topics`` whose ``cleanup.policy`` compacts (``compact`` or
+        ``compact,delete``): the log cleaner removes records from them after they were
+        read. A topic whose configuration cannot be read is taken as not compacted."""
+        wanted = sorted(set(topics))
+        if not wanted or os.environ.get(DEMO_BROKER_ENV) == "tansu":
+            return set()
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in wanted]
+        found: set[str] = set()
+        futures = self._admin_client().describe_configs(
+            resources, request_timeout=_METADATA_TIMEOUT
+        )
+        for resource, future in futures.items():
+            try:
+                entry = future.result().get("cleanup.policy")
+            except KafkaException:
+                continue
+            if entry is not None and "compact" in str(entry.value or ""):
+                found.add(resource.name)
+        return found
+
     def _admin_client(self) -> AdminClient:
         if self._admin is None:
             config = self._kafka.client_config(defaults={}, fixed={"logger": LIBRDKAFKA_LOG})
@@ -203,12 +224,19 @@ class KafkaAdmin:
                 }
             except KafkaException as exc:
                 error = exc.args[0]
-                if not is_transient(error) or time.monotonic() + delay > deadline:
+                # The next attempt (or batch) on a new client: after a broker restart this one
+                # keeps sending leader epochs from before it, refused (FENCED_LEADER_EPOCH) for
+                # as long as it lives.
+                self._admin = None
+                # "No leaders found" (_NOENT): a broker that just started has not elected them.
+                transient = is_transient(error) or error.code() == KafkaError._NOENT
+                if not transient or time.monotonic() + delay > deadline:
                     raise KafkaUnavailableError(
                         f"cannot read the offsets of {len(tps)} partition(s): {error.str()}",
                         hint="Check that the brokers are up",
                     ) from None
             time.sleep(delay)
+            admin = self._admin_client()
             delay = min(delay * 2, 5.0)
 
     def _fetched_end(self, tp: TopicPartition) -> Watermarks:
