@@ -314,6 +314,12 @@ def test_records_deleted_before_they_were_archived_are_a_reported_gap(
     ) in metrics.read_text()
     # Partition 1 was archived; partition 0 stays where it was, its gap not passed.
     assert ids(archived(s3_client, bkt)) == list(range(20)) + list(range(21, 40, 2))
+    # status says so too, and --max-lag alerts on it whatever the lag.
+    status = ["status", *run_args_of(kcql, broker, s3_endpoint), "--max-lag", "1000"]
+    assert main(status) == 1
+    out, err = capsys.readouterr()
+    gap = f"{name}-0: GAP offsets 10..14 (5 records) deleted by Kafka before they were archived"
+    assert gap in out and gap in err, (out, err)
 
     code, out, err = run(capsys, broker, s3_endpoint, kcql, "--allow-gaps", "--report", str(report))
     assert code == 0, err
@@ -325,6 +331,10 @@ def test_records_deleted_before_they_were_archived_are_a_reported_gap(
     code, out, err = run(capsys, broker, s3_endpoint, kcql)
     assert code == 0, err
     assert "GAP" not in out and "nothing new" in out
+
+
+def run_args_of(kcql: str, broker: str, s3_endpoint: str) -> list[str]:
+    return ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
 
 
 def test_a_topic_deleted_and_re_created_is_refused(

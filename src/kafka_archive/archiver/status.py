@@ -22,6 +22,9 @@ class PartitionStatus:
     objects: int
     bytes: int
     target: str = ""  # where the route writes (bucket:prefix): a topic may have several
+    # Offsets from archived_offset on that Kafka deleted before they were archived (retention,
+    # kafka-delete-records): a gap runs stop at (exit 16) until --allow-gaps passes it.
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
             assert marks is not None
             archived = view.committed
             lag = marks.high - max(archived if archived is not None else 0, marks.low)
+            lost = marks.low - archived if archived is not None and archived < marks.low else 0
             rows.append(
                 PartitionStatus(
                     topic=view.tp.topic,
@@ -70,6 +74,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                     objects=state.objects if state is not None else 0,
                     bytes=state.bytes if state is not None else 0,
                     target=str(view.route.target),
+                    lost=lost,
                 )
             )
     return JobStatus(pre.job, tuple(rows))

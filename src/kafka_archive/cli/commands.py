@@ -30,6 +30,7 @@ from kafka_archive.archiver.spark import task_failure
 from kafka_archive.archiver.verify import to_json as verify_json
 from kafka_archive.cli.console import LiveProgress, LogProgress
 from kafka_archive.cli.render import (
+    gap_line,
     render_follow,
     render_plan,
     render_restore,
@@ -444,6 +445,10 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
         click.echo(render_status(report))
     if max_lag is not None and report.max_lag > max_lag:
         click.echo(f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True)
+        raise click.exceptions.Exit(1)
+    gaps = [row for row in report.partitions if row.lost]
+    if max_lag is not None and gaps:  # records lost for good: worse than any lag
+        click.echo(f"kafka-archive: {gap_line(gaps[0])}", err=True)
         raise click.exceptions.Exit(1)
 
 

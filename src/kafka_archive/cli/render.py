@@ -8,7 +8,7 @@ from typing import Any
 from kafka_archive.archiver.model import BatchTimings, RunResult, TopicPartition
 from kafka_archive.archiver.restore import RestoreRun
 from kafka_archive.archiver.session import FollowResult
-from kafka_archive.archiver.status import JobStatus
+from kafka_archive.archiver.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.verify import VerifyResult
 
 
@@ -188,7 +188,21 @@ def render_status(report: JobStatus) -> str:
             f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
             f"{row.last_commit or 'never'}"
         )
+    for row in report.partitions:
+        if row.lost and row.archived_offset is not None:
+            lines.append(f"  {gap_line(row)}")
     return "\n".join(lines)
+
+
+def gap_line(row: PartitionStatus) -> str:
+    """A partition whose next records to archive Kafka deleted (``status``)."""
+    assert row.archived_offset is not None
+    last = row.archived_offset + row.lost - 1
+    return (
+        f"{row.topic}-{row.partition}: GAP offsets {row.archived_offset}..{last} ({row.lost} "
+        "records) deleted by Kafka before they were archived; runs stop there (exit 16) "
+        "until --allow-gaps passes it"
+    )
 
 
 def render_timings(timings: BatchTimings) -> str:

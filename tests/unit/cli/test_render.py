@@ -48,3 +48,16 @@ def test_a_unit_that_read_no_offsets_names_none() -> None:
     assert _done_line(offline, 0.5) == "orders[1]: 60 records, 2.0 KB, 2 object(s) in 0.5 s"
     read = UnitProgress(0, "orders", 1, 5, 9, 9, records=4, size=100, objects=1)
     assert _done_line(read, 0.5).startswith("orders[1]: offsets 5..8: 4 records")
+
+
+def test_a_partition_kafka_deleted_records_of_shows_its_gap() -> None:
+    rows = (
+        PartitionStatus("orders", 0, 10, 30, 5, None, 1, 100, lost=15),
+        PartitionStatus("orders", 1, 30, 30, 0, None, 1, 100),
+    )
+    lines = render_status(JobStatus("job", rows)).splitlines()
+    assert lines[-1] == (
+        "  orders-0: GAP offsets 10..24 (15 records) deleted by Kafka before they were "
+        "archived; runs stop there (exit 16) until --allow-gaps passes it"
+    )
+    assert sum("GAP" in line for line in lines) == 1
