@@ -51,6 +51,9 @@ class StubAdmin:
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: Watermarks(0, 100, 100) for tp in tps}
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        return {}  # a broker that tells no topic ids: no topic record read or written
+
 
 def _pre(text: str, store: CountingStore) -> driver.Preflight:
     return driver.Preflight("job", store, kcql.parse(text), StubAdmin())  # type: ignore[arg-type]
