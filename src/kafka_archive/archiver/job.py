@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Partitions this process said an open transaction holds back (a --follow session behind a
+# transaction left open, or on a topic of transactions, says so once, then at debug level).
+_TOLD_OPEN: set[TopicPartition] = set()
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -273,8 +276,11 @@ def plan_work(
                 tp,
                 len(recovery.deleted_objects),
             )
-        if marks.end < marks.high:
-            log.info(
+        if marks.end < marks.high:  # once per partition, not every batch of a --follow
+            level = logging.DEBUG if tp in _TOLD_OPEN else logging.INFO
+            _TOLD_OPEN.add(tp)
+            log.log(
+                level,
                 "%s: an open transaction holds offsets %d.. back; archiving up to "
                 "the last stable offset %d",
                 tp,
