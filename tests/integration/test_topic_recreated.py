@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, archived_ids, cli, produce_to, run_args
 from confluent_kafka.admin import AdminClient, NewTopic
+from test_iceberg import catalog_uri, kcql_for, reader_table, table_ids  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -86,3 +87,28 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
     code, _, err = cli(capsys, *run_args(new_kcql, broker, s3_endpoint))
     assert code == 0, err
     assert archived_ids(s3_client, bkt, "arch2/") == list(range(100, 115)), "whole, from 0"
+
+
+def test_an_iceberg_route_of_a_re_created_topic_is_refused(
+    broker: str,
+    admin: AdminClient,
+    s3_endpoint: str,
+    spark: Any,
+    catalog_uri: str,  # noqa: F811 (the fixture of test_iceberg)
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An Iceberg table's snapshot holds the offsets archived: the same hazard, the same
+    refusal, and no commit."""
+    name, bkt = f"rc-{time.time_ns() % 10**10}", bucket()
+    admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(30)
+    produce_to(broker, name, 10, partitions=1)
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
+    code, _, err = cli(capsys, *args)
+    assert code == 0, err
+    _recreate(admin, name)
+    produce_to(broker, name, 15, first=100, partitions=1)
+    code, _, err = cli(capsys, *args)
+    assert code == 17 and "re-created" in err.strip().splitlines()[-1], err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert table_ids(table) == list(range(10)) and len(table.snapshots()) == 1

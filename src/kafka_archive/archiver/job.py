@@ -183,10 +183,9 @@ def plan_work(
         for target in {v.route.target for v in views if v.route.iceberg is None}
     }
     # A topic deleted and re-created under its name restarts its offsets: refused (exit 17).
-    objects_routes = {(v.route.target, v.tp.topic) for v in views if v.route.iceberg is None}
-    identity.check(
-        store, objects_routes, admin.topic_ids(t for _, t in objects_routes), record=True
-    )
+    # (Iceberg routes too: their snapshot's offsets would be taken for the new topic's.)
+    routes = {(v.route.target, v.tp.topic) for v in views}
+    identity.check(store, routes, admin.topic_ids(t for _, t in routes), record=True)
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []

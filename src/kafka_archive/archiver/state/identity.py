@@ -1,4 +1,5 @@
-"""Which Kafka topic a route archived: the topic's id, kept beside the route's states.
+"""Which Kafka topic a route archived: the topic's id, kept beside the route's states (an
+Iceberg route's too: its table's snapshot holds offsets, which mean as little for a new topic).
 
 A topic deleted and re-created under the same name is another topic to Kafka (a new topic
 id) whose offsets start again at 0. The partition states say "archived up to offset N";
@@ -43,11 +44,11 @@ _guard = threading.Lock()
 
 
 def check_routes(store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]) -> None:
-    """:func:`check` for the object routes of a command that reads Kafka but writes no state
+    """:func:`check` for the routes of a command that reads Kafka but writes no state
     (``status``, ``verify``): nothing is recorded. Without Kafka (``admin`` None), nothing."""
     if admin is None:
         return
-    wanted = {(r.target, r.topic) for r in routes if r.iceberg is None}
+    wanted = {(r.target, r.topic) for r in routes}
     check(store, wanted, admin.topic_ids(t for _, t in wanted), record=False)
 
 
