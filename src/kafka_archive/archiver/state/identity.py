@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from kafka_archive.archiver.errors import TopicRecreatedError
@@ -63,10 +64,21 @@ def check(
     now (``topic_ids``: Kafka's, by topic name; a topic without one is not checked). With
     ``record`` (a run holding the target's lease), a route without a recorded id gets the
     current one."""
-    for target, topic in sorted(set(routes), key=lambda r: (r[0].bucket, r[0].prefix, r[1])):
-        current = topic_ids.get(topic)
-        if current:
+    todo = sorted(
+        (
+            (target, topic, topic_ids[topic])
+            for target, topic in set(routes)
+            if topic_ids.get(topic)
+        ),
+        key=lambda r: (r[0].bucket, r[0].prefix, r[1]),
+    )
+    if len(todo) <= 1:
+        for target, topic, current in todo:
             _check_one(store, target, topic, current, record=record)
+        return
+    # A GET each the first time (many topics: FROM `*`), on a bounded pool like the states'.
+    with ThreadPoolExecutor(max_workers=min(10, len(todo))) as pool:
+        list(pool.map(lambda r: _check_one(store, *r, record=record), todo))
 
 
 def _check_one(store: S3Store, target: Target, topic: str, current: str, *, record: bool) -> None:

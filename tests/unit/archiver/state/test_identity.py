@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
 from kafka_archive.archiver.errors import FormatVersionError, TopicRecreatedError
 from kafka_archive.archiver.state import identity
+from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target
 
 from .test_lock import OneObjectStore
@@ -50,3 +52,32 @@ def test_a_newer_format_is_refused() -> None:
     store.put_document("b", "k", {"version": 2, "topic_id": "id-1"}, if_match=None)
     with pytest.raises(FormatVersionError):
         identity.check(store, [(target, "t")], {"t": "id-1"}, record=True)  # type: ignore[arg-type]
+
+
+class ManyObjectStore:
+    """Documents by key, written create-only or If-Match as S3 does."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, Document] = {}
+
+    def get_document(self, bucket: str, key: str) -> Document | None:
+        return self.docs.get(f"{bucket}/{key}")
+
+    def put_document(
+        self, bucket: str, key: str, body: dict[str, Any], *, if_match: str | None
+    ) -> str:
+        current = self.docs.get(f"{bucket}/{key}")
+        if (current.etag if current else None) != if_match:
+            raise PreconditionFailed(key)
+        self.docs[f"{bucket}/{key}"] = Document(body, f"etag-{len(self.docs)}")
+        return f"etag-{len(self.docs)}"
+
+
+def test_many_routes_are_recorded_and_checked_each_against_its_topic() -> None:
+    store, target = ManyObjectStore(), _target()
+    routes = [(target, f"t{i}") for i in range(25)]
+    ids = {f"t{i}": f"id-{i}" for i in range(25)}
+    identity.check(store, routes, ids, record=True)  # type: ignore[arg-type]
+    assert {d.body["topic"]: d.body["topic_id"] for d in store.docs.values()} == ids
+    with pytest.raises(TopicRecreatedError, match="'t7'"):
+        identity.check(store, routes, {**ids, "t7": "id-new"}, record=True)  # type: ignore[arg-type]
