@@ -549,6 +549,30 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "list", bucket, prefix) from None
 
+    def list_etags(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, ETag) of every object under ``prefix``, in key order (a listing returns
+        up to 1,000 a request: the ETags of many documents without a GET each)."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    yield item["Key"], str(item.get("ETag", ""))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list", bucket, prefix) from None
+
+    def list_folders(self, bucket: str, prefix: str) -> list[str]:
+        """The "folders" right under ``prefix`` (common prefixes up to the next ``/``,
+        each ending with it): one request per 1,000, however many keys each holds."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            return [
+                item["Prefix"]
+                for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+                for item in page.get("CommonPrefixes", [])
+            ]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list", bucket, prefix) from None
+
     # -- conditional JSON documents (state, lock) ----------------------------------------
 
     def get_document(self, bucket: str, key: str) -> Document | None:
