@@ -87,13 +87,16 @@ def _is_ours(key: str, route: Route) -> bool:
 
 
 def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:
-    """Abort multipart uploads that crashed runs of these routes left open."""
-    aborted = 0
+    """Abort multipart uploads that crashed runs of these routes left open: one listing
+    per target, not per route."""
+    by_target: dict[Target, list[Route]] = {}
     for route in routes:
-        head = route.target.head
-        for key, upload_id in store.incomplete_uploads(route.target.bucket, head):
-            if _is_ours(key, route):
-                store.abort_upload(route.target.bucket, key, upload_id)
+        by_target.setdefault(route.target, []).append(route)
+    aborted = 0
+    for target, sharing in by_target.items():
+        for key, upload_id in store.incomplete_uploads(target.bucket, target.head):
+            if any(_is_ours(key, route) for route in sharing):
+                store.abort_upload(target.bucket, key, upload_id)
                 aborted += 1
     return aborted
 

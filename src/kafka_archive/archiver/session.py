@@ -31,7 +31,7 @@ from kafka_archive.archiver.model import (
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
-from kafka_archive.archiver.state import checkpoint, lease, legacy, probe
+from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import (
     state_root,
@@ -100,6 +100,8 @@ class Session:
         # leases' lapse counts they are good for.
         self._known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
         self._known_under: tuple[int, ...] | None = None
+        # Each target's state index as read and proven at the start (:mod:`.state.index`).
+        self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
 
     def check_leases(self) -> None:
         for lock in self.locks.values():
@@ -107,6 +109,51 @@ class Session:
 
     def _tenure(self) -> tuple[int, ...]:
         return tuple(lock.lapses for lock in self.locks.values())
+
+    def know_states(self, etags: dict[Target, dict[TopicPartition, str]]) -> None:
+        """Under the leases, at the start: what the targets' listings (``etags``, each
+        state's ETag) and state indexes prove of the plan's partitions, kept for the first
+        batch as a batch keeps what it leaves (:meth:`batch`); the rest is read there."""
+        targets = sorted(etags, key=lambda t: (t.bucket, t.prefix))
+        read = jobs.in_parallel(
+            [functools.partial(index.read, self.store, target) for target in targets]
+        )
+        known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
+        for target, entries in zip(targets, read, strict=True):
+            listed = etags[target]
+            self._indexed[target] = {
+                tp: loaded
+                for tp, loaded in index.proven(listed, entries, entries).items()
+                if loaded.state is not None
+            }
+            for number, route in enumerate(self.plan.routes):
+                if route.target != target or route.iceberg is not None:
+                    continue
+                tps = [TopicPartition(route.topic, p) for p in self.partitions[route.topic]]
+                proven = index.proven(listed, entries, tps)
+                known.update({(number, tp): loaded for tp, loaded in proven.items()})
+        self._known, self._known_under = known, self._tenure()
+
+    def save_states(self) -> None:
+        """After the last batch, under the leases: each target's state index, from what the
+        session knows of the states now (unchanged ones are not written again). Best
+        effort: the index is a cache."""
+        if self._known_under != self._tenure() or not self._known:
+            return  # a failed batch or a lapse: what is known is not kept
+        for target, before in self._indexed.items():
+            after = dict(before)  # other routes' states under the target stay as proven
+            after.update(
+                (tp, loaded)
+                for (number, tp), loaded in self._known.items()
+                if self.plan.routes[number].target == target and loaded.state is not None
+            )
+            if after == before:
+                continue
+            try:
+                self.locks[target].check()
+                index.write(self.store, target, after, self.job)
+            except ArchiveError as exc:
+                log.info("could not write the state index (the next run reads more): %s", exc)
 
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure.
@@ -247,7 +294,8 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
             driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
         ):
             archiver.locks = locks
-            _adopt_legacy_state(pre.store, archiver.plan, pre.job, run_id, locks)
+            etags = _open_targets(pre.store, archiver.plan, pre.job, run_id, locks)
+            archiver.know_states(etags)
             archiver.check_leases()  # an aborted upload must not be a newer run's
             aborted = jobs.abort_stale_uploads(pre.store, plan.routes)
             if aborted:
@@ -256,14 +304,19 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
                 archiver.plan, pre.store, settings.s3, run_id, pre.job
             )
             yield archiver
+            archiver.save_states()
 
 
-def _adopt_legacy_state(
+def _open_targets(
     store: S3Store, plan: Plan, job: str, run_id: str, locks: dict[Target, JobLock]
-) -> None:
-    """Under the targets' leases: take over the state an earlier version kept per job."""
+) -> dict[Target, dict[TopicPartition, str]]:
+    """Under the targets' leases: one listing of each target's ``.kafka-archive/``, which
+    gives the state an earlier version kept per job (taken over here) and the ETag of every
+    partition state (returned, by target)."""
+    etags: dict[Target, dict[TopicPartition, str]] = {}
     for target, lock in locks.items():
-        found = legacy.scan(store, target)
+        listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
+        found = legacy.scan(store, target, [key for key, _ in listing])
         legacy.retire_locks(store, target, found, run_id, lock.epoch)
         topics = {r.topic for r in plan.routes if r.target == target}
         lock.check()
@@ -273,6 +326,9 @@ def _adopt_legacy_state(
                 target.bucket,
                 target.prefix,
             )
+            listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
+        etags[target] = index.state_etags(target, listing)
+    return etags
 
 
 def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = None) -> RunResult:

@@ -59,10 +59,12 @@ class LegacyLayout:
         return set(self.states) | {tp for _, tp in self.markers}
 
 
-def scan(store: S3Store, target: Target) -> LegacyLayout:
+def scan(store: S3Store, target: Target, keys: Iterable[str] | None = None) -> LegacyLayout:
+    """What the target holds of the old layout, from ``keys`` (a listing of its
+    ``.kafka-archive/`` a caller made) or one listing here."""
     root = f"{state_root(target)}/"
     found = LegacyLayout()
-    for key in store.list_keys(target.bucket, root):
+    for key in store.list_keys(target.bucket, root) if keys is None else keys:
         match = _KEY.match(key[len(root) :])
         if match is None:
             continue

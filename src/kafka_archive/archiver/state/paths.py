@@ -54,6 +54,11 @@ def lock_key(target: Target) -> str:
     return f"{state_root(target)}/lock.json"
 
 
+def index_key(target: Target) -> str:
+    """The state index (:mod:`.index`): a cache of the states, never the truth."""
+    return f"{state_root(target)}/index.json"
+
+
 def probe_key(target: Target, run_id: str) -> str:
     return f"{state_root(target)}/probe-{run_id}.json"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
+import email.utils
 import hashlib
 import json
 import os
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 import botocore.session
+import botocore.utils
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 from botocore.exceptions import (
@@ -113,8 +116,25 @@ def _client(settings: S3Settings, **kwargs: Any) -> Any:
 _LOADER: list[Any] = []
 
 
+def _timestamp(value: Any) -> Any:
+    """botocore's timestamp parser, without dateutil for the two forms S3 sends: ISO 8601
+    (``2026-11-24T12:17:01.000Z``, every key of a listing: dateutil took ~0.2 ms each, two
+    CPU-seconds per 10,000 keys listed) and RFC 1123 headers (``Last-Modified`` of a GET).
+    The same instant, timezone-aware; anything else goes to botocore's parser."""
+    if isinstance(value, str):
+        try:
+            if value.endswith("Z"):
+                return datetime.datetime.fromisoformat(value[:-1]).replace(tzinfo=datetime.UTC)
+            if value.endswith(" GMT"):
+                return email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            pass
+    return botocore.utils.parse_timestamp(value)
+
+
 def _botocore_session() -> Any:
     core = botocore.session.Session()
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_timestamp)
     if _LOADER:
         core.register_component("data_loader", _LOADER[0])
     else:
@@ -546,6 +566,30 @@ class S3Store:
             for page in paginator.paginate(**kwargs):
                 for item in page.get("Contents", []):
                     yield item["Key"], int(item.get("Size", 0))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list", bucket, prefix) from None
+
+    def list_etags(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, ETag) of every object under ``prefix``, in key order (a listing returns
+        up to 1,000 a request: the ETags of many documents without a GET each)."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    yield item["Key"], str(item.get("ETag", ""))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translate(exc, "list", bucket, prefix) from None
+
+    def list_folders(self, bucket: str, prefix: str) -> list[str]:
+        """The "folders" right under ``prefix`` (common prefixes up to the next ``/``,
+        each ending with it): one request per 1,000, however many keys each holds."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            return [
+                item["Prefix"]
+                for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
+                for item in page.get("CommonPrefixes", [])
+            ]
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "list", bucket, prefix) from None
 
