@@ -244,7 +244,7 @@ class ChunkSet:
         """Write the whole batch into the open object when no roll falls inside it (the
         common case: an object spans many batches), as :meth:`add_batch`'s cuts would, but
         decided from the batch's record count, bytes and latest timestamp alone, without its
-        per-record columns (offsets, ends, timestamps: ~0.15 CPU-s per million records).
+        per-record columns (offsets, ends, timestamps: ~0.1 CPU-s per million records).
         False, with nothing written, when a roll may fall inside (an object it opened stays
         open, as the general path would have opened it)."""
         n = encoded.count
