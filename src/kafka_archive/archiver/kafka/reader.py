@@ -180,7 +180,8 @@ class Batch:
         if not messages:
             return -1
         timestamp = type(messages[0]).timestamp
-        return max(map(_SECOND, map(timestamp, messages)))
+        latest: int = max(map(_SECOND, map(timestamp, messages)))
+        return latest
 
 
 _SECOND = operator.itemgetter(1)
