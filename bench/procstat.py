@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -66,9 +67,17 @@ class TreeSampler:
     and when a process named ``watch`` (e.g. ``java``: Spark starting) first appeared."""
 
     def __init__(
-        self, pid: int, adopted_since: set[int], watch: str = "java", interval: float = 0.1
+        self,
+        pid: int,
+        adopted_since: set[int],
+        watch: str = "java",
+        interval: float = 0.1,
+        threads: bool = False,
     ) -> None:
         self.pid = pid
+        #: with ``threads``: last sampled own CPU-seconds and name of every thread, by
+        #: (pid, tid)
+        self.threads: dict[tuple[int, int], tuple[str, float]] | None = {} if threads else None
         self._not_adopted = adopted_since
         self.peak = 0
         #: peak RSS of each process of the tree, by pid
@@ -119,9 +128,27 @@ class TreeSampler:
                     self.seen[pid] = head.split("(", 1)[1]  # its name now (after an exec)
                 except (OSError, IndexError, ValueError):
                     pass
+                if self.threads is not None:
+                    self._sample_threads(pid)
             self.peak = max(self.peak, total)
             if self._stop.wait(self._interval):
                 return
+
+    def _sample_threads(self, pid: int) -> None:
+        assert self.threads is not None
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    head, tail = f.read().rsplit(")", 1)
+                fields = tail.split()
+                cpu = (int(fields[11]) + int(fields[12])) / _TICKS
+                self.threads[(pid, int(tid))] = (head.split("(", 1)[1], cpu)
+            except (OSError, IndexError, ValueError):
+                continue
 
     def stop(self) -> None:
         self._stop.set()
@@ -144,6 +171,9 @@ class Usage:
     #: the largest peak RSS of one process, by command name (kafka-archive: the driver;
     #: java: Spark's JVM; python3…: the worker daemon and its workers)
     peak_rss_by_name: dict[str, int] = field(default_factory=dict)
+    #: with ``measure(threads=True)``: sampled CPU-seconds by (process name, thread name),
+    #: thread names with their digits replaced by ``#`` (one row for a pool of threads)
+    sampled_by_thread: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def _children() -> set[int]:
@@ -171,12 +201,14 @@ def measure(
     env: Mapping[str, str],
     *,
     started_hook: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    threads: bool = False,
     **kw: object,
 ) -> Usage:
     """Run ``command`` to its end; its wall time, CPU-seconds and peak RSS (whole tree).
 
     ``started_hook`` is given the process once it runs (from another thread, e.g. to stop a
-    ``--follow`` run that ``measure`` waits for)."""
+    ``--follow`` run that ``measure`` waits for). With ``threads``, every thread's CPU is
+    sampled too (``Usage.sampled_by_thread``)."""
     before = _children()
     started = time.monotonic()
     process = subprocess.Popen(  # type: ignore[call-overload]
@@ -184,7 +216,7 @@ def measure(
     )
     if started_hook is not None:
         started_hook(process)
-    sampler = TreeSampler(process.pid, before | {process.pid})
+    sampler = TreeSampler(process.pid, before | {process.pid}, threads=threads)
     try:
         _, status, usage = os.wait4(process.pid, 0)
     except BaseException:  # interrupted: the measured tree goes with the benchmark
@@ -207,6 +239,10 @@ def measure(
     for pid, rss in sampler.peak_by_pid.items():
         name = sampler.seen.get(pid, "?")
         peak_by_name[name] = max(peak_by_name.get(name, 0), rss)
+    by_thread: dict[tuple[str, str], float] = {}
+    for (pid, _), (thread, seconds_of_thread) in (sampler.threads or {}).items():
+        key = (sampler.seen.get(pid, "?"), re.sub(r"\d+", "#", thread))
+        by_thread[key] = by_thread.get(key, 0.0) + seconds_of_thread
     return Usage(
         seconds,
         max(cpu, sampled),
@@ -217,6 +253,7 @@ def measure(
         sampled,
         by_name,
         peak_by_name,
+        by_thread,
     )
 
 

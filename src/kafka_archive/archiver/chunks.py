@@ -29,6 +29,7 @@ from kafka_archive.archiver.formats import compression, evolution
 from kafka_archive.archiver.formats.base import (
     BadRecordError,
     BatchWriter,
+    EncodedBatch,
     FormatWriter,
     WriterFactory,
 )
@@ -205,6 +206,8 @@ class ChunkSet:
             encoded = self._encode(batch.values())
         except BadRecordError:
             return False
+        if self._add_whole(batch, encoded):
+            return True
         # ends[k]: encoded bytes of the first k records; objects get slices, not copies.
         ends, data = encoded.ends, memoryview(encoded.data)
         offsets = batch.offsets()
@@ -235,6 +238,33 @@ class ChunkSet:
             elif end > i:
                 self._stream(chunk)
             i = end
+        return True
+
+    def _add_whole(self, batch: Batch | TransformedBatch, encoded: EncodedBatch) -> bool:
+        """Write the whole batch into the open object when no roll falls inside it (the
+        common case: an object spans many batches), as :meth:`add_batch`'s cuts would, but
+        decided from the batch's record count, bytes and latest timestamp alone, without its
+        per-record columns (offsets, ends, timestamps: ~0.1 CPU-s per million records).
+        False, with nothing written, when a roll may fall inside (an object it opened stays
+        open, as the general path would have opened it)."""
+        n = encoded.count
+        if n == 0:
+            return False
+        policy = self._unit.route.flush
+        chunk = self._open.get(())
+        if chunk is None:
+            chunk = self._open_chunk(batch.offset_at(0), batch.timestamp_at(0), ())
+        if chunk.records + n >= policy.count:
+            return False
+        if chunk.writer.bytes_written() + len(encoded.data) >= policy.size:
+            return False
+        first = chunk.first_timestamp
+        if first is not None and batch.latest_timestamp() - first >= policy.interval_seconds * 1000:
+            return False
+        cast(BatchWriter, chunk.writer).write_encoded(memoryview(encoded.data))
+        chunk.records += n
+        chunk.last_offset = batch.offset_at(n - 1)
+        self._stream(chunk)
         return True
 
     def bytes_so_far(self) -> int:

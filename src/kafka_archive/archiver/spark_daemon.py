@@ -81,12 +81,19 @@ _drop_redundant_spark_zips()
 
 import gc  # noqa: E402
 
+# No collection while the imports create what the daemon keeps (and freezes: prepare).
+_collecting = gc.isenabled()
+gc.disable()
+
 import pyspark.worker  # noqa: E402, F401  (inherited by the forked workers)
 from pyspark.daemon import manager  # noqa: E402
 
 import kafka_archive.archiver.task  # noqa: E402  (inherited by the forked workers)
 import kafka_archive.archiver.tasktime  # noqa: E402, F401  (its timer wraps every task)
 from kafka_archive.archiver.store import s3  # noqa: E402
+
+if _collecting:
+    gc.enable()
 
 
 def prepare() -> None:

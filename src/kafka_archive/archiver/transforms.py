@@ -203,6 +203,16 @@ class TransformedBatch:
     def timestamps(self) -> list[int | None]:
         return [r.timestamp for r in self._records]
 
+    def offset_at(self, index: int) -> int:
+        return self._records[index].offset
+
+    def timestamp_at(self, index: int) -> int | None:
+        return self._records[index].timestamp
+
+    def latest_timestamp(self) -> int:
+        """No record has a later timestamp (-1 when none has one)."""
+        return max((r.timestamp for r in self._records if r.timestamp is not None), default=-1)
+
     def check(self, record: Record) -> None:
         """Raise :class:`RefusedByTransform` if the transform raised on ``record``."""
         if self.refused and record.offset in self.refused:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from kafka_archive.archiver.errors import BadRecordError
@@ -53,14 +52,31 @@ class BatchWriter(FormatWriter, Protocol):
     def write_encoded(self, data: bytes | memoryview) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
 class EncodedBatch:
     """A batch of records encoded back to back into one buffer: record ``k`` is
     ``data[ends[k]:ends[k + 1]]`` (``ends[0] == 0``), so the runtime cuts it into objects by
-    slicing a memoryview, without a copy per record."""
+    slicing a memoryview, without a copy per record. ``count`` records."""
 
-    data: bytes
-    ends: list[int]
+    __slots__ = ("_ends", "_extra", "_values", "data")
+
+    def __init__(self, data: bytes, ends: list[int]) -> None:
+        self.data = data
+        self._ends: list[int] | None = ends
+        self._values: Sequence[bytes] = ()
+        self._extra = 0
+
+    @property
+    def ends(self) -> list[int]:
+        """Where each record ends (computed on first use by a framed batch: a batch that
+        goes whole into one object never needs them)."""
+        if self._ends is None:
+            sizes = map(operator.add, map(len, self._values), itertools.repeat(self._extra))
+            self._ends = list(itertools.accumulate(sizes, initial=0))
+        return self._ends
+
+    @property
+    def count(self) -> int:
+        return len(self._values) if self._ends is None else len(self._ends) - 1
 
     @classmethod
     def of(cls, pieces: Sequence[bytes]) -> EncodedBatch:
@@ -70,9 +86,11 @@ class EncodedBatch:
     @classmethod
     def framed(cls, values: Sequence[bytes], extra: int, data: bytes) -> EncodedBatch:
         """The batch ``data`` holding each of ``values`` with ``extra`` more bytes (a
-        separator or a length frame): the ends are counted in C, no Python step per value."""
-        sizes = map(operator.add, map(len, values), itertools.repeat(extra))
-        return cls(data, list(itertools.accumulate(sizes, initial=0)))
+        separator or a length frame): the ends are counted in C when first asked for, no
+        Python step per value."""
+        batch = cls(data, [])
+        batch._ends, batch._values, batch._extra = None, values, extra
+        return batch
 
 
 BatchEncoder = Callable[[Sequence[bytes | None]], EncodedBatch]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import operator
 import os
 import time
 from collections.abc import Iterator
@@ -165,6 +166,25 @@ class Batch:
     def timestamps(self) -> list[int | None]:
         return [ts if kind != 0 else None for kind, ts in (m.timestamp() for m in self._messages)]
 
+    def offset_at(self, index: int) -> int:
+        return _offset_of(self._messages[index])
+
+    def timestamp_at(self, index: int) -> int | None:
+        kind, ts = self._messages[index].timestamp()
+        return ts if kind != 0 else None
+
+    def latest_timestamp(self) -> int:
+        """No record of the batch has a later timestamp (-1 when none has one), in C: the
+        client gives a record without one as -1, below any real one."""
+        messages = self._messages
+        if not messages:
+            return -1
+        timestamp = type(messages[0]).timestamp
+        latest: int = max(map(_SECOND, map(timestamp, messages)))
+        return latest
+
+
+_SECOND = operator.itemgetter(1)
 
 # Idle consumers kept per process (a Spark worker runs many units, often several at once).
 MAX_IDLE_CONSUMERS = 16
@@ -385,8 +405,7 @@ class KafkaReader:
                     )
                 self._outage = None
                 backoff = _BACKOFF_FIRST
-                # len(message): its value's length (confluent-kafka), summed in C.
-                size = batch_size(len(good), sum(map(len, good)))
+                size = batch_size(len(good), _value_bytes(good))
                 yield Batch(good)
             elif self._position < self._stop:
                 if time.monotonic() - last_progress > self._idle_timeout:
@@ -500,6 +519,18 @@ class KafkaReader:
         if good[0].offset() < position:
             good = good[bisect.bisect_left(good, position, key=_offset_of) :]
         return good
+
+
+# Values whose lengths estimate a batch's bytes (batch_size): summing them all cost ~0.04
+# CPU-s per million records, and the next batch's size needs no more than an estimate.
+_SAMPLED_VALUES = 64
+
+
+def _value_bytes(messages: list[Any]) -> int:
+    """The bytes of the messages' values, estimated from up to :data:`_SAMPLED_VALUES` of
+    them evenly spread (len(message): its value's length in confluent-kafka, summed in C)."""
+    sample = messages[:: max(1, len(messages) // _SAMPLED_VALUES)]
+    return sum(map(len, sample)) * len(messages) // max(1, len(sample))
 
 
 def _offset_of(message: Any) -> int:
