@@ -68,7 +68,7 @@ class ToSyntax(Transformer[Token, tuple[Statement, ...]]):
         )
         *flush, properties = children[7:]
         partition_by, no_partition = partitioning if partitioning is not None else (None, None)
-        legacy = (partitioner, *flush) if partitioner is not None else tuple(flush)
+        legacy = tuple(setting for setting in (partitioner, *flush) if setting is not None)
         return Statement(
             target=target,
             fields=fields,
