@@ -748,7 +748,7 @@ def test_transform_and_schema_compatibility_compile_into_typed_fields() -> None:
 
 def test_field_names_lenses_spells_with_digits_first_or_at_signs() -> None:
     # Lenses' FIELD is letters, digits, '_' and '@' in any order: `SELECT @timestamp, 1col`.
-    r = route(f"INSERT INTO bkt SELECT @timestamp, 1col AS c FROM t PARTITIONBY 1col, _key.@id")
+    r = route("INSERT INTO bkt SELECT @timestamp, 1col AS c FROM t PARTITIONBY 1col, _key.@id")
     assert r.fields is not None
     assert [(f.ref.source, f.ref.path, f.output_name) for f in r.fields] == [
         (Source.VALUE, ("@timestamp",), "@timestamp"),

@@ -260,8 +260,8 @@ def refuse_glued_comments(text: str, statements: Iterable[Statement]) -> None:
         KcqlSyntaxError: the first such comment.
     """
     starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    for text_line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(text_line))
     for statement in statements:
         for what in _GLUING_WORDS:
             word = getattr(statement, what)
