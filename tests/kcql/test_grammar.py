@@ -141,13 +141,18 @@ def test_double_dash_starts_a_comment_even_after_a_word() -> None:
     assert [ref.path for ref in r.partition_by] == [("a",)]
 
 
+def test_a_double_dash_inside_a_topic_or_target_is_part_of_it() -> None:
+    # As for Lenses, whose topic and target words take '-': no comment starts inside a word.
+    r = kcql.parse("INSERT INTO bkt--x:a--b\nSELECT * FROM t--d\n").routes[0]
+    assert (r.target.bucket, r.target.prefix, r.topic) == ("bkt--x", "a--b", "t--d")
+
+
 @pytest.mark.parametrize(
     ("text", "glued"),
     [
         ("INSERT INTO bkt SELECT * FROM orders -- old topic", "orders--oldtopic"),
-        ("INSERT INTO bkt SELECT * FROM t--d\n", "t--d"),
         ("INSERT INTO bkt SELECT * FROM `t`\n  -- x\n;", "`t`--x"),
-        ("INSERT INTO bkt--x\nSELECT * FROM t", "bkt--x"),
+        ("INSERT INTO bkt-x\n--x\nSELECT * FROM t", "bkt-x--x"),
         ("INSERT INTO bkt:p -- x\nSELECT * FROM t", "bkt:p--x"),
         ("INSERT INTO bkt SELECT * FROM t STOREAS `JSON` -- x", "`JSON`--x"),
     ],
@@ -172,7 +177,8 @@ def test_a_comment_lenses_would_glue_to_a_name_is_refused(text: str, glued: str)
         ("NAME", "12", False),
         ("NAME", "a.b", False),
         ("TOPIC", "a.b+c-d_1", True),
-        ("TOPIC", "a--b", False),
+        ("TOPIC", "a--b", True),
+        ("TOPIC", "--b", False),
         ("TOPIC", "*", False),
         ("TARGET", "bkt:a/b=c", True),
         ("TARGET", "bkt:a b", False),
