@@ -759,3 +759,10 @@ def test_field_names_lenses_spells_with_digits_first_or_at_signs() -> None:
         (Source.KEY, ("@id",)),
     ]
     assert error(f"{HEAD} PARTITIONBY 12").label == "missing-partition-field"
+
+
+def test_single_quoted_target_and_topic_as_lenses_reads_them() -> None:
+    # Lenses' table_name and topic_name take a STRING: 'bkt:p' is the target bkt:p.
+    r = route("INSERT INTO 'bkt:archive/v1' SELECT * FROM 'orders.v2'")
+    assert (r.target, r.topic) == (Target("bkt", "archive/v1"), "orders.v2")
+    assert kcql.render(r) == "INSERT INTO bkt:archive/v1 SELECT * FROM orders.v2 STOREAS `JSON`"

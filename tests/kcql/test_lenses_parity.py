@@ -319,6 +319,21 @@ STRICTER: tuple[Difference, ...] = (
         ("conflicting-setting",),
     ),
     Difference(
+        "other-connectors-clauses",
+        "Lenses' parser is shared by all its connectors and takes their clauses (UPSERT, "
+        "IGNORE, WITHGROUP, AUTOCREATE, a.* …), which the S3 sink silently ignores",
+        (
+            "UPSERT INTO bkt SELECT * FROM orders",
+            f"{H} IGNORE a",
+            f"{H} WITHGROUP x",
+            f"{H} AUTOCREATE",
+            "INSERT INTO bkt SELECT a.* FROM orders",
+            f"{H} PARTITIONBY a.*",
+        ),
+        _search(r"^UPSERT|IGNORE a|WITHGROUP|AUTOCREATE|a\.\*"),
+        ("no-statement", "clause-order", "missing-path-segment"),
+    ),
+    Difference(
         "star-and-fields",
         "Lenses reads SELECT *, a as both; what that stores is not defined",
         ("INSERT INTO bkt SELECT *, a FROM orders",),
@@ -728,10 +743,13 @@ topics = st.one_of(
             and not any(w.isdigit() for w in t.split("."))
         )
     ),
-    # Back-ticked: any character but a back-tick, whitespace or control.
-    st.from_regex(r"[A-Za-z0-9._+#$%&!-]{1,20}", fullmatch=True)
-    .filter(lambda t: t not in (".", ".."))
-    .map(lambda t: f"`{t}`"),
+    # Back-ticked or in single quotes: any character but a quote, whitespace or control.
+    st.tuples(
+        st.from_regex(r"[A-Za-z0-9._+#$%&!-]{1,20}", fullmatch=True).filter(
+            lambda t: t not in (".", "..") and len(t) > 1
+        ),
+        st.sampled_from("`'"),
+    ).map(lambda tq: f"{tq[1]}{tq[0]}{tq[1]}"),
 )
 # Formats both accept: back-ticked in any case, or bare where the jar has no keyword.
 formats = st.one_of(
@@ -782,6 +800,8 @@ def shared(draw: st.DrawFn) -> tuple[str, set[str]]:
         target = f"`{target}`"
     elif quoting == 1 and prefix:
         target = f"`{bucket}`:`{prefix}`"
+    elif quoting == 2:
+        target = f"'{target}'"
     sources = st.sampled_from(["", "", "_value.", "_key.", "_header.", "_.key."])
     fields: list[str] = []
     if draw(st.booleans()):

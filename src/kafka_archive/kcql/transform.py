@@ -40,6 +40,9 @@ def _meta_span(meta: Meta) -> Span:
 
 
 def _word(token: Token) -> Word:
+    """A name; back-ticked, or (a target or topic) in single quotes, as Lenses reads them."""
+    if token.type == "STRING":
+        return Word(_unquote(token), True, token_span(token))
     quoted = token.type == "QUOTED"
     return Word(token.value[1:-1] if quoted else token.value, quoted, token_span(token))
 
