@@ -47,7 +47,7 @@ def test_parts_stream_while_writing_and_held_back_tails_leave_no_upload(
 
     # Records are seconds old, the interval an hour: the one open object (~12 MB, two parts
     # already sent) is held back for a later run, and its upload is aborted, not left open.
-    assert run("WITH_FLUSH_COUNT = 100000 WITH_FLUSH_INTERVAL = 3600") == 0, capsys.readouterr()
+    assert run("WITH_FLUSH_INTERVAL = 3600 WITH_FLUSH_COUNT = 100000") == 0, capsys.readouterr()
     assert data_objects(s3_client, bkt) == {}
     assert s3_client.list_multipart_uploads(Bucket=bkt).get("Uploads", []) == []
 

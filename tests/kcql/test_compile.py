@@ -99,7 +99,7 @@ def test_several_statements() -> None:
 
 def test_extra_semicolons_and_comments_are_ignored() -> None:
     plan = kcql.parse(
-        "-- archive two topics\n;;INSERT INTO bkt SELECT * FROM a -- the first\n;;\n"
+        "-- archive two topics\n;;INSERT INTO bkt SELECT * FROM a; -- the first\n;\n"
         "INSERT INTO bkt SELECT * FROM b; -- done\n"
     )
     assert [r.topic for r in plan.routes] == ["a", "b"]
@@ -431,10 +431,8 @@ def test_unknown_format_lists_formats_when_nothing_is_close() -> None:
 # -- flush settings --------------------------------------------------------------------------
 
 
-def test_legacy_flush_clauses_in_any_order() -> None:
-    a = route(f"{HEAD} WITH_FLUSH_INTERVAL = 60 WITH_FLUSH_COUNT = 10 WITH_FLUSH_SIZE = 1000")
-    b = route(f"{HEAD} WITH_FLUSH_SIZE = 1000 WITH_FLUSH_INTERVAL = 60 WITH_FLUSH_COUNT = 10")
-    assert a == b
+def test_legacy_flush_clauses_mean_their_properties() -> None:
+    a = route(f"{HEAD} WITH_FLUSH_SIZE = 1000 WITH_FLUSH_INTERVAL = 60 WITH_FLUSH_COUNT = 10")
     assert a.flush == FlushPolicy(count=10, size=1000, interval_seconds=60, interval_set=True)
     assert a.properties == (
         ("flush.count", "10"),
@@ -443,10 +441,30 @@ def test_legacy_flush_clauses_in_any_order() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "clauses",
+    [
+        "WITH_FLUSH_INTERVAL = 60 WITH_FLUSH_SIZE = 1000",
+        "WITH_FLUSH_COUNT = 10 WITH_FLUSH_INTERVAL = 60",
+        "WITH_FLUSH_COUNT = 10 WITH_FLUSH_SIZE = 1000",
+        "WITH_FLUSH_COUNT = 10 WITH_FLUSH_COUNT = 10",
+    ],
+)
+def test_legacy_flush_clauses_out_of_lenses_order_are_refused(clauses: str) -> None:
+    # Lenses' parser reads WITH_FLUSH_SIZE, _INTERVAL, _COUNT in this order and silently drops
+    # a clause out of it (and all that follows): the second clause here would not count.
+    err = error(f"{HEAD} {clauses}")
+    assert err.label == "clause-order"
+    assert (
+        err.hint is not None
+        and "WITH_FLUSH_SIZE, WITH_FLUSH_INTERVAL, WITH_FLUSH_COUNT" in err.hint
+    )
+
+
 def test_legacy_and_properties_mean_the_same() -> None:
     legacy = route(
-        f"{HEAD} PARTITIONBY a WITHPARTITIONER = KeysAndValues WITH_FLUSH_COUNT = 5 "
-        "WITH_FLUSH_SIZE = 6 WITH_FLUSH_INTERVAL = 7"
+        f"{HEAD} PARTITIONBY a WITHPARTITIONER = KeysAndValues WITH_FLUSH_SIZE = 6 "
+        "WITH_FLUSH_INTERVAL = 7 WITH_FLUSH_COUNT = 5"
     )
     current = route(
         f"{HEAD} PARTITIONBY a PROPERTIES('partition.include.keys'=true, 'flush.count'=5, "
@@ -726,3 +744,25 @@ def test_transform_and_schema_compatibility_compile_into_typed_fields() -> None:
     (default,) = kcql.parse("INSERT INTO bkt SELECT * FROM t STOREAS `PARQUET`").routes
     assert default.transform is None
     assert default.schema_compatibility is SchemaCompatibility.NONE
+
+
+def test_field_names_lenses_spells_with_digits_first_or_at_signs() -> None:
+    # Lenses' FIELD is letters, digits, '_' and '@' in any order: `SELECT @timestamp, 1col`.
+    r = route("INSERT INTO bkt SELECT @timestamp, 1col AS c FROM t PARTITIONBY 1col, _key.@id")
+    assert r.fields is not None
+    assert [(f.ref.source, f.ref.path, f.output_name) for f in r.fields] == [
+        (Source.VALUE, ("@timestamp",), "@timestamp"),
+        (Source.VALUE, ("1col",), "c"),
+    ]
+    assert [(ref.source, ref.path) for ref in r.partition_by] == [
+        (Source.VALUE, ("1col",)),
+        (Source.KEY, ("@id",)),
+    ]
+    assert error(f"{HEAD} PARTITIONBY 12").label == "missing-partition-field"
+
+
+def test_single_quoted_target_and_topic_as_lenses_reads_them() -> None:
+    # Lenses' table_name and topic_name take a STRING: 'bkt:p' is the target bkt:p.
+    r = route("INSERT INTO 'bkt:archive/v1' SELECT * FROM 'orders.v2'")
+    assert (r.target, r.topic) == (Target("bkt", "archive/v1"), "orders.v2")
+    assert kcql.render(r) == "INSERT INTO bkt:archive/v1 SELECT * FROM orders.v2 STOREAS `JSON`"

@@ -127,8 +127,10 @@ def test_render_shows_the_error_line_of_a_multi_line_text() -> None:
 
 
 def test_render_elides_the_right_side_of_a_long_line() -> None:
-    text = "INSERT INTO bkt SELECT * FROM orders STOREAS `AVOR` " + " ".join(
-        f"WITH_FLUSH_COUNT = {n}" for n in range(5)
+    text = (
+        "INSERT INTO bkt SELECT * FROM orders STOREAS `AVOR` PROPERTIES("
+        + ", ".join(f"'flush.count'={n}" for n in range(8))
+        + ")"
     )
     with pytest.raises(KcqlError) as info:
         kcql.parse(text)

@@ -212,10 +212,11 @@ topics = st.one_of(
         max_size=12,
     ),
 ).filter(lambda t: t not in (".", "..") and not any(c.isspace() for c in t))
+# In Lenses' order of the WITH_FLUSH_* clauses.
 FLUSH = {
-    "flush.count": "WITH_FLUSH_COUNT",
     "flush.size": "WITH_FLUSH_SIZE",
     "flush.interval": "WITH_FLUSH_INTERVAL",
+    "flush.count": "WITH_FLUSH_COUNT",
 }
 
 
@@ -262,7 +263,7 @@ def statements(draw: st.DrawFn) -> str:
     props: dict[str, str] = {}
     if partition and draw(st.booleans()):
         parts.append("WITHPARTITIONER = " + draw(st.sampled_from(["KeysAndValues", "Values"])))
-    legacy = draw(st.lists(st.sampled_from(sorted(FLUSH)), unique=True))
+    legacy = [key for key in FLUSH if draw(st.booleans())]
     for key in legacy:
         parts.append(f"{FLUSH[key]} = {draw(st.integers(1, 10**9))}")
     for key in sorted(set(FLUSH) - set(legacy)):

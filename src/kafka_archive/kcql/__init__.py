@@ -81,12 +81,13 @@ def parse(text: str, *, source: str = "kcql") -> Plan:
     # Imported here: the plan types above are all a Spark worker needs, and the parser
     # (Lark and the grammar) is no part of that (``archiver/spark_daemon.py``).
     from kafka_archive.kcql.compile import compile_statements
-    from kafka_archive.kcql.parser import parse_tree
+    from kafka_archive.kcql.parser import parse_tree, refuse_glued_comments
     from kafka_archive.kcql.transform import ToSyntax
 
     try:
         tree = parse_tree(text)
         statements = ToSyntax().transform(tree)
+        refuse_glued_comments(text, statements)
         return compile_statements(statements)
     except KcqlError as err:
         raise err.located(text=text, source=source) from None

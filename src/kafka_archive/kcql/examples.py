@@ -121,7 +121,8 @@ CLAUSE_ORDER = SyntaxLabel(
     "clause-order",
     "unexpected {found} here",
     "Clauses go in this order: PARTITIONBY or NOPARTITION, STOREAS, WITHPARTITIONER, "
-    "WITH_FLUSH_* (any order), PROPERTIES; separate statements with ';'",
+    "WITH_FLUSH_SIZE, WITH_FLUSH_INTERVAL, WITH_FLUSH_COUNT, PROPERTIES (Lenses silently "
+    "drops a clause out of this order); separate statements with ';'",
 )
 UNTERMINATED_QUOTE = SyntaxLabel(
     "unterminated-quote",
@@ -138,6 +139,8 @@ _OPTIONAL_CLAUSES = (
     ("", " PARTITIONBY a", " NOPARTITION"),
     ("", " STOREAS JSON"),
     ("", " WITHPARTITIONER = Values"),
+    ("", " WITH_FLUSH_SIZE = 1"),
+    ("", " WITH_FLUSH_INTERVAL = 1"),
     ("", " WITH_FLUSH_COUNT = 1"),
     ("", " PROPERTIES('a'=1)"),
 )

@@ -24,6 +24,7 @@ from kafka_archive.cache import user_cache_dir
 from kafka_archive.kcql.errors import KcqlSyntaxError, one_of
 from kafka_archive.kcql.examples import KCQL_ERROR_EXAMPLES, UNTERMINATED_QUOTE, SyntaxLabel
 from kafka_archive.kcql.plan import Span
+from kafka_archive.kcql.syntax import Statement
 
 _PACKAGE = "kafka_archive.kcql"
 _GRAMMAR = "kcql.lark"
@@ -240,3 +241,47 @@ def _end_span(token: Token, text: str) -> Span:
         lines = text.splitlines() or [""]
         return Span(len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
     return Span(token.end_line, token.end_column, token.end_line, token.end_column)
+
+
+# Where Lenses glues a following "--" into the name (it has no comments: "-" is a topic
+# character and its topic, target and STOREAS names join adjacent words).
+_GLUING_WORDS = ("topic", "target", "format")
+_COMMENT_AFTER = re.compile(r"\s*--")
+
+
+def refuse_glued_comments(text: str, statements: Iterable[Statement]) -> None:
+    """Refuse a ``--`` comment right after a topic, target or STOREAS name.
+
+    Lenses' KCQL has no comments: it reads ``FROM orders -- old topic`` as the topic
+    ``orders--oldtopic`` (and ``STOREAS `JSON` -- x`` as the format ``JSON--``), so such a
+    statement means something else to it.
+
+    Raises:
+        KcqlSyntaxError: the first such comment.
+    """
+    starts = [0]
+    for text_line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(text_line))
+    for statement in statements:
+        for what in _GLUING_WORDS:
+            word = getattr(statement, what)
+            if word is None:
+                continue
+            span = word.span
+            begin = starts[span.line - 1] + span.column - 1
+            end = starts[span.end_line - 1] + span.end_column - 1
+            match = _COMMENT_AFTER.match(text, end)
+            if match is None:
+                continue
+            at = match.end() - 2
+            line = text.count("\n", 0, at) + 1
+            column = at - starts[line - 1] + 1
+            stop = text.find("\n", at)
+            glued = re.sub(r"\s+", "", text[begin : stop if stop >= 0 else len(text)])
+            raise KcqlSyntaxError(
+                f"a comment right after the {'STOREAS format' if what == 'format' else what} "
+                f"would be part of it for Lenses, which has no comments (it reads {glued!r})",
+                span=Span(line, column, line, column + 2),
+                hint="Put the comment on a line of its own before the statement, or after ';'",
+                label="glued-comment",
+            )

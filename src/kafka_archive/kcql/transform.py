@@ -40,6 +40,9 @@ def _meta_span(meta: Meta) -> Span:
 
 
 def _word(token: Token) -> Word:
+    """A name; back-ticked, or (a target or topic) in single quotes, as Lenses reads them."""
+    if token.type == "STRING":
+        return Word(_unquote(token), True, token_span(token))
     quoted = token.type == "QUOTED"
     return Word(token.value[1:-1] if quoted else token.value, quoted, token_span(token))
 
@@ -68,7 +71,7 @@ class ToSyntax(Transformer[Token, tuple[Statement, ...]]):
         )
         *flush, properties = children[7:]
         partition_by, no_partition = partitioning if partitioning is not None else (None, None)
-        legacy = (partitioner, *flush) if partitioner is not None else tuple(flush)
+        legacy = tuple(setting for setting in (partitioner, *flush) if setting is not None)
         return Statement(
             target=target,
             fields=fields,

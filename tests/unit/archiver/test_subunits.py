@@ -72,7 +72,7 @@ def test_the_cuts_do_not_depend_on_the_range_end() -> None:
 def test_routes_whose_objects_do_not_cut_on_offsets_are_not_split() -> None:
     for text in (
         "INSERT INTO bkt:p SELECT * FROM t PARTITIONBY _key WITH_FLUSH_COUNT = 10",
-        "INSERT INTO bkt:p SELECT * FROM t WITH_FLUSH_COUNT = 10 WITH_FLUSH_INTERVAL = 60",
+        "INSERT INTO bkt:p SELECT * FROM t WITH_FLUSH_INTERVAL = 60 WITH_FLUSH_COUNT = 10",
     ):
         whole = unit(text, 0, 10_000)
         assert split(whole, 100) == [whole]
