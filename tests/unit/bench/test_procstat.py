@@ -7,6 +7,7 @@ would otherwise adopt the orphans of every later test in this session."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -39,14 +40,16 @@ _TREE = textwrap.dedent(f"""
 """)
 
 
-def _measure(program: str) -> dict[str, Any]:
+def _measure(program: str, threads: bool = False) -> dict[str, Any]:
     driver = textwrap.dedent(f"""
         import dataclasses, json, os, sys
         sys.path.insert(0, {str(BENCH)!r})
         from procstat import become_subreaper, measure
         become_subreaper()
-        usage = measure([sys.executable, "-c", {program!r}], dict(os.environ))
-        print(json.dumps(dataclasses.asdict(usage)))
+        usage = measure([sys.executable, "-c", {program!r}], dict(os.environ), threads={threads})
+        found = dataclasses.asdict(usage)
+        found["sampled_by_thread"] = [[*k, v] for k, v in usage.sampled_by_thread.items()]
+        print(json.dumps(found))
     """)
     done = subprocess.run(
         [sys.executable, "-c", driver], capture_output=True, text=True, timeout=120, check=True
@@ -78,3 +81,26 @@ def test_a_failing_command_reports_its_exit_code() -> None:
     usage = _measure("raise SystemExit(3)")
     assert usage["code"] == 3
     assert usage["seconds"] > 0
+
+
+def test_threads_cpu_is_sampled_by_process_and_thread_name() -> None:
+    program = textwrap.dedent(f"""
+        import threading, time
+        def burn():
+            end = time.thread_time() + {BURN}
+            while time.thread_time() < end:
+                pass
+        worker = threading.Thread(target=burn)
+        worker.start()
+        burn()
+        worker.join()
+        time.sleep(0.3)
+    """)
+    usage = _measure(program, threads=True)
+    assert usage["code"] == 0
+    rows = usage["sampled_by_thread"]
+    # Python names no OS thread: both burning threads carry the process's name (digits as
+    # #), one row.
+    names = {"python", "python3", usage_name(sys.executable)}
+    assert {(p, t) for p, t, _ in rows} <= {(n, re.sub(r"\d+", "#", n)) for n in names}, rows
+    assert sum(seconds for *_, seconds in rows) >= 2 * (BURN - 0.2), rows
