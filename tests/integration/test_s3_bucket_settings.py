@@ -100,8 +100,8 @@ def test_encryption_storage_class_checksum_acl_and_path_style_on_every_write(
         monkeypatch.setenv(f"KAFKA_ARCHIVE_{option}", value)
     monkeypatch.setenv("KAFKA_ARCHIVE_S3_STREAM_PART_MB", "5")
     kcql = (
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100000 "
-        "WITH_FLUSH_SIZE = 100000000"
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_SIZE = 100000000 "
+        "WITH_FLUSH_COUNT = 100000"
     )
     with RecordingProxy(s3_endpoint) as proxy:
         code = main(run_args(kcql, broker, proxy.url))

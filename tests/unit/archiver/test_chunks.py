@@ -99,8 +99,8 @@ class FakeMessage:
 
 def _unit(fmt: str, count: int, size: int, interval: int) -> WorkUnit:
     plan = kcql.parse(
-        f"INSERT INTO bkt:arch SELECT * FROM t STOREAS `{fmt}` WITH_FLUSH_COUNT = {count} "
-        f"WITH_FLUSH_SIZE = {size} WITH_FLUSH_INTERVAL = {interval}"
+        f"INSERT INTO bkt:arch SELECT * FROM t STOREAS `{fmt}` WITH_FLUSH_SIZE = {size} "
+        f"WITH_FLUSH_INTERVAL = {interval} WITH_FLUSH_COUNT = {count}"
     )
     return WorkUnit(0, plan.routes[0], TopicPartition("t", 0), 0, 10**9, "run", "job", "g")
 
