@@ -9,13 +9,16 @@ labelled bad example from :mod:`~kafka_archive.kcql.examples` when one matches.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping
 from copy import copy
+from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
+import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.parsers.lalr_parser_state import ParserState
@@ -110,7 +113,16 @@ def _cache_file() -> str | bool:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return False
-    return str(directory / "kcql-grammar.lark-cache")
+    grammar = resources.files(_PACKAGE).joinpath(_GRAMMAR).read_bytes()
+    return str(directory / cache_name(grammar))
+
+
+def cache_name(grammar: bytes) -> str:
+    """The cache file of ``grammar``'s tables: one per grammar and Lark version, so that two
+    installed versions of kafka-archive (a CLI and ``submit``'s driver, say) do not rebuild
+    each other's tables on every run (~0.6 CPU-s), as one shared file made them do."""
+    digest = hashlib.sha256(grammar + lark.__version__.encode()).hexdigest()[:16]
+    return f"kcql-grammar-{digest}.lark-cache"
 
 
 def can_be_bare(terminal: str, text: str) -> bool:
