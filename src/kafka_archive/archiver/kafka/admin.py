@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -40,6 +40,8 @@ _COMMIT_CHUNK = 1000
 DEMO_BROKER_ENV = "KAFKA_ARCHIVE_DEMO_BROKER"
 # The id a broker without topic ids reports (Uuid zero, base64).
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,32 +145,24 @@ class KafkaAdmin:
         wanted = sorted(set(topics))
         if not wanted or os.environ.get(DEMO_BROKER_ENV) == "tansu":
             return {}
-        deadline = time.monotonic() + _OFFSETS_DEADLINE
-        delay = 0.2
-        found: dict[str, str] = {}
-        while True:
-            futures = self._admin_client().describe_topics(
+        found: dict[str, str] = {}  # kept across attempts: a retry asks only for the rest
+
+        def describe(admin: AdminClient) -> dict[str, str]:
+            futures = admin.describe_topics(
                 TopicCollection([t for t in wanted if t not in found]),
                 request_timeout=_METADATA_TIMEOUT,
             )
-            try:
-                for name, future in futures.items():
-                    try:
-                        topic_id = str(future.result().topic_id)
-                    except KafkaException as exc:
-                        if is_transient(exc.args[0]):
-                            raise
-                        topic_id = ""  # not authorized to describe it, say: not checked
-                    found[name] = topic_id
-                return {name: i for name, i in found.items() if i and i != _NO_TOPIC_ID}
-            except KafkaException as exc:
-                if time.monotonic() + delay > deadline:
-                    raise KafkaUnavailableError(
-                        f"cannot describe {len(wanted)} topic(s): {exc.args[0].str()}",
-                        hint="Check that the brokers are up",
-                    ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            for name, future in futures.items():
+                try:
+                    topic_id = str(future.result().topic_id)
+                except KafkaException as exc:
+                    if is_transient(exc.args[0]):
+                        raise
+                    topic_id = ""  # not authorized to describe it, say: not checked
+                found[name] = topic_id
+            return {name: i for name, i in found.items() if i and i != _NO_TOPIC_ID}
+
+        return self._retried(describe, f"cannot describe {len(wanted)} topic(s)")
 
     def compacted(self, topics: Iterable[str]) -> set[str]:
         """Those of ``topics`` whose ``cleanup.policy`` compacts (``compact`` or
@@ -202,10 +196,8 @@ class KafkaAdmin:
         tps: list[TopicPartition],
         lookups: Mapping[str, tuple[Any, IsolationLevel]],
     ) -> dict[str, dict[TopicPartition, int]]:
-        admin = self._admin_client()
-        deadline = time.monotonic() + _OFFSETS_DEADLINE
-        delay = 0.2
-        while True:
+
+        def look_up(admin: AdminClient) -> dict[str, dict[TopicPartition, int]]:
             futures = {
                 name: admin.list_offsets(
                     {KafkaTopicPartition(tp.topic, tp.partition): spec for tp in tps},
@@ -214,14 +206,24 @@ class KafkaAdmin:
                 )
                 for name, (spec, isolation) in lookups.items()
             }
-            try:
-                return {
-                    name: {
-                        TopicPartition(k.topic, k.partition): int(f.result().offset)
-                        for k, f in answers.items()
-                    }
-                    for name, answers in futures.items()
+            return {
+                name: {
+                    TopicPartition(k.topic, k.partition): int(f.result().offset)
+                    for k, f in answers.items()
                 }
+                for name, answers in futures.items()
+            }
+
+        return self._retried(look_up, f"cannot read the offsets of {len(tps)} partition(s)")
+
+    def _retried(self, attempt: Callable[[AdminClient], _T], failure: str) -> _T:
+        """``attempt`` on the admin client, again (with backoff, up to the offsets' deadline)
+        while it fails with a transient error; then KafkaUnavailableError(``failure``)."""
+        deadline = time.monotonic() + _OFFSETS_DEADLINE
+        delay = 0.2
+        while True:
+            try:
+                return attempt(self._admin_client())
             except KafkaException as exc:
                 error = exc.args[0]
                 # The next attempt (or batch) on a new client: after a broker restart this one
@@ -232,11 +234,9 @@ class KafkaAdmin:
                 transient = is_transient(error) or error.code() == KafkaError._NOENT
                 if not transient or time.monotonic() + delay > deadline:
                     raise KafkaUnavailableError(
-                        f"cannot read the offsets of {len(tps)} partition(s): {error.str()}",
-                        hint="Check that the brokers are up",
+                        f"{failure}: {error.str()}", hint="Check that the brokers are up"
                     ) from None
             time.sleep(delay)
-            admin = self._admin_client()
             delay = min(delay * 2, 5.0)
 
     def _fetched_end(self, tp: TopicPartition) -> Watermarks:

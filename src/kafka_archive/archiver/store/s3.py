@@ -558,38 +558,24 @@ class S3Store:
         self, bucket: str, prefix: str, start_after: str = ""
     ) -> Iterator[tuple[str, int]]:
         """(key, size) of every object under ``prefix``, in key order."""
+        for item in self._listing(bucket, prefix, start_after):
+            yield item["Key"], int(item.get("Size", 0))
+
+    def list_etags(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, ETag) of every object under ``prefix``, in key order (a listing returns
+        up to 1,000 a request: the ETags of many documents without a GET each)."""
+        for item in self._listing(bucket, prefix):
+            yield item["Key"], str(item.get("ETag", ""))
+
+    def _listing(self, bucket: str, prefix: str, start_after: str = "") -> Iterator[Any]:
+        """The listing's entries of every object under ``prefix``, in key order."""
         paginator = self._client.get_paginator("list_objects_v2")
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
         if start_after:
             kwargs["StartAfter"] = start_after
         try:
             for page in paginator.paginate(**kwargs):
-                for item in page.get("Contents", []):
-                    yield item["Key"], int(item.get("Size", 0))
-        except (ClientError, BotoCoreError) as exc:
-            raise self._translate(exc, "list", bucket, prefix) from None
-
-    def list_etags(self, bucket: str, prefix: str) -> Iterator[tuple[str, str]]:
-        """(key, ETag) of every object under ``prefix``, in key order (a listing returns
-        up to 1,000 a request: the ETags of many documents without a GET each)."""
-        paginator = self._client.get_paginator("list_objects_v2")
-        try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-                for item in page.get("Contents", []):
-                    yield item["Key"], str(item.get("ETag", ""))
-        except (ClientError, BotoCoreError) as exc:
-            raise self._translate(exc, "list", bucket, prefix) from None
-
-    def list_folders(self, bucket: str, prefix: str) -> list[str]:
-        """The "folders" right under ``prefix`` (common prefixes up to the next ``/``,
-        each ending with it): one request per 1,000, however many keys each holds."""
-        paginator = self._client.get_paginator("list_objects_v2")
-        try:
-            return [
-                item["Prefix"]
-                for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/")
-                for item in page.get("CommonPrefixes", [])
-            ]
+                yield from page.get("Contents", [])
         except (ClientError, BotoCoreError) as exc:
             raise self._translate(exc, "list", bucket, prefix) from None
 
