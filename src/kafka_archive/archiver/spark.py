@@ -256,6 +256,15 @@ _JVM_STOPPED = (
 )
 
 
+def error_text(exc: BaseException) -> str | None:
+    """``str(exc)``, or None when making the text failed: py4j's ``Py4JJavaError`` asks the
+    JVM for it, which raises once the JVM is gone."""
+    try:
+        return str(exc)
+    except Exception:
+        return None
+
+
 def jvm_stopped(exc: BaseException) -> SparkTaskError | None:
     """Spark's JVM stopped while the driver used it (a signal to the whole process group or
     cgroup reaches the JVM too: it runs its shutdown hooks and exits), as one line; None for
@@ -263,9 +272,11 @@ def jvm_stopped(exc: BaseException) -> SparkTaskError | None:
     name = type(exc).__name__
     frames = traceback.extract_tb(exc.__traceback__)
     from_py4j = any("/py4j/" in frame.filename for frame in frames)
-    stopped = (name.startswith("Py4J") and any(sign in str(exc) for sign in _JVM_STOPPED)) or (
-        isinstance(exc, ConnectionError) and from_py4j
-    )
+    # A Py4JJavaError's text is fetched from the JVM: when that fails, the JVM is gone.
+    text = error_text(exc) if name.startswith("Py4J") else ""
+    stopped = (
+        name.startswith("Py4J") and (text is None or any(sign in text for sign in _JVM_STOPPED))
+    ) or (isinstance(exc, ConnectionError) and from_py4j)
     if not stopped:
         return None
     return SparkTaskError(
@@ -286,7 +297,7 @@ def task_failure(exc: BaseException) -> SparkTaskError | None:
         return gone
     if type(exc).__name__ != "Py4JJavaError":
         return None
-    text = str(exc)
+    text = error_text(exc) or ""
     cause = ""
     python = text.find("PythonException:")
     if python >= 0:

@@ -26,7 +26,7 @@ from kafka_archive.archiver.job import job_name_for
 from kafka_archive.archiver.positions import parse_timestamp
 from kafka_archive.archiver.restore import RestoreFilter
 from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
-from kafka_archive.archiver.spark import task_failure
+from kafka_archive.archiver.spark import error_text, task_failure
 from kafka_archive.archiver.verify import to_json as verify_json
 from kafka_archive.cli.console import LiveProgress, LogProgress
 from kafka_archive.cli.render import (
@@ -743,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_traceback()
         click.echo(
             scrub(
-                f"kafka-archive: internal error: {type(exc).__name__}: {exc} "
+                f"kafka-archive: internal error: {type(exc).__name__}: {error_text(exc)} "
                 "(run again with --debug for a traceback, and please report it)"
             ),
             err=True,
