@@ -1,8 +1,9 @@
 """What a run costs per partition on the driver, counted (cheap enough for CI): a no-op run
 of N and of 2N partitions makes the same S3 requests and the same Kafka lookups (listings,
 the state index, one batched offsets lookup: nothing per partition), and a job's first run
-reads no state (the listing shows there is none). The state index is a cache, never the
-truth: a stale or damaged one changes no outcome, only what is read."""
+reads no state (the listing shows there is none); ``status`` and ``verify`` learn the states
+the same way and write nothing. The state index is a cache, never the truth: a stale or
+damaged one changes no outcome, only what is read."""
 
 from __future__ import annotations
 
@@ -72,7 +73,10 @@ def requests(proxy: FaultProxy) -> collections.Counter[str]:
     return collections.Counter(kind(method, path) for method, path, _ in proxy.requests)
 
 
-def test_a_no_op_run_costs_the_same_for_twice_the_partitions(
+WRITES = ("PUT", "POST", "DELETE")
+
+
+def test_a_no_op_run_status_and_verify_cost_the_same_for_twice_the_partitions(
     capsys: pytest.CaptureFixture[str],
     broker: str,
     proxy: FaultProxy,
@@ -84,6 +88,7 @@ def test_a_no_op_run_costs_the_same_for_twice_the_partitions(
     produce: Callable[..., None],
 ) -> None:
     noop: list[tuple[collections.Counter[str], collections.Counter[str]]] = []
+    reading: list[tuple[collections.Counter[str], collections.Counter[str]]] = []
     for partitions in (3, 6):
         names = [topic(partitions=partitions) for _ in range(2)]
         for name in names:
@@ -104,6 +109,25 @@ def test_a_no_op_run_costs_the_same_for_twice_the_partitions(
         assert code == 0, err
         assert f"nothing new to archive ({2 * partitions} partition(s) up to date)" in out
         noop.append((requests(proxy), collections.Counter(kafka_calls)))
+        # status and verify: the states from the listing and the index, nothing written.
+        proxy.requests.clear()
+        code, out, err = cli(capsys, *run_args(kcql, broker, proxy.url, command="status"))
+        assert code == 0, err
+        rows = [line.split()[1:3] for line in out.splitlines()[2:]]
+        assert rows == [["1", "1"]] * 2 * partitions, out  # archived, end: one record each
+        status = requests(proxy)
+        proxy.requests.clear()
+        verify = [*run_args(kcql, broker, proxy.url, "--master", "local[2]", command="verify")]
+        code, out, err = cli(capsys, *verify)
+        assert code == 0, (out, err)
+        assert f"clean: {2 * partitions} partition(s)" in out, out
+        verified = requests(proxy)
+        # verify reads each archived object (in its tasks): what grows with the archive.
+        assert verified.pop("GET object") == 2 * partitions, verified
+        reading.append((status, verified))
+        for counted in (status, verified):
+            assert counted["GET state"] == 0 and counted["GET index"] == 1, counted
+            assert not [k for k in counted if k.split()[0] in WRITES], counted
     (small_s3, small_kafka), (large_s3, large_kafka) = noop
     assert small_s3 == large_s3, (small_s3, large_s3)
     assert small_kafka == large_kafka, (small_kafka, large_kafka)
@@ -111,6 +135,7 @@ def test_a_no_op_run_costs_the_same_for_twice_the_partitions(
     assert large_s3["GET state"] == 0 and large_s3["PUT index"] == 0, large_s3
     assert large_s3["GET index"] == 1, large_s3
     assert large_kafka["offsets"] == 1 and large_kafka["partitions"] == 1, large_kafka
+    assert reading[0] == reading[1], reading
 
 
 def test_a_stale_or_damaged_index_is_read_past(
@@ -138,6 +163,18 @@ def test_a_stale_or_damaged_index_is_read_past(
     assert code == 0, err
     assert "nothing new to archive (2 partition(s) up to date)" in out
     assert requests(proxy)["GET state"] == 2  # read again: their ETags changed
+    s3_client.put_object(Bucket=bkt, Key=index_key, Body=stale)  # (the run wrote it anew)
+    proxy.requests.clear()
+    code, out, err = cli(
+        capsys,
+        *run_args(
+            f"INSERT INTO {bkt}:arch SELECT * FROM {name}", broker, proxy.url, command="status"
+        ),
+    )
+    assert code == 0, err
+    assert [line.split()[1:3] for line in out.splitlines()[2:]] == [["10", "10"]] * 2, out
+    assert requests(proxy)["GET state"] == 2  # status reads past the stale index too
+    assert s3_client.get_object(Bucket=bkt, Key=index_key)["Body"].read() == stale
     produce(name, 10, first=20)
     s3_client.put_object(Bucket=bkt, Key=index_key, Body=b"{not json")
     code, out, err = cli(capsys, *args)

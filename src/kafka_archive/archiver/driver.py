@@ -4,7 +4,9 @@
   resolved, before anything is read or written;
 - :func:`partition_states`: each (route, partition) with its S3 state and Kafka's offsets
   (one batched lookup for all partitions, one GET of each state not already known on a
-  bounded pool);
+  bounded pool); :func:`learn_states` and :func:`proven_states`: which states a listing of
+  each target's ``.kafka-archive/`` and its state index prove without a GET
+  (:mod:`.state.index`), for a session under its leases and for the read-only commands;
 - :class:`SparkOnDemand` and :func:`map_units`: run units as Spark tasks, one task each,
   their progress shown live; :func:`first_error` turns the failures the tasks returned back
   into our errors.
@@ -27,7 +29,8 @@ from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.progress import UnitProgress, listening
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.spark import spark_context, stop_spark
-from kafka_archive.archiver.state import checkpoint
+from kafka_archive.archiver.state import checkpoint, index, legacy
+from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -131,6 +134,10 @@ class PartitionView:
         return self.loaded.state.next_offset if self.loaded.state is not None else None
 
 
+Known = dict[tuple[int, TopicPartition], checkpoint.LoadedState]
+"""States by (route index, partition) known to be current: not read again."""
+
+
 def partition_states(
     pre: Preflight,
     also: Mapping[int, Iterable[TopicPartition]] | None = None,
@@ -139,6 +146,7 @@ def partition_states(
     tables: Mapping[int, Mapping[TopicPartition, int]] | None = None,
     legacy: bool = True,
     known: Mapping[tuple[int, TopicPartition], checkpoint.LoadedState] | None = None,
+    listed: bool = False,
 ) -> list[PartitionView]:
     """Each route's partitions in order: ``partitions`` by topic (a session's, found once),
     else Kafka's (with a preflight that reached Kafka), and those ``also`` names by route
@@ -152,18 +160,16 @@ def partition_states(
     is loaded with the ETag a commit must match.
 
     ``known``: states by (route index, partition) that the caller knows to be current (a
-    follow session's, :class:`.session.Session`); they are not read again."""
+    session's, :class:`.session.Session`); they are not read again. ``listed`` (the
+    read-only commands): one listing of each target's ``.kafka-archive/`` and its state
+    index prove what they can (:func:`listed_states`); only the rest is read."""
     plan, admin = pre.plan, pre.admin
     if partitions is None:
         topics = tuple(sorted({r.topic for r in plan.routes}))
         partitions = admin.partitions(topics) if admin else {}
-    wanted: list[tuple[int, Route, TopicPartition]] = []
-    for index, route in enumerate(plan.routes):
-        tps = set((also or {}).get(index, ()))
-        tps |= {TopicPartition(route.topic, p) for p in partitions.get(route.topic, ())}
-        wanted += [(index, route, tp) for tp in sorted(tps)]
+    wanted = wanted_partitions(plan, partitions, also)
     offsets = admin.offsets(tp for _, _, tp in wanted) if admin else {}
-    known = known or {}
+    known = {**(listed_states(pre, wanted) if listed else {}), **(known or {})}
     read = jobs.in_parallel(
         [
             functools.partial(_state, pre, route, tp, (tables or {}).get(index), legacy)
@@ -179,6 +185,75 @@ def partition_states(
         PartitionView(index, route, tp, loaded, offsets.get(tp))
         for (index, route, tp), loaded in zip(wanted, states, strict=True)
     ]
+
+
+Wanted = list[tuple[int, Route, TopicPartition]]
+
+
+def wanted_partitions(
+    plan: Plan,
+    partitions: Mapping[str, Sequence[int]],
+    also: Mapping[int, Iterable[TopicPartition]] | None = None,
+) -> Wanted:
+    """(route index, route, partition) of each route's topic's ``partitions`` and of those
+    ``also`` names by route index, in order."""
+    wanted: Wanted = []
+    for number, route in enumerate(plan.routes):
+        tps = set((also or {}).get(number, ()))
+        tps |= {TopicPartition(route.topic, p) for p in partitions.get(route.topic, ())}
+        wanted += [(number, route, tp) for tp in sorted(tps)]
+    return wanted
+
+
+def learn_states(
+    store: S3Store, etags: Mapping[Target, Mapping[TopicPartition, str]]
+) -> dict[Target, index.Proof]:
+    """What each target's listing (``etags``: each state's ETag) and its state index (read
+    here, one GET a target, in parallel) prove."""
+    targets = sorted(etags, key=lambda t: (t.bucket, t.prefix))
+    entries = jobs.in_parallel([functools.partial(index.read, store, t) for t in targets])
+    return {t: index.Proof(etags[t], found) for t, found in zip(targets, entries, strict=True)}
+
+
+def proven_states(proofs: Mapping[Target, index.Proof], wanted: Wanted) -> Known:
+    """Of ``wanted``, the states of routes with state objects that ``proofs`` prove."""
+    known: Known = {}
+    for number, route, tp in wanted:
+        proof = proofs.get(route.target)
+        loaded = proof.state(tp) if proof is not None and route.iceberg is None else None
+        if loaded is not None:
+            known[(number, tp)] = loaded
+    return known
+
+
+def listed_states(pre: Preflight, wanted: Wanted) -> Known:
+    """For the read-only commands (``status``, ``verify``), which write nothing: one listing
+    of each target's ``.kafka-archive/`` and its state index, as a session learns them
+    under its leases (:meth:`.session.Session.know_states`). A partition without a route
+    state whose job kept one in the layout before routes owned it is left to be read."""
+    targets = sorted(
+        {r.target for _, r, _ in wanted if r.iceberg is None}, key=lambda t: (t.bucket, t.prefix)
+    )
+    listings = jobs.in_parallel(
+        [functools.partial(_listing, pre.store, target) for target in targets]
+    )
+    etags: dict[Target, dict[TopicPartition, str]] = {}
+    older: set[tuple[Target, TopicPartition]] = set()
+    for target, listing in zip(targets, listings, strict=True):
+        etags[target] = index.state_etags(target, listing)
+        layout = legacy.scan(pre.store, target, [key for key, _ in listing])
+        older |= {(target, tp) for tp, jobs_ in layout.states.items() if pre.job in jobs_}
+    known = proven_states(learn_states(pre.store, etags), wanted)
+    routes = pre.plan.routes
+    return {
+        (number, tp): loaded
+        for (number, tp), loaded in known.items()
+        if loaded.state is not None or (routes[number].target, tp) not in older
+    }
+
+
+def _listing(store: S3Store, target: Target) -> list[tuple[str, str]]:
+    return list(store.list_etags(target.bucket, f"{state_root(target)}/"))
 
 
 def _state(

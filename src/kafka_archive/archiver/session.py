@@ -112,27 +112,13 @@ class Session:
 
     def know_states(self, etags: dict[Target, dict[TopicPartition, str]]) -> None:
         """Under the leases, at the start: what the targets' listings (``etags``, each
-        state's ETag) and state indexes prove of the plan's partitions, kept for the first
-        batch as a batch keeps what it leaves (:meth:`batch`); the rest is read there."""
-        targets = sorted(etags, key=lambda t: (t.bucket, t.prefix))
-        read = jobs.in_parallel(
-            [functools.partial(index.read, self.store, target) for target in targets]
-        )
-        known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
-        for target, entries in zip(targets, read, strict=True):
-            listed = etags[target]
-            self._indexed[target] = {
-                tp: loaded
-                for tp, loaded in index.proven(listed, entries, entries).items()
-                if loaded.state is not None
-            }
-            for number, route in enumerate(self.plan.routes):
-                if route.target != target or route.iceberg is not None:
-                    continue
-                tps = [TopicPartition(route.topic, p) for p in self.partitions[route.topic]]
-                proven = index.proven(listed, entries, tps)
-                known.update({(number, tp): loaded for tp, loaded in proven.items()})
-        self._known, self._known_under = known, self._tenure()
+        state's ETag) and state indexes prove of the plan's partitions
+        (:func:`.driver.learn_states`), kept for the first batch as a batch keeps what it
+        leaves (:meth:`batch`); the rest is read there."""
+        proofs = driver.learn_states(self.store, etags)
+        self._indexed = {target: proof.indexed() for target, proof in proofs.items()}
+        wanted = driver.wanted_partitions(self.plan, self.partitions)
+        self._known, self._known_under = driver.proven_states(proofs, wanted), self._tenure()
 
     def save_states(self) -> None:
         """After the last batch, under the leases: each target's state index, from what the

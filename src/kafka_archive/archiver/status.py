@@ -51,7 +51,9 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
         opened = iceberg.open_tables(pre.plan, settings.s3)
         tables = iceberg.by_route(opened)
-        for view in driver.partition_states(pre, tables=iceberg.offsets_by_route(opened)):
+        for view in driver.partition_states(
+            pre, tables=iceberg.offsets_by_route(opened), listed=True
+        ):
             table, state, marks = tables.get(view.route_index), view.state, view.marks
             assert marks is not None
             archived = view.committed

@@ -526,7 +526,7 @@ def plan_checks(pre: driver.Preflight) -> tuple[PartitionCheck, ...]:
             state_object_count=view.state.objects if view.state else 0,
             compacted=view.tp.topic in compacted,
         )
-        for view in driver.partition_states(pre, also=objects)
+        for view in driver.partition_states(pre, also=objects, listed=True)
     )
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.state.checkpoint import LoadedState, PartitionState
@@ -85,6 +86,27 @@ def proven(
         if entry is not None and entry.etag == etag:
             known[tp] = entry
     return known
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """What one listing of a target's ``.kafka-archive/`` (``etags``: each state's ETag)
+    and the target's index (``entries``, as read) prove."""
+
+    etags: Mapping[TopicPartition, str]
+    entries: Mapping[TopicPartition, LoadedState]
+
+    def state(self, tp: TopicPartition) -> LoadedState | None:
+        """``tp``'s state if proven (:func:`proven`), else None (to be read)."""
+        return proven(self.etags, self.entries, (tp,)).get(tp)
+
+    def indexed(self) -> dict[TopicPartition, LoadedState]:
+        """The index entries still current (those a session's new index starts from)."""
+        return {
+            tp: loaded
+            for tp, loaded in proven(self.etags, self.entries, self.entries).items()
+            if loaded.state is not None
+        }
 
 
 def document(states: Mapping[TopicPartition, LoadedState], job: str) -> bytes:
