@@ -2,13 +2,15 @@
 0, so the archive's states (``archived up to N``) are another topic's. When the new topic has
 grown past N, offsets alone cannot tell (test_kafka_semantics covers the one that has not):
 the topic id recorded beside the states does. ``run``, ``run --follow``, ``status`` and
-``verify`` refuse with exit 17 and one line; nothing is skipped or written; ``verify
+``verify`` refuse with exit 17 and one line (``status`` and ``verify`` after reporting every
+route, that one marked); nothing is skipped or written; ``verify
 --offline`` (no Kafka) still checks the archive; ``--reset-state`` does not open the prefix to
 the new topic (the old objects stay); a new prefix archives the new topic whole.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -46,10 +48,14 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     name, bkt = f"rc-{time.time_ns() % 10**10}", bucket()
-    admin.create_topics([NewTopic(name, num_partitions=1)])[name].result(30)
+    other = f"{name}-other"
+    for created in (name, other):
+        admin.create_topics([NewTopic(created, num_partitions=1)])[created].result(30)
     produce_to(broker, name, 10, partitions=1)
+    produce_to(broker, other, 5, partitions=1)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    both = f"{kcql}; INSERT INTO {bkt}:other SELECT * FROM {other}"
+    code, _, err = cli(capsys, *run_args(both, broker, s3_endpoint))
     assert code == 0, err
     before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
     assert f"arch/.kafka-archive/topics/{name}.json" in before
@@ -63,6 +69,31 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
         lines = err.strip().splitlines()
         assert f"topic '{name}' was deleted and re-created" in lines[-1], (command, err)
         assert "new prefix" in lines[-1] and "Traceback" not in err
+    # status and verify show every route, the re-created one's rows marked, then exit 17.
+    code, out, err = cli(capsys, *run_args(both, broker, s3_endpoint, command="status"))
+    assert code == 17 and "re-created" in err.strip().splitlines()[-1], (out, err)
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:4]}
+    assert rows[f"{other}-0"][1:4] == ["5", "5", "0"] and "RE-CREATED" not in rows[f"{other}-0"]
+    # archived 10 (the old topic's), end 15, every record of the new topic is lag.
+    assert rows[f"{name}-0"][1:4] == ["10", "15", "15"] and rows[f"{name}-0"][-1] == "RE-CREATED"
+    assert f"{name}: RE-CREATED: topic '{name}' was deleted and re-created" in out, out
+    code, out, err = cli(
+        capsys, *run_args(both, broker, s3_endpoint, "--output", "json", command="status")
+    )
+    assert code == 17, err
+    by_topic = {row["topic"]: row for row in json.loads(out)["partitions"]}
+    assert by_topic[other]["recreated"] is None and by_topic[other]["lag"] == 0
+    assert "deleted and re-created" in by_topic[name]["recreated"], by_topic
+    code, out, err = cli(
+        capsys, *run_args(both, broker, s3_endpoint, "--output", "json", command="verify")
+    )
+    assert code == 17 and "re-created" in err.strip().splitlines()[-1], (out, err)
+    verdicts = {v["topic"]: v for v in json.loads(out)["partitions"]}
+    assert verdicts[other]["recreated"] is None and verdicts[other]["checked_to"] == 5
+    assert "deleted and re-created" in verdicts[name]["recreated"]
+    # The re-created route's archive is checked offline only: clean, nothing compared.
+    assert verdicts[name]["checked_from"] is None and verdicts[name]["discrepancies"] == []
+    assert verdicts[name]["records"] == 10
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     follow = subprocess.run(
         [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")],

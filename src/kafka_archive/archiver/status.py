@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafka_archive.archiver import driver, iceberg
+from kafka_archive.archiver.errors import TopicRecreatedError
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import identity
 from kafka_archive.kcql.plan import Plan
@@ -25,12 +26,19 @@ class PartitionStatus:
     # Offsets from archived_offset on that Kafka deleted before they were archived (retention,
     # kafka-delete-records): a gap runs stop at (exit 16) until --allow-gaps passes it.
     lost: int = 0
+    # Why the route's topic is not the one archived (deleted and re-created since: another
+    # topic id), None when it is. Its Kafka offsets are the new topic's: every retained
+    # record of it counts as lag, none as lost.
+    recreated: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class JobStatus:
     job: str
     partitions: tuple[PartitionStatus, ...]
+    # One per route whose topic was deleted and re-created (the command exits 17 after
+    # showing every row).
+    refused: tuple[TopicRecreatedError, ...] = field(default=(), compare=False)
 
     @property
     def max_lag(self) -> int:
@@ -43,11 +51,13 @@ class JobStatus:
 def status(settings: Settings, plan: Plan) -> JobStatus:
     """Per partition: the archived next offset (S3 state), Kafka's end offset and the lag.
 
-    A partition with no state counts its whole retained range as lag.
+    A partition with no state counts its whole retained range as lag. A route whose topic
+    was deleted and re-created is shown all the same, its rows marked, its error in
+    ``refused``.
     """
     rows: list[PartitionStatus] = []
     with driver.preflight(settings, plan) as pre:
-        identity.check_routes(pre.store, pre.admin, pre.plan.routes)
+        refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
         opened = iceberg.open_tables(pre.plan, settings.s3)
         tables = iceberg.by_route(opened)
@@ -57,8 +67,12 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
             table, state, marks = tables.get(view.route_index), view.state, view.marks
             assert marks is not None
             archived = view.committed
-            lag = marks.high - max(archived if archived is not None else 0, marks.low)
+            error = refused.get((view.route.target, view.tp.topic))
+            # A re-created topic's offsets are the new topic's: none of it is archived here.
+            since = marks.low if error is not None or archived is None else archived
+            lag = marks.high - max(since, marks.low)
             lost = marks.low - archived if archived is not None and archived < marks.low else 0
+            lost = 0 if error is not None else lost
             rows.append(
                 PartitionStatus(
                     topic=view.tp.topic,
@@ -77,6 +91,8 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                     bytes=state.bytes if state is not None else 0,
                     target=str(view.route.target),
                     lost=lost,
+                    recreated=error.message if error is not None else None,
                 )
             )
-    return JobStatus(pre.job, tuple(rows))
+    ordered = sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))
+    return JobStatus(pre.job, tuple(rows), tuple(e for _, e in ordered))

@@ -25,11 +25,12 @@ import bisect
 import dataclasses
 import functools
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import driver, iceberg
+from kafka_archive.archiver.errors import TopicRecreatedError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats.compression import decompress
 from kafka_archive.archiver.kafka.reader import KafkaReader
@@ -52,7 +53,7 @@ from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Plan, Route
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 # Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
 _GROUP = "kafka-archive.verify"
@@ -86,6 +87,9 @@ class PartitionCheck:
     # The topic compacts (cleanup.policy): Kafka may have removed records since they were
     # archived, so the archive holds Kafka's records in order, and maybe more between them.
     compacted: bool = False
+    # Why the route's topic is not the one archived (deleted and re-created): checked
+    # offline only, its Kafka offsets being another topic's.
+    recreated: str | None = None
 
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
@@ -118,6 +122,7 @@ class PartitionVerdict:
     unarchivable_records: int
     discrepancies: tuple[Discrepancy, ...]
     notes: tuple[str, ...]
+    recreated: str | None = None  # the topic was deleted and re-created (checked offline)
 
     @property
     def clean(self) -> bool:
@@ -131,6 +136,8 @@ class VerifyResult:
     partitions: tuple[PartitionVerdict, ...]
     seconds: float
     targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
+    # One per route whose topic was deleted and re-created (exit 17 after the report).
+    refused: tuple[TopicRecreatedError, ...] = dataclasses.field(default=(), compare=False)
 
     @property
     def clean(self) -> bool:
@@ -496,6 +503,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
         unarchivable_records=checker.unarchivable,
         discrepancies=tuple(checker.problems + checker.events.close()),
         notes=tuple(checker.notes),
+        recreated=check.recreated,
     )
 
 
@@ -505,29 +513,38 @@ def check_all(checks: Iterable[PartitionCheck], settings: Settings) -> Iterator[
         yield check_partition(check, settings)
 
 
-def plan_checks(pre: driver.Preflight) -> tuple[PartitionCheck, ...]:
+def plan_checks(
+    pre: driver.Preflight,
+    refused: Mapping[tuple[Target, str], TopicRecreatedError] | None = None,
+) -> tuple[PartitionCheck, ...]:
     """One check per (route, partition): Kafka's partitions (unless the preflight ran
-    offline) and the archive's."""
+    offline) and the archive's. A route in ``refused`` (its topic re-created) is checked
+    offline only."""
     value_schemas = avsc.load(pre.plan)
     routes = enumerate(pre.plan.routes)
     compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
-    return tuple(
-        PartitionCheck(
-            route_index=view.route_index,
-            route=view.route,
-            tp=view.tp,
-            committed=view.committed,
-            state_objects=view.state.last_objects if view.state else (),
-            objects=objects[view.route_index].get(view.tp, ()),
-            low=view.marks.low if view.marks else None,
-            high=view.marks.high if view.marks else None,
-            value_schema=value_schemas.get(view.route_index),
-            state_object_count=view.state.objects if view.state else 0,
-            compacted=view.tp.topic in compacted,
+    checks: list[PartitionCheck] = []
+    for view in driver.partition_states(pre, also=objects, listed=True):
+        error = (refused or {}).get((view.route.target, view.tp.topic))
+        marks = view.marks if error is None else None
+        checks.append(
+            PartitionCheck(
+                route_index=view.route_index,
+                route=view.route,
+                tp=view.tp,
+                committed=view.committed,
+                state_objects=view.state.last_objects if view.state else (),
+                objects=objects[view.route_index].get(view.tp, ()),
+                low=marks.low if marks else None,
+                high=marks.high if marks else None,
+                value_schema=value_schemas.get(view.route_index),
+                state_object_count=view.state.objects if view.state else 0,
+                compacted=view.tp.topic in compacted,
+                recreated=error.message if error is not None else None,
+            )
         )
-        for view in driver.partition_states(pre, also=objects, listed=True)
-    )
+    return tuple(checks)
 
 
 def verify(
@@ -542,8 +559,8 @@ def verify(
     started = time.monotonic()
     iceberg.refuse_tables(plan, "verify")
     with driver.preflight(settings, plan, kafka=not offline) as pre:
-        identity.check_routes(pre.store, pre.admin, pre.plan.routes)
-        checks = plan_checks(pre)
+        refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
+        checks = plan_checks(pre, refused)
     with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:
         if checks:
             progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
@@ -556,7 +573,13 @@ def verify(
         )
     ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
     targets = tuple(str(r.target) for r in pre.plan.routes)
-    return VerifyResult(pre.job, offline, ordered, time.monotonic() - started, targets)
+    ordered_refused = tuple(
+        e
+        for _, e in sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))
+    )
+    return VerifyResult(
+        pre.job, offline, ordered, time.monotonic() - started, targets, ordered_refused
+    )
 
 
 def to_json(result: VerifyResult) -> dict[str, Any]:
@@ -579,6 +602,7 @@ def to_json(result: VerifyResult) -> dict[str, Any]:
                 "unarchivable_records": v.unarchivable_records,
                 "discrepancies": [dataclasses.asdict(d) for d in v.discrepancies],
                 "notes": list(v.notes),
+                "recreated": v.recreated,
             }
             for v in result.partitions
         ],

@@ -443,6 +443,8 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(render_status(report))
+    if report.refused:  # every row shown first; a re-created topic outweighs any lag
+        raise report.refused[0]
     if max_lag is not None and report.max_lag > max_lag:
         click.echo(f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True)
         raise click.exceptions.Exit(1)
@@ -474,6 +476,8 @@ def verify(flags: RunFlags, offline: bool, output: str) -> None:
         click.echo(json.dumps(verify_json(result), indent=2))
     else:
         click.echo(render_verify(result))
+    if result.refused:  # every partition reported first
+        raise result.refused[0]
     if not result.clean:
         raise click.exceptions.Exit(1)
 

@@ -119,7 +119,7 @@ def render_verify(result: VerifyResult) -> str:
         committed = "no state" if v.committed is None else f"committed up to {v.committed}"
         lines.append(
             f"  {label(v.route_index, v.tp)}: {verdict} ({committed}; {v.objects} object(s), "
-            f"{v.records} records; {checked})"
+            f"{v.records} records; {checked}){' RE-CREATED' if v.recreated else ''}"
         )
         for d in v.discrepancies:
             where = " ".join(part for part in (_span(d.first_offset, d.last_offset), d.key) if part)
@@ -135,6 +135,12 @@ def render_verify(result: VerifyResult) -> str:
                 "this format and are not expected in the archive"
             )
         lines.extend(f"    note: {note}" for note in v.notes)
+    told: set[int] = set()
+    for v in result.partitions:
+        if v.recreated and v.route_index not in told:
+            told.add(v.route_index)
+            where = f" ({result.targets[v.route_index]})" if result.targets else ""
+            lines.append(f"  {v.tp.topic}{where}: RE-CREATED (checked offline only): {v.recreated}")
     problems = sum(len(v.discrepancies) for v in result.partitions)
     lines.append(
         f"{'clean' if result.clean else 'NOT CLEAN'}: {len(result.partitions)} partition(s), "
@@ -186,11 +192,17 @@ def render_status(report: JobStatus) -> str:
         lines.append(
             f"  {name:<32} {archived:>12} "
             f"{row.end_offset:>12} {row.lag:>10} {row.objects:>8} {row.bytes:>14}  "
-            f"{row.last_commit or 'never'}"
+            f"{row.last_commit or 'never'}{'  RE-CREATED' if row.recreated else ''}"
         )
     for row in report.partitions:
         if row.lost and row.archived_offset is not None:
             lines.append(f"  {gap_line(row)}")
+    told: set[tuple[str, str]] = set()
+    for row in report.partitions:
+        if row.recreated and (row.topic, row.target) not in told:
+            told.add((row.topic, row.target))
+            where = f" ({row.target})" if row.topic in shared else ""
+            lines.append(f"  {row.topic}{where}: RE-CREATED: {row.recreated}")
     return "\n".join(lines)
 
 

@@ -61,3 +61,29 @@ def test_a_partition_kafka_deleted_records_of_shows_its_gap() -> None:
         "archived; runs stop there (exit 16) until --allow-gaps passes it"
     )
     assert sum("GAP" in line for line in lines) == 1
+
+
+def test_status_and_verify_show_every_row_and_mark_a_re_created_topic() -> None:
+    reason = "topic 'orders' was deleted and re-created since s3://bkt/arch/ archived it"
+    rows = (
+        PartitionStatus("orders", 0, 10, 15, 15, None, 1, 100, "bkt:arch", recreated=reason),
+        PartitionStatus("orders", 1, 10, 15, 15, None, 1, 100, "bkt:arch", recreated=reason),
+        PartitionStatus("clicks", 0, 30, 30, 0, None, 1, 100, "bkt:arch"),
+    )
+    lines = render_status(JobStatus("job", rows)).splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["orders-0", "orders-1", "clicks-0"]
+    assert [line.endswith("RE-CREATED") for line in lines[2:5]] == [True, True, False]
+    assert lines[5:] == [f"  orders: RE-CREATED: {reason}"]
+    verdicts = (
+        PartitionVerdict(
+            0, TopicPartition("orders", 0), 10, 1, 10, None, None, 0, 0, (), (), reason
+        ),
+        PartitionVerdict(1, TopicPartition("clicks", 0), 30, 1, 30, 0, 30, 0, 0, (), ()),
+    )
+    text = render_verify(VerifyResult("job", False, verdicts, 1.0, ("bkt:arch", "bkt:arch")))
+    assert (
+        "  orders-0: ok (committed up to 10; 1 object(s), 10 records; nothing compared "
+        "with Kafka) RE-CREATED" in text
+    )
+    assert f"  orders (bkt:arch): RE-CREATED (checked offline only): {reason}" in text
+    assert text.count("RE-CREATED") == 2 and text.splitlines()[-1].startswith("clean")

@@ -9,7 +9,9 @@ So the first run that archives a route records the topic's id
 (``<prefix>/.kafka-archive/topics/<topic>.json``, create-only, under the run's lease),
 and every command that reads Kafka for a route (``run``, ``--follow`` batches, ``status``,
 ``verify``) compares the id Kafka reports now with it: another id is refused, exit 17
-(:class:`.errors.TopicRecreatedError`), before anything is read or written.
+(:class:`.errors.TopicRecreatedError`), before anything is read or written (``status`` and
+``verify``, which write nothing, report every route first, that one marked,
+:func:`recreated`).
 
 Routes archived before ids were kept record the current id at their next run: a topic
 re-created before that is only caught when its offsets are below the archive's
@@ -44,13 +46,17 @@ _confirmed: dict[tuple[str, str], str] = {}
 _guard = threading.Lock()
 
 
-def check_routes(store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]) -> None:
-    """:func:`check` for the routes of a command that reads Kafka but writes no state
-    (``status``, ``verify``): nothing is recorded. Without Kafka (``admin`` None), nothing."""
+def recreated(
+    store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]
+) -> dict[tuple[Target, str], TopicRecreatedError]:
+    """For the commands that read Kafka but write no state (``status``, ``verify``): the
+    routes, by (target, topic), whose recorded topic id is not the topic's id now, each
+    with its error (they report every route, these marked, then exit 17). Nothing is
+    recorded. Without Kafka (``admin`` None), none."""
     if admin is None:
-        return
+        return {}
     wanted = {(r.target, r.topic) for r in routes}
-    check(store, wanted, admin.topic_ids(t for _, t in wanted), record=False)
+    return compare(store, wanted, admin.topic_ids(t for _, t in wanted), record=False)
 
 
 def check(
@@ -64,6 +70,20 @@ def check(
     now (``topic_ids``: Kafka's, by topic name; a topic without one is not checked). With
     ``record`` (a run holding the target's lease), a route without a recorded id gets the
     current one."""
+    found = compare(store, routes, topic_ids, record=record)
+    if found:
+        raise found[min(found, key=lambda r: (r[0].bucket, r[0].prefix, r[1]))]
+
+
+def compare(
+    store: S3Store,
+    routes: Iterable[tuple[Target, str]],
+    topic_ids: Mapping[str, str],
+    *,
+    record: bool,
+) -> dict[tuple[Target, str], TopicRecreatedError]:
+    """The routes of ``routes`` whose recorded topic id is not ``topic_ids``' (by target and
+    topic, each with its error); with ``record``, a route without one gets it (:func:`check`)."""
     todo = sorted(
         (
             (target, topic, topic_ids[topic])
@@ -73,15 +93,18 @@ def check(
         key=lambda r: (r[0].bucket, r[0].prefix, r[1]),
     )
     if len(todo) <= 1:
-        for target, topic, current in todo:
-            _check_one(store, target, topic, current, record=record)
-        return
-    # A GET each the first time (many topics: FROM `*`), on a bounded pool like the states'.
-    with ThreadPoolExecutor(max_workers=min(10, len(todo))) as pool:
-        list(pool.map(lambda r: _check_one(store, *r, record=record), todo))
+        errors = [_check_one(store, *r, record=record) for r in todo]
+    else:
+        # A GET each the first time (many topics: FROM `*`), on a bounded pool like the
+        # states'.
+        with ThreadPoolExecutor(max_workers=min(10, len(todo))) as pool:
+            errors = list(pool.map(lambda r: _check_one(store, *r, record=record), todo))
+    return {(r[0], r[1]): e for r, e in zip(todo, errors, strict=True) if e is not None}
 
 
-def _check_one(store: S3Store, target: Target, topic: str, current: str, *, record: bool) -> None:
+def _check_one(
+    store: S3Store, target: Target, topic: str, current: str, *, record: bool
+) -> TopicRecreatedError | None:
     key = topic_identity_key(target, topic)
     with _guard:
         known = _confirmed.get((target.bucket, key))
@@ -96,18 +119,19 @@ def _check_one(store: S3Store, target: Target, topic: str, current: str, *, reco
             except PreconditionFailed:  # another run recorded it meanwhile
                 known = _read(store, target, key)
         if known is None:
-            return
+            return None
         with _guard:
             _confirmed[(target.bucket, key)] = known
-    if known != current:
-        raise TopicRecreatedError(
-            f"topic {topic!r} was deleted and re-created since s3://{target.bucket}/"
-            f"{target.head} archived it (topic id {known}, now {current}): its offsets are "
-            "another topic's",
-            hint="Archive the new topic into a new prefix (another INSERT INTO target: state "
-            "belongs to the target, not to --job-name); continuing here would skip its records "
-            "below the archived offsets and mix the two topics' objects",
-        )
+    if known == current:
+        return None
+    return TopicRecreatedError(
+        f"topic {topic!r} was deleted and re-created since s3://{target.bucket}/"
+        f"{target.head} archived it (topic id {known}, now {current}): its offsets are "
+        "another topic's",
+        hint="Archive the new topic into a new prefix (another INSERT INTO target: state "
+        "belongs to the target, not to --job-name); continuing here would skip its records "
+        "below the archived offsets and mix the two topics' objects",
+    )
 
 
 def _read(store: S3Store, target: Target, key: str) -> str | None:

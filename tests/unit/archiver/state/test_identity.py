@@ -81,3 +81,17 @@ def test_many_routes_are_recorded_and_checked_each_against_its_topic() -> None:
     assert {d.body["topic"]: d.body["topic_id"] for d in store.docs.values()} == ids
     with pytest.raises(TopicRecreatedError, match="'t7'"):
         identity.check(store, routes, {**ids, "t7": "id-new"}, record=True)  # type: ignore[arg-type]
+
+
+def test_readers_get_every_re_created_route_with_its_error_and_record_nothing() -> None:
+    """status and verify report every route, those of a re-created topic marked."""
+    store, target = ManyObjectStore(), _target()
+    routes = [(target, f"t{i}") for i in range(3)]
+    identity.check(store, routes, {"t0": "a", "t1": "b", "t2": "c"}, record=True)  # type: ignore[arg-type]
+    before = dict(store.docs)
+    now = {"t0": "a", "t1": "B", "t2": "C", "t9": "x"}
+    found = identity.compare(store, [*routes, (target, "t9")], now, record=False)  # type: ignore[arg-type]
+    assert sorted(topic for _, topic in found) == ["t1", "t2"]
+    assert all(e.exit_code == 17 and "re-created" in e.message for e in found.values())
+    assert "'t2'" in found[(target, "t2")].message
+    assert store.docs == before, "nothing recorded"
