@@ -331,6 +331,31 @@ def test_records_deleted_before_they_were_archived_are_a_reported_gap(
     code, out, err = run(capsys, broker, s3_endpoint, kcql)
     assert code == 0, err
     assert "GAP" not in out and "nothing new" in out
+    # The run recorded the gap it passed in the partition's state (read here with boto3).
+    state = s3_client.get_object(Bucket=bkt, Key=f"arch/.kafka-archive/state/{name}/0.json")
+    assert json.loads(state["Body"].read())["gaps"] == [[10, 14]]
+    # verify names it as the allowed gap, not a hole, and it is no problem.
+    verify = ["verify", *run_args_of(kcql, broker, s3_endpoint)]
+    allowed = "offsets 10..14: an allowed gap, deleted by Kafka before they were archived"
+    for extra in ((), ("--offline",)):
+        assert main([*verify, *extra]) == 0
+        out, err = capsys.readouterr()
+        assert allowed in out and "a hole" not in out, (out, err)
+        assert out.splitlines()[-1].startswith("clean: 2 partition(s)"), out
+    # A hole nobody passed still fails: partition 1's objects from offset 10 deleted (Kafka
+    # still has those records).
+    listed = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/1/")["Contents"]
+    later = [o["Key"] for o in listed if int(o["Key"].rsplit("/", 1)[1].split(".")[0]) >= 10]
+    assert later
+    for key in later:
+        s3_client.delete_object(Bucket=bkt, Key=key)
+    assert main([*verify, "--output", "json"]) == 1
+    out, _ = capsys.readouterr()
+    verdicts = {v["partition"]: v for v in json.loads(out)["partitions"]}
+    assert verdicts[0]["allowed_gaps"] == [{"first_offset": 10, "last_offset": 14}]
+    assert verdicts[0]["discrepancies"] == [] and verdicts[1]["allowed_gaps"] == []
+    missing = [d for d in verdicts[1]["discrepancies"] if d["problem"].startswith("record missing")]
+    assert [(d["first_offset"], d["last_offset"]) for d in missing] == [(10, 19)], verdicts[1]
 
 
 def run_args_of(kcql: str, broker: str, s3_endpoint: str) -> list[str]:

@@ -192,7 +192,7 @@ def plan_work(
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []
-    planned: list[tuple[_PartitionFence, int, Route, int, int]] = []
+    planned: list[tuple[_PartitionFence, int, Route, int, int, checkpoint.Gaps]] = []
     for view in views:
         index, route, tp, loaded = view.route_index, view.route, view.tp, view.loaded
         marks = view.marks
@@ -205,6 +205,7 @@ def plan_work(
             loaded = checkpoint.load(store, route.target, job, tp)
         state = loaded.state
         committed = state.next_offset if state is not None else 0
+        passed = state.gaps if state is not None else ()  # gaps to write with a commit
         if state is not None:
             if start_given:
                 log.info(
@@ -249,6 +250,7 @@ def plan_work(
                     marks.low,
                 )
                 start = marks.low
+                passed = checkpoint.append_gap(passed, gap.first, gap.last)
         elif (index, tp.topic) in begun and settings.start.kind is positions.StartKind.LATEST:
             # Every record of a partition added since the route began came after its start
             # (a time or a group's offsets mean the same for it as for the others).
@@ -305,7 +307,11 @@ def plan_work(
                 # Past a gap (allow_gaps) with nothing after it yet: record that the gap was
                 # passed, so that the next run does not report it again.
                 moved = dataclasses.replace(
-                    current, next_offset=start, run_id=run_id, committed_at=checkpoint.now_iso()
+                    current,
+                    next_offset=start,
+                    run_id=run_id,
+                    committed_at=checkpoint.now_iso(),
+                    gaps=passed,
                 )
                 writes.append(
                     functools.partial(
@@ -323,9 +329,9 @@ def plan_work(
             skipped.append(PartitionSkip(index, tp, start, "nothing new"))
             continue
         writes.append(fence)
-        planned.append((fence, index, route, start, stop))
+        planned.append((fence, index, route, start, stop, passed))
     in_parallel(writes)
-    for fence, index, route, start, stop in planned:
+    for fence, index, route, start, stop, passed in planned:
         loaded, tp, state, epoch = fence.loaded, fence.tp, fence.loaded.state, fence.epoch
         prior = Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
         units += subunits.split(
@@ -345,6 +351,7 @@ def plan_work(
                 epoch=epoch,
                 lease_ttl_seconds=settings.lock_ttl_seconds,
                 commits=state.commits if state is not None else (),
+                gaps=passed,
                 young_after_ms=(
                     now_ms - route.flush.interval_seconds * 1000
                     if route.flush.interval_set or hold_tails

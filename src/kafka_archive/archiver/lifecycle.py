@@ -232,6 +232,7 @@ def commit_state(
         objects=unit.prior.objects + len(written),
         epoch=unit.epoch,
         commits=checkpoint.append_commit(unit.commits, start, unit.epoch),
+        gaps=unit.gaps,
     )
     return checkpoint.commit(
         store, unit.route.target, unit.job, unit.tp, state, expected_etag=unit.state_etag

@@ -62,6 +62,8 @@ class WorkUnit:
     epoch: int = 0
     lease_ttl_seconds: int = 900
     commits: tuple[tuple[int, int], ...] = ()
+    # The gaps runs passed (allow_gaps), this one's included: written with the commit.
+    gaps: tuple[tuple[int, int], ...] = ()
     # A sub-unit (archiver.subunits): ``[start, stop)`` is one piece of the partition's
     # ``[part_start, part_stop)`` for this run. It writes its objects but does not commit:
     # the driver commits the partition over the contiguous prefix of finished pieces.

@@ -6,7 +6,8 @@ Per topic-partition (one Spark task each, like ``run``):
   starts at or beyond the committed offset (a crashed run's leftover); no two objects share
   a start offset; in a layout with a single group (no PARTITIONBY, no time folders) objects
   do not overlap, and a gap between two objects is reported as a note (Kafka may have no
-  records there: compaction, transaction markers); the objects the state names exist.
+  records there: compaction, transaction markers), or as the allowed gap a run passed
+  (allow_gaps, recorded in the state); the objects the state names exist.
 - **Against Kafka** (unless ``offline``): over the offsets both Kafka still retains and the
   archive claims (from the first object's start to the committed offset), each record's
   object is worked out from the key naming itself (the object of its group with the greatest
@@ -90,6 +91,9 @@ class PartitionCheck:
     # Why the route's topic is not the one archived (deleted and re-created): checked
     # offline only, its Kafka offsets being another topic's.
     recreated: str | None = None
+    # (first, last) offsets Kafka deleted before they were archived that runs passed with
+    # allow_gaps, as the partition's state records them: not holes.
+    passed_gaps: tuple[tuple[int, int], ...] = ()
 
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
@@ -123,6 +127,7 @@ class PartitionVerdict:
     discrepancies: tuple[Discrepancy, ...]
     notes: tuple[str, ...]
     recreated: str | None = None  # the topic was deleted and re-created (checked offline)
+    allowed_gaps: tuple[tuple[int, int], ...] = ()  # passed with allow_gaps (the state's)
 
     @property
     def clean(self) -> bool:
@@ -313,10 +318,20 @@ class _PartitionChecker:
                     end - 1,
                 )
             elif after.start_offset > end:
-                self.notes.append(
-                    f"offsets {end}..{after.start_offset - 1} are in no object: a hole, "
-                    "unless Kafka has no records there (compaction, transaction markers)"
-                )
+                for first, last in uncovered(end, after.start_offset - 1, check.passed_gaps):
+                    self.notes.append(
+                        f"offsets {first}..{last} are in no object: a hole, unless Kafka "
+                        "has no records there (compaction, transaction markers)"
+                    )
+
+    def allowed_gaps(self) -> None:
+        """Name the gaps runs passed (the state's record), which are in no object."""
+        for first, last in self.check.passed_gaps:
+            self.notes.append(
+                f"offsets {first}..{last}: an allowed gap, deleted by Kafka before they were "
+                "archived and passed by a run with --allow-gaps (recorded in the partition's "
+                "state)"
+            )
 
     def _missing_offsets(self, key: str) -> tuple[int | None, int | None]:
         """The offsets a missing object held, from its key: from its start offset up to the
@@ -479,6 +494,22 @@ class _PartitionChecker:
             )
 
 
+def uncovered(first: int, last: int, gaps: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of offsets ``first..last`` that no gap of ``gaps`` (``(first, last)``
+    each) covers, in order."""
+    left: list[tuple[int, int]] = []
+    at = first
+    for gap_first, gap_last in sorted(gaps):
+        if gap_last < at or gap_first > last:
+            continue
+        if gap_first > at:
+            left.append((at, gap_first - 1))
+        at = max(at, gap_last + 1)
+    if at <= last:
+        left.append((at, last))
+    return left
+
+
 def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
     """Verify one partition (runs in a Spark task, or in-process)."""
     checker = _PartitionChecker(check, S3Store(settings.s3))
@@ -487,6 +518,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
         if check.low is not None:
             first, last = checker.against_kafka(settings)
         checker.offline()
+        checker.allowed_gaps()
     except BaseException:
         checker.sender.finish(failed=True)
         raise
@@ -504,6 +536,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
         discrepancies=tuple(checker.problems + checker.events.close()),
         notes=tuple(checker.notes),
         recreated=check.recreated,
+        allowed_gaps=check.passed_gaps,
     )
 
 
@@ -542,6 +575,7 @@ def plan_checks(
                 state_object_count=view.state.objects if view.state else 0,
                 compacted=view.tp.topic in compacted,
                 recreated=error.message if error is not None else None,
+                passed_gaps=view.state.gaps if view.state else (),
             )
         )
     return tuple(checks)
@@ -603,6 +637,9 @@ def to_json(result: VerifyResult) -> dict[str, Any]:
                 "discrepancies": [dataclasses.asdict(d) for d in v.discrepancies],
                 "notes": list(v.notes),
                 "recreated": v.recreated,
+                "allowed_gaps": [
+                    {"first_offset": first, "last_offset": last} for first, last in v.allowed_gaps
+                ],
             }
             for v in result.partitions
         ],

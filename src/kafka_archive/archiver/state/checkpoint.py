@@ -33,6 +33,20 @@ def append_commit(commits: Commits, start: int, epoch: int) -> Commits:
     return (*kept, (start, epoch))[-COMMITS_KEPT:]
 
 
+Gaps = tuple[tuple[int, int], ...]
+"""(first, last) offsets of each gap a run passed (allow_gaps: records Kafka deleted before
+they were archived), oldest first; ``verify`` names them instead of a hole."""
+GAPS_KEPT = 100
+
+
+def append_gap(gaps: Gaps, first: int, last: int) -> Gaps:
+    """The passed gaps after one more (merged with the last when they touch; the oldest are
+    forgotten)."""
+    if gaps and gaps[-1][1] + 1 >= first:
+        return (*gaps[:-1], (gaps[-1][0], max(gaps[-1][1], last)))[-GAPS_KEPT:]
+    return (*gaps, (first, last))[-GAPS_KEPT:]
+
+
 def committed_by(commits: Commits, offset: int) -> int | None:
     """The epoch whose commit covers ``offset``, or None when the history does not reach
     back that far (or the state predates epochs)."""
@@ -62,9 +76,10 @@ class PartitionState:
     # The fencing epoch of the last run that wrote the state (committed or fenced it).
     epoch: int = 0
     commits: Commits = ()
+    gaps: Gaps = ()
 
     def to_json(self, tp: TopicPartition, job: str) -> dict[str, Any]:
-        return {
+        body = {
             "version": FORMAT_VERSION,
             "job": job,
             "topic": tp.topic,
@@ -77,6 +92,9 @@ class PartitionState:
             "epoch": self.epoch,
             "commits": [list(c) for c in self.commits],
         }
+        if self.gaps:  # (an older version ignores it, and leaves it out when it commits)
+            body["gaps"] = [list(g) for g in self.gaps]
+        return body
 
     @classmethod
     def from_json(cls, body: dict[str, Any], where: str = "a partition state") -> PartitionState:
@@ -94,6 +112,7 @@ class PartitionState:
             objects=int(totals.get("objects", 0)),
             epoch=int(body.get("epoch", 0) or 0),
             commits=tuple((int(c[0]), int(c[1])) for c in body.get("commits", ())),
+            gaps=tuple((int(g[0]), int(g[1])) for g in body.get("gaps", ())),
         )
 
 
