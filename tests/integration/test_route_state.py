@@ -140,6 +140,23 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     _run(capsys, [statement], *flags)
     old = _to_old_layout(s3_client, bkt, name, "orders-0a1b2c3d")
     assert old["next_offset"] == 100
+    # status reads the old job's state (the listing and the state index, which still names
+    # the route's state the listing no longer shows, prove nothing for it) and writes nothing.
+    status = [
+        "status",
+        "--kcql",
+        statement,
+        *flags,
+        "--job-name",
+        "orders-0a1b2c3d",
+        "--output",
+        "json",
+    ]
+    before = s3_client.list_objects_v2(Bucket=bkt)["Contents"]
+    assert main(status) == 0
+    (row,) = json.loads(capsys.readouterr().out)["partitions"]
+    assert row["archived_offset"] == 100 and row["lag"] == 0, row
+    assert s3_client.list_objects_v2(Bucket=bkt)["Contents"] == before
     # A crashed old run: an uncommitted object at offset 100 and its marker.
     stray = f"arch/{name}/0/000000000100.json"
     s3_client.put_object(Bucket=bkt, Key=stray, Body=b'{"id": -1}\n')
