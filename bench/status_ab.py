@@ -29,7 +29,7 @@ from run import HERE, archive_command, produce_wide, services
 from devstack import MOTO_CREDENTIALS
 
 sys.path.insert(0, str(HERE.parent / "tests" / "integration"))
-from faultproxy import FaultProxy  # noqa: E402
+from faultproxy import FaultProxy
 
 
 def main() -> int:
