@@ -188,7 +188,8 @@ def plan_work(
     # A topic deleted and re-created under its name restarts its offsets: refused (exit 17).
     # (Iceberg routes too: their snapshot's offsets would be taken for the new topic's.)
     routes = {(v.route.target, v.tp.topic) for v in views}
-    identity.check(store, routes, admin.topic_ids(t for _, t in routes), record=True)
+    topic_ids = admin.topic_ids(t for _, t in routes)
+    identity.check(store, routes, topic_ids, record=True)
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []
@@ -345,6 +346,7 @@ def plan_work(
                 epoch=epoch,
                 lease_ttl_seconds=settings.lock_ttl_seconds,
                 commits=state.commits if state is not None else (),
+                topic_id=topic_ids.get(tp.topic),
                 young_after_ms=(
                     now_ms - route.flush.interval_seconds * 1000
                     if route.flush.interval_set or hold_tails

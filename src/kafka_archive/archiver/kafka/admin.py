@@ -16,8 +16,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # t
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
-from kafka_archive.archiver.kafka.reader import consumer_config, is_transient, reads_committed
+from kafka_archive.archiver.kafka.reader import (
+    consumer_config,
+    consumer_key,
+    is_transient,
+    reads_committed,
+)
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.pooling import Pool
 from kafka_archive.archiver.settings import KafkaSettings
 
 # librdkafka's own log lines of the driver's clients (a refused connection logs every 50 ms):
@@ -321,3 +327,59 @@ class KafkaAdmin:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+# Executors: the admin clients that confirm a topic's id before a unit marks or commits
+# (:class:`.state.identity.TopicProof`), reused from unit to unit like the consumers. Their
+# librdkafka log goes nowhere: what fails is retried, then reported as one error.
+_QUIET = logging.getLogger("kafka_archive.librdkafka.topic_ids")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def _task_admin_config(kafka: KafkaSettings) -> dict[str, Any]:
+    return kafka.client_config(defaults={}, fixed={"logger": _QUIET})
+
+
+TASK_ADMINS: Pool[KafkaSettings, AdminClient] = Pool(
+    lambda kafka: AdminClient(_task_admin_config(kafka)),
+    lambda kafka: consumer_key(kafka.client_config(defaults={}, fixed={})),
+    reset=lambda admin: True,
+    max_idle=8,  # a task's unit threads (archiver.task.UNIT_THREADS) each take one
+    max_idle_seconds=60.0,
+)
+
+
+def topic_id_now(kafka: KafkaSettings, topic: str, timeout: float) -> str | None:
+    """Executor side: ``topic``'s Kafka id now (one DescribeTopics request on a pooled admin
+    client); None when the topic does not exist, ``""`` when the cluster tells no id (as
+    :meth:`KafkaAdmin.topic_ids` leaves such a topic out). Transient failures are tried again
+    for up to ``timeout`` seconds, then KafkaUnavailableError."""
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while True:
+        admin = TASK_ADMINS.take(kafka)
+        try:
+            future = admin.describe_topics(
+                TopicCollection([topic]), request_timeout=min(_METADATA_TIMEOUT, timeout)
+            )[topic]
+            topic_id = str(future.result().topic_id)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                TASK_ADMINS.give(kafka, admin)
+                return None
+            if not is_transient(error):
+                TASK_ADMINS.give(kafka, admin)
+                return ""  # not authorized to describe it, say: not checked (as the driver)
+            if time.monotonic() + delay > deadline:  # this client is dropped, not given back
+                raise KafkaUnavailableError(
+                    f"cannot describe topic {topic!r}: {error.str()}",
+                    hint="Check that the brokers are up; the next run resumes from the last "
+                    "committed offset",
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        TASK_ADMINS.give(kafka, admin)
+        return "" if topic_id == _NO_TOPIC_ID else topic_id

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from kafka_archive import kcql
 from kafka_archive.archiver.errors import FormatVersionError, TopicRecreatedError
+from kafka_archive.archiver.model import TopicPartition, WorkUnit
+from kafka_archive.archiver.settings import KafkaSettings
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target
@@ -81,3 +84,52 @@ def test_many_routes_are_recorded_and_checked_each_against_its_topic() -> None:
     assert {d.body["topic"]: d.body["topic_id"] for d in store.docs.values()} == ids
     with pytest.raises(TopicRecreatedError, match="'t7'"):
         identity.check(store, routes, {**ids, "t7": "id-new"}, record=True)  # type: ignore[arg-type]
+
+
+def _proof(
+    planned: str | None, answers: list[str | None], monkeypatch: Any
+) -> tuple[identity.TopicProof, list[str]]:
+    asked: list[str] = []
+
+    def now(kafka: object, topic: str, timeout: float) -> str | None:
+        asked.append(topic)
+        return answers.pop(0)
+
+    monkeypatch.setattr(identity, "topic_id_now", now)
+    route = kcql.parse("INSERT INTO bkt:arch SELECT * FROM t").routes[0]
+    unit = WorkUnit(0, route, TopicPartition("t", 0), 0, 10, "run", "job", "g", topic_id=planned)
+    return identity.TopicProof(KafkaSettings("k:9092"), unit, 5.0), asked
+
+
+def test_a_task_confirms_the_planned_topic_id_once_per_read(monkeypatch: Any) -> None:
+    proof, asked = _proof("id-1", ["id-1", "id-1", ""], monkeypatch)
+    proof.confirm()
+    assert asked == [], "nothing read, nothing to prove"
+    proof.read()
+    proof.confirm()
+    proof.confirm()
+    assert asked == ["t"], "the markers and the commit after one read: one request"
+    proof.read()
+    proof.confirm()
+    proof.read()
+    proof.confirm()  # a cluster that tells no id now: not checked
+    assert asked == ["t", "t", "t"]
+
+
+@pytest.mark.parametrize("now", ["id-2", None])
+def test_a_task_refuses_a_topic_re_created_or_deleted_since_its_plan(
+    now: str | None, monkeypatch: Any
+) -> None:
+    proof, _ = _proof("id-1", [now], monkeypatch)
+    proof.read()
+    with pytest.raises(TopicRecreatedError) as caught:
+        proof.confirm()
+    assert caught.value.exit_code == 17 and "while this run read it" in str(caught.value)
+    assert ("now id-2" if now else "deleted") in str(caught.value)
+
+
+def test_a_unit_without_a_planned_id_is_not_checked(monkeypatch: Any) -> None:
+    proof, asked = _proof(None, [], monkeypatch)
+    proof.read()
+    proof.confirm()
+    assert asked == []
