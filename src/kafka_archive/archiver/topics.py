@@ -33,7 +33,7 @@ def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str,
         if not route.all_topics:
             routes.append(route)
             continue
-        routes.extend(dataclasses.replace(route, topic=t) for t in chosen)
+        routes.extend(dataclasses.replace(route, topic=t, matched=True) for t in chosen)
     return Plan(tuple(routes))
 
 

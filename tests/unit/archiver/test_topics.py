@@ -32,6 +32,7 @@ def test_a_regex_matches_whole_topic_names() -> None:
     resolved = resolve(every, Settings(topics_regex=r"orders\.(eu|us)"), names)
     assert [r.topic for r in resolved.routes] == ["orders.eu", "orders.us"]
     assert all(dataclasses.replace(r, topic="*") == every.routes[0] for r in resolved.routes)
+    assert all(r.matched for r in resolved.routes) and not every.routes[0].matched
 
 
 def test_a_topics_list_is_taken_as_given_beside_named_routes() -> None:
