@@ -184,10 +184,38 @@ def _common(settings: dict[str, str], result: Imported) -> None:
             settings.pop(key)
         elif is_secret(key):
             settings.pop(key)
-            result.warnings.append(
-                f"{key}: credentials are not carried over; kafka-archive uses "
-                "the AWS credential chain (environment, profile, role)"
-            )
+            result.warnings.append(f"{key}: credentials are not carried over; {_where(key)}")
+        elif _kafka_property(key) in _KAFKA_CARRIED:
+            # The connector's own Kafka client (a worker that allows overrides): librdkafka
+            # reads these under the same names.
+            kafka = result.config.setdefault("kafka", {})
+            kafka[_kafka_property(key)] = settings.pop(key)
+
+
+# Properties of a connector's Kafka consumer that librdkafka takes under the same name.
+_KAFKA_CARRIED = {"security.protocol", "sasl.mechanism"}
+
+
+def _kafka_property(key: str) -> str:
+    """``consumer.override.x`` (the connector's consumer, where the worker allows overrides)
+    as the client property ``x``; other keys as they are."""
+    return key.removeprefix("consumer.override.")
+
+
+def _where(key: str) -> str:
+    """Where a credential the import leaves out goes instead, by what it is for."""
+    if key.startswith("consumer.") or key.startswith(("sasl.", "ssl.")):
+        return (
+            "put the Kafka client's credentials in the config file's kafka: section as "
+            "librdkafka properties (sasl.username, sasl.password, ssl.key.password; the file "
+            "mode 0600)"
+        )
+    if "converter" in key or "schema.registry" in key:
+        return (
+            "the Schema Registry's go in schema_registry_url as https://user:password@host "
+            "in the config file (mode 0600)"
+        )
+    return "kafka-archive uses the AWS credential chain (environment, profile, role)"
 
 
 def _registry(settings: dict[str, str], result: Imported) -> None:
