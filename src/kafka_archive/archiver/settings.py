@@ -462,6 +462,7 @@ def load_settings(
         value = values.get(name)
         return _BY_NAME[name].default if value is None else value
 
+    _check_bootstrap(get("bootstrap_servers") or "", origin.get("bootstrap_servers", ""))
     settings = Settings(
         kafka=KafkaSettings(
             bootstrap_servers=get("bootstrap_servers") or "",
@@ -566,6 +567,19 @@ def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:
             hint="S3 refuses multipart parts smaller than 5 MiB",
         )
     return mb * MIB
+
+
+def _check_bootstrap(servers: str, source: str) -> None:
+    """Refuse a user or password in the bootstrap servers (``user:pass@host:9092``, pasted
+    from a URL): Kafka takes none there, and the value would be shown in every error about
+    reaching Kafka. The value itself is not quoted."""
+    if "@" in servers:
+        raise ConfigError(
+            f"the bootstrap servers ({source}) hold a user or password (an '@'); Kafka "
+            "takes HOST:PORT[,HOST:PORT] there",
+            hint="Give the credentials as librdkafka properties, in the config file's kafka: "
+            "section (sasl.username, sasl.password; mode 0600) or with -X",
+        )
 
 
 def require_bootstrap(settings: Settings, config_path: Path | None) -> None:
