@@ -161,6 +161,7 @@ def test_restore_without_envelope_asks_for_values_only_and_checks_partitions(
     )
     assert code == 4
     assert len(err.strip().splitlines()) == 1
+    assert "create it first" in err and "--to-topic" in err and "FROM clause" not in err
 
 
 def test_a_bounded_restore_resumes_where_it_stopped_without_duplicates(

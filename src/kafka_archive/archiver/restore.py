@@ -325,7 +325,14 @@ def restore(
             "metadata keeps"
         )
     with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
-        target_partitions = admin.partitions((to_topic,))[to_topic]
+        try:
+            target_partitions = admin.partitions((to_topic,))[to_topic]
+        except errors.TopicNotFoundError as exc:
+            exc.hint = (
+                "restore replays into an existing topic: create it first (with at least the "
+                "archive's partitions for --partition-map same), or fix --to-topic"
+            )
+            raise
     if partition_map == "same":
         missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
         if missing:
