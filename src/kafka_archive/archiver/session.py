@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterator
 
 from kafka_archive.archiver import driver, iceberg, subunits, transforms
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    KafkaUnavailableError,
+    RecordsLostError,
+    TopicNotFoundError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import (
@@ -155,6 +160,32 @@ class Session:
             except ArchiveError as exc:
                 log.info("could not write the state index (the next run reads more): %s", exc)
 
+    def _leave_deleted_topics(self) -> bool:
+        """After the offsets could not be read: whether a topic of the session was deleted
+        since it began (its partitions were found once, at the start). A topic a FROM `*`
+        statement matched is left out from here on, as it no longer matches (True); one a
+        statement names ends the session, as a run's preflight would refuse it (exit 4)."""
+        try:
+            existing = set(self.admin.topic_names())
+        except KafkaUnavailableError:
+            return False  # Kafka itself is out of reach: the batch's error stands
+        gone = sorted(t for t, found in self.partitions.items() if found and t not in existing)
+        for topic in gone:
+            if any(r.topic == topic and not r.matched for r in self.plan.routes):
+                raise TopicNotFoundError(
+                    f"topic {topic!r} was deleted while this session archived it (archived "
+                    "up to its last commit)",
+                    hint="Remove its statement, or archive a topic re-created under its name "
+                    "into a new prefix, and start again",
+                )
+            log.warning(
+                "%s: the topic was deleted; FROM `*` archives it no more (archived up to its "
+                "last commit)",
+                topic,
+            )
+            self.partitions[topic] = ()
+        return bool(gone)
+
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure.
 
@@ -171,13 +202,18 @@ class Session:
         tenure = self._tenure()
         known = self._known if tenure == self._known_under else {}
         self._known = {}  # kept again only when this batch succeeds
-        views = driver.partition_states(
-            self.pre,
-            partitions=self.partitions,
-            tables=iceberg.offsets_by_route(self.tables),
-            legacy=False,  # adopted at the session's start, under its lease
-            known=known,
-        )
+        try:
+            views = driver.partition_states(
+                self.pre,
+                partitions=self.partitions,
+                tables=iceberg.offsets_by_route(self.tables),
+                legacy=False,  # adopted at the session's start, under its lease
+                known=known,
+            )
+        except (KafkaUnavailableError, TopicNotFoundError):
+            if not self._leave_deleted_topics():
+                raise
+            return self.batch(hold_tails=hold_tails)
         work = jobs.plan_work(
             views,
             store=self.store,

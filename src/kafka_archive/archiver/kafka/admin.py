@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import time
@@ -71,6 +72,8 @@ class KafkaAdmin:
         self._read_committed = reads_committed(config)
         self._consumer = Consumer({**config, "logger": LIBRDKAFKA_LOG})
         self._admin: AdminClient | None = None
+        # Admin clients replaced after a failure, kept until __exit__ drops them (below).
+        self._retired: list[AdminClient] = []
 
     def __enter__(self) -> KafkaAdmin:
         return self
@@ -82,6 +85,14 @@ class KafkaAdmin:
         tb: TracebackType | None,
     ) -> None:
         self._consumer.close()
+        # The admin clients are destroyed here, in this thread. Left to the garbage collector
+        # (this object in an exception's reference cycle: any error leaving a
+        # contextlib-managed block makes one), a client is destroyed in whatever thread runs
+        # the collection, also a librdkafka thread delivering another client's admin result,
+        # and librdkafka aborts the process there ("calling rd_kafka_destroy() from
+        # librdkafka owned thread is prohibited"): exit -6 instead of the error's code.
+        self._admin = None
+        self._retired.clear()
 
     def _metadata(self) -> Any:
         """The cluster's metadata for all topics (never by name: that may auto-create)."""
@@ -212,6 +223,9 @@ class KafkaAdmin:
                 )
                 for name, (spec, isolation) in lookups.items()
             }
+            # All answered before one's failure is raised: no request of a client being
+            # replaced is left in flight.
+            concurrent.futures.wait([f for answers in futures.values() for f in answers.values()])
             return {
                 name: {
                     TopicPartition(k.topic, k.partition): int(f.result().offset)
@@ -220,11 +234,19 @@ class KafkaAdmin:
                 for name, answers in futures.items()
             }
 
-        return self._retried(look_up, f"cannot read the offsets of {len(tps)} partition(s)")
+        return self._retried(
+            look_up,
+            f"cannot read the offsets of {len(tps)} partition(s)",
+            topics={tp.topic for tp in tps},
+        )
 
-    def _retried(self, attempt: Callable[[AdminClient], _T], failure: str) -> _T:
+    def _retried(
+        self, attempt: Callable[[AdminClient], _T], failure: str, topics: Iterable[str] = ()
+    ) -> _T:
         """``attempt`` on the admin client, again (with backoff, up to the offsets' deadline)
-        while it fails with a transient error; then KafkaUnavailableError(``failure``)."""
+        while it fails with a transient error; then KafkaUnavailableError(``failure``). An
+        unknown topic or partition is not waited out when one of ``topics`` is gone (deleted
+        since it was found): TopicNotFoundError at once."""
         deadline = time.monotonic() + _OFFSETS_DEADLINE
         delay = 0.2
         while True:
@@ -232,16 +254,28 @@ class KafkaAdmin:
                 return attempt(self._admin_client())
             except KafkaException as exc:
                 error = exc.args[0]
-                # The next attempt (or batch) on a new client: after a broker restart this one
-                # keeps sending leader epochs from before it, refused (FENCED_LEADER_EPOCH) for
-                # as long as it lives.
-                self._admin = None
-                # "No leaders found" (_NOENT): a broker that just started has not elected them.
-                transient = is_transient(error) or error.code() == KafkaError._NOENT
-                if not transient or time.monotonic() + delay > deadline:
-                    raise KafkaUnavailableError(
-                        f"{failure}: {error.str()}", hint="Check that the brokers are up"
-                    ) from None
+            # Decided out of the except clause: an error raised in it would keep the failed
+            # attempt's frames, and with them the client, alive in its context.
+            if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and topics:
+                gone = sorted(set(topics) - set(self.topic_names()))
+                if gone:
+                    raise TopicNotFoundError(
+                        f"topic {gone[0]!r} does not exist on "
+                        f"{self._kafka.bootstrap_servers} (any more)",
+                        hint="It was deleted since the run found it",
+                    )
+            # The next attempt (or batch) on a new client: after a broker restart this one
+            # keeps sending leader epochs from before it, refused (FENCED_LEADER_EPOCH) for
+            # as long as it lives.
+            if self._admin is not None:
+                self._retired.append(self._admin)
+            self._admin = None
+            # "No leaders found" (_NOENT): a broker that just started has not elected them.
+            transient = is_transient(error) or error.code() == KafkaError._NOENT
+            if not transient or time.monotonic() + delay > deadline:
+                raise KafkaUnavailableError(
+                    f"{failure}: {error.str()}", hint="Check that the brokers are up"
+                )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -366,20 +400,22 @@ def topic_id_now(kafka: KafkaSettings, topic: str, timeout: float) -> str | None
             topic_id = str(future.result().topic_id)
         except KafkaException as exc:
             error = exc.args[0]
-            if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                TASK_ADMINS.give(kafka, admin)
-                return None
-            if not is_transient(error):
-                TASK_ADMINS.give(kafka, admin)
-                return ""  # not authorized to describe it, say: not checked (as the driver)
-            if time.monotonic() + delay > deadline:  # this client is dropped, not given back
-                raise KafkaUnavailableError(
-                    f"cannot describe topic {topic!r}: {error.str()}",
-                    hint="Check that the brokers are up; the next run resumes from the last "
-                    "committed offset",
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
-            continue
-        TASK_ADMINS.give(kafka, admin)
-        return "" if topic_id == _NO_TOPIC_ID else topic_id
+        else:
+            TASK_ADMINS.give(kafka, admin)
+            return "" if topic_id == _NO_TOPIC_ID else topic_id
+        # Out of the except clause, as in KafkaAdmin._retried.
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            TASK_ADMINS.give(kafka, admin)
+            return None
+        if not is_transient(error):
+            TASK_ADMINS.give(kafka, admin)
+            return ""  # not authorized to describe it, say: not checked (as the driver)
+        del admin  # not given back: a new client for the next attempt
+        if time.monotonic() + delay > deadline:
+            raise KafkaUnavailableError(
+                f"cannot describe topic {topic!r}: {error.str()}",
+                hint="Check that the brokers are up; the next run resumes from the last "
+                "committed offset",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
