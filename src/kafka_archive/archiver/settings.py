@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -380,6 +381,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start})",
+            hint="Pass the YAML config file (kcql:, bootstrap_servers:, …)",
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -536,6 +542,8 @@ def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
             hint="pip install 'botocore[crt]' (on the driver and executors), or use CRC32 or "
             "SHA256",
         )
+    for name in ("endpoint_url", "sts_endpoint_url"):
+        _check_url(name, get(name), origin.get(name, ""))
     return S3Settings(
         endpoint_url=get("endpoint_url"),
         region=get("region"),
@@ -555,6 +563,20 @@ def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
         role_session_name=get("s3_role_session_name"),
         sts_endpoint_url=get("sts_endpoint_url"),
     )
+
+
+def _check_url(name: str, url: str | None, source: str) -> None:
+    """An endpoint must be an http(s) URL with a host (``minio:9000`` without its scheme
+    reached botocore, which raised on it)."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = "" if "@" in url else f": {url!r}"  # a password is never quoted
+        raise ConfigError(
+            f"{name} from {source} is not an http:// or https:// URL with a host{shown}",
+            hint="For example http://minio:9000 or https://s3.eu-west-1.amazonaws.com",
+        )
 
 
 def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:
