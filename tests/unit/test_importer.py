@@ -302,3 +302,42 @@ def test_each_credential_left_out_says_where_it_goes_and_the_kafka_security_carr
     assert not [s for s in ("AwsSecret1", "KafkaPw1", "SrPw1") if s in text]
     settings_from = yaml.safe_load(result.yaml())
     assert settings_from["kafka"]["security.protocol"] == "SASL_SSL"
+
+
+@pytest.mark.parametrize(
+    ("partitioner", "path", "template"),
+    [
+        ("DailyPartitioner", None, "year={year}/month={month}/day={day}"),
+        ("TimeBasedPartitioner", "'dt'=YYYY-MM-dd/'hr'=HH", "dt={year}-{month}-{day}/hr={hour}"),
+    ],
+)
+def test_a_confluent_time_path_other_than_hive_keeps_its_keys_as_a_template(
+    partitioner: str, path: str | None, template: str
+) -> None:
+    """DailyPartitioner's folders have no hour: the import wrote the hive layout (with hour
+    folders) under a warning saying it had not."""
+    config = {
+        "s3.bucket.name": "acme",
+        "topics": "orders",
+        "flush.size": "10",
+        "partitioner.class": f"io.confluent.connect.storage.partitioner.{partitioner}",
+        "timestamp.extractor": "Record",
+    }
+    if path is not None:
+        config["path.format"] = path
+    result = importer.convert(config)
+    route = kcql.parse(";".join(result.config["kcql"])).routes[0]
+    assert route.layout.kind.value == "template"
+    expected = f"{{topic}}/{template}/{{topic}}+{{partition}}+{{offset}}.{{ext}}"
+    assert dict(route.properties)["layout.template"] == expected
+    assert not [w for w in result.warnings if "path.format" in w]
+    weekly = importer.convert({**config, "path.format": "YYYY/ww"})
+    assert "'layout'='hive'" in weekly.config["kcql"][0]
+    assert any("path.format=YYYY/ww" in w and "hive" in w for w in weekly.warnings)
+
+
+def test_a_setting_left_out_is_warned_on_one_line() -> None:
+    base = {"s3.bucket.name": "acme", "topics": "orders", "flush.size": "10"}
+    result = importer.convert({**base, "format.bytearray.separator": "\n"})
+    (warning,) = [w for w in result.warnings if "separator" in w]
+    assert "\n" not in warning and "'\\n'" in warning
