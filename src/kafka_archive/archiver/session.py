@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from kafka_archive.archiver import driver, iceberg, subunits, transforms
+from kafka_archive.archiver import driver, iceberg, subunits, topics, transforms
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.errors import (
     ArchiveError,
@@ -89,9 +89,17 @@ class Session:
     """One job's open session: preflight done, locks held, Spark started on first need."""
 
     def __init__(
-        self, settings: Settings, pre: driver.Preflight, run_id: str, progress: driver.Progress
+        self,
+        settings: Settings,
+        pre: driver.Preflight,
+        run_id: str,
+        progress: driver.Progress,
+        written: Plan | None = None,
     ) -> None:
+        """``written``: the plan as written (FROM `*` unresolved), for :meth:`discover`."""
         self.settings, self.pre, self.store, self.admin = settings, pre, pre.store, pre.kafka
+        self.written = written
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
         self.job, self.run_id, self.progress = pre.job, run_id, progress
         self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
         self.plan = plan = pre.plan
@@ -159,6 +167,41 @@ class Session:
                 index.write(self.store, target, after, self.job)
             except ArchiveError as exc:
                 log.info("could not write the state index (the next run reads more): %s", exc)
+
+    def discover(self) -> None:
+        """A follow session of a FROM `*` statement with a topics regex: the topics that
+        match it since the session began join it (looked for at most every
+        DISCOVER_SECONDS, one metadata request), as routes after the others (their numbers
+        stay). They begin as a topic matched after the statement's first run does
+        (:func:`.job.plan_work`). Not for Iceberg routes (their tables are prepared at the
+        start): those join at the next start."""
+        written = self.written
+        if (
+            written is None
+            or not self.settings.topics_regex
+            or time.monotonic() < self._discover_at
+        ):
+            return
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
+        if any(r.all_topics and r.iceberg is not None for r in written.routes):
+            return
+        have = {(r.target, r.topic) for r in self.plan.routes}
+        try:
+            resolved = topics.resolve(written, self.settings, self.admin.topic_names)
+            new = tuple(r for r in resolved.routes if r.matched and (r.target, r.topic) not in have)
+            if not new:
+                return
+            found = self.admin.partitions(tuple(sorted({r.topic for r in new})))
+        except (KafkaUnavailableError, TopicNotFoundError):
+            return  # an outage is the batch's to meet; a topic gone again is not new
+        plan = Plan(self.plan.routes + new)
+        check_layouts(plan)
+        self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
+        self.partitions.update(found)
+        self.plan, self.pre = plan, dataclasses.replace(self.pre, plan=plan)
+        for route in new:
+            log.info("%s: FROM `*` matches it now; it joins the session", route.topic)
 
     def _leave_deleted_topics(self) -> bool:
         """After the offsets could not be read: whether a topic of the session was deleted
@@ -317,7 +360,7 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
     multipart uploads of crashed runs aborted; Spark is stopped at the end."""
     run_id = jobs.new_run_id()
     with driver.preflight(settings, plan, spool_dir=True) as pre:
-        archiver = Session(settings, pre, run_id, progress)
+        archiver = Session(settings, pre, run_id, progress, written=plan)
         probe.check_conditional_writes(
             pre.store,
             archiver.plan,
@@ -381,6 +424,8 @@ def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = No
 
 
 FOLLOW_BATCH_LIMIT = 1_000_000
+# How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).
+DISCOVER_SECONDS = 10.0
 FOLLOW_MAX_BACKOFF = 60.0
 
 
@@ -433,6 +478,7 @@ def follow(
         while True:
             batch_started = time.monotonic()
             try:
+                archiver.discover()
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
                 # A service rides out an S3 or Kafka outage: what units committed stays
