@@ -10,12 +10,15 @@ route writing to the same target.) The job's name is derived from the plan as wr
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Callable
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.kcql.plan import Plan
+
+log = logging.getLogger(__name__)
 
 
 def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> Plan:
@@ -50,7 +53,13 @@ def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> t
             pattern = re.compile(settings.topics_regex)
         except re.error as exc:
             raise ConfigError(f"topics_regex is not a regular expression: {exc}") from None
-        return tuple(t for t in topic_names() if pattern.fullmatch(t))
+        matched = tuple(t for t in topic_names() if pattern.fullmatch(t))
+        if not matched:
+            log.warning(
+                "topics_regex %r matches no topic: FROM `*` archives nothing (yet)",
+                settings.topics_regex,
+            )
+        return matched
     raise ConfigError(
         "FROM `*` archives every topic the job is given, and none is given",
         hint="Pass --topics a,b or --topics-regex 'orders\\..*' (or topics:/topics_regex: "

@@ -65,3 +65,11 @@ def test_a_plan_without_star_is_unchanged() -> None:
 def test_mistakes_are_config_errors(settings: _Settings, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve(plan("INSERT INTO bkt:a SELECT * FROM `*`"), settings, names)
+
+
+def test_a_regex_that_matches_nothing_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    every = plan("INSERT INTO bkt:a SELECT * FROM `*`")
+    with caplog.at_level("WARNING"):
+        resolved = resolve(every, Settings(topics_regex=r"ordrs\..*"), names)
+    assert resolved.routes == ()
+    assert "matches no topic" in caplog.text and "ordrs" in caplog.text

@@ -119,7 +119,8 @@ class KafkaAdmin:
             ):
                 raise TopicNotFoundError(
                     f"topic {topic!r} does not exist on {self._kafka.bootstrap_servers}",
-                    hint="Check the topic name in the FROM clause",
+                    hint="Check the topic name in the FROM clause (or in --topics / topics: "
+                    "for FROM `*`)",
                 )
             found[topic] = tuple(sorted(meta.partitions))
         return found
