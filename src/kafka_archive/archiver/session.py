@@ -187,7 +187,7 @@ class Session:
             return
         have = {(r.target, r.topic) for r in self.plan.routes}
         try:
-            resolved = topics.resolve(written, self.settings, self.admin.topic_names)
+            resolved = topics.resolve(written, self.settings, self.admin.topic_names, quiet=True)
             new = tuple(r for r in resolved.routes if r.matched and (r.target, r.topic) not in have)
             if not new:
                 return

@@ -21,8 +21,16 @@ from kafka_archive.kcql.plan import Plan
 log = logging.getLogger(__name__)
 
 
-def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> Plan:
-    """``plan`` with every ``*`` route replaced by one route per topic it archives.
+def resolve(
+    plan: Plan,
+    settings: Settings,
+    topic_names: Callable[[], tuple[str, ...]],
+    *,
+    quiet: bool = False,
+) -> Plan:
+    """``plan`` with every ``*`` route replaced by one route per topic it archives (with
+    ``quiet``, a regex matching nothing is not warned about: a follow session looking
+    again).
 
     Raises:
         ConfigError: a ``*`` route without ``topics``/``topics_regex``, both given, or a bad
@@ -30,7 +38,7 @@ def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str,
     """
     if not any(route.all_topics for route in plan.routes):
         return plan
-    chosen = _chosen(settings, topic_names)
+    chosen = _chosen(settings, topic_names, quiet)
     routes = []
     for route in plan.routes:
         if not route.all_topics:
@@ -40,7 +48,9 @@ def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str,
     return Plan(tuple(routes))
 
 
-def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+def _chosen(
+    settings: Settings, topic_names: Callable[[], tuple[str, ...]], quiet: bool = False
+) -> tuple[str, ...]:
     if settings.topics and settings.topics_regex:
         raise ConfigError("give FROM `*` its topics with topics or topics_regex, not both")
     if settings.topics:
@@ -54,7 +64,7 @@ def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> t
         except re.error as exc:
             raise ConfigError(f"topics_regex is not a regular expression: {exc}") from None
         matched = tuple(t for t in topic_names() if pattern.fullmatch(t))
-        if not matched:
+        if not matched and not quiet:
             log.warning(
                 "topics_regex %r matches no topic: FROM `*` archives nothing (yet)",
                 settings.topics_regex,
