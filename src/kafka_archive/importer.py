@@ -184,10 +184,38 @@ def _common(settings: dict[str, str], result: Imported) -> None:
             settings.pop(key)
         elif is_secret(key):
             settings.pop(key)
-            result.warnings.append(
-                f"{key}: credentials are not carried over; kafka-archive uses "
-                "the AWS credential chain (environment, profile, role)"
-            )
+            result.warnings.append(f"{key}: credentials are not carried over; {_where(key)}")
+        elif _kafka_property(key) in _KAFKA_CARRIED:
+            # The connector's own Kafka client (a worker that allows overrides): librdkafka
+            # reads these under the same names.
+            kafka = result.config.setdefault("kafka", {})
+            kafka[_kafka_property(key)] = settings.pop(key)
+
+
+# Properties of a connector's Kafka consumer that librdkafka takes under the same name.
+_KAFKA_CARRIED = {"security.protocol", "sasl.mechanism"}
+
+
+def _kafka_property(key: str) -> str:
+    """``consumer.override.x`` (the connector's consumer, where the worker allows overrides)
+    as the client property ``x``; other keys as they are."""
+    return key.removeprefix("consumer.override.")
+
+
+def _where(key: str) -> str:
+    """Where a credential the import leaves out goes instead, by what it is for."""
+    if key.startswith("consumer.") or key.startswith(("sasl.", "ssl.")):
+        return (
+            "put the Kafka client's credentials in the config file's kafka: section as "
+            "librdkafka properties (sasl.username, sasl.password, ssl.key.password; the file "
+            "mode 0600)"
+        )
+    if "converter" in key or "schema.registry" in key:
+        return (
+            "the Schema Registry's go in schema_registry_url as https://user:password@host "
+            "in the config file (mode 0600)"
+        )
+    return "kafka-archive uses the AWS credential chain (environment, profile, role)"
 
 
 def _registry(settings: dict[str, str], result: Imported) -> None:
@@ -214,7 +242,33 @@ def _registry(settings: dict[str, str], result: Imported) -> None:
 
 def _rest(settings: dict[str, str], result: Imported) -> None:
     for key in sorted(settings):
-        result.warnings.append(f"{key}={settings[key]}: not carried over (no equivalent)")
+        value = settings[key]
+        shown = value if value.isprintable() else repr(value)  # one warning, one line
+        result.warnings.append(f"{key}={shown}: not carried over (no equivalent)")
+
+
+_JODA = {"YYYY": "year", "yyyy": "year", "MM": "month", "dd": "day", "HH": "hour"}
+_JODA.update({"mm": "minute", "ss": "second"})
+
+
+def _template_of(path: str) -> str | None:
+    """A Confluent ``path.format`` (a Joda pattern: quoted literal text, ``YYYY`` ``MM``
+    ``dd`` ``HH`` ``mm`` ``ss``, separators) as the time folders of a layout template
+    (``year={year}/month={month}``), or None when it holds anything else."""
+    parts: list[str] = []
+    for quoted, token, other in re.findall(
+        r"'([A-Za-z0-9_=.-]*)'|(YYYY|yyyy|MM|dd|HH|mm|ss)|(.)", path.strip()
+    ):
+        if token:
+            parts.append("{" + _JODA[token] + "}")
+        elif other:
+            if other not in "/-_=.":
+                return None
+            parts.append(other)
+        else:
+            parts.append(quoted)
+    middle = "".join(parts).strip("/")
+    return middle if middle and "{" in middle else None
 
 
 def _lenses(settings: dict[str, str]) -> Imported:
@@ -416,12 +470,19 @@ def _confluent(settings: dict[str, str]) -> Imported:
             "path.format",
             _HIVE_PATH if partitioner != "DailyPartitioner" else "'year'=YYYY/'month'=MM/'day'=dd",
         )
+        middle = _template_of(path)
         if path.replace(" ", "") == _HIVE_PATH:
             props["layout"] = "'hive'"
+        elif middle is not None:  # Confluent's keys: <dir>/<topic>/<path>/<topic>+<p>+<offset>
+            props["layout"] = "'template'"
+            props["layout.template"] = (
+                f"'{{topic}}/{middle}/{{topic}}+{{partition}}+{{offset}}.{{ext}}'"
+            )
         else:
             result.warnings.append(
-                f"path.format={path}: only {_HIVE_PATH} maps to a layout "
-                "(hive); set 'layout.template' by hand"
+                f"path.format={path}: only quoted text and YYYY, MM, dd, HH, mm, ss map to a "
+                "layout; the layout is hive (year=/month=/day=/hour=) instead: set "
+                "'layout.template' by hand to keep the connector's keys"
             )
             props["layout"] = "'hive'"
         settings.pop("partition.duration.ms", None)

@@ -161,6 +161,7 @@ def test_restore_without_envelope_asks_for_values_only_and_checks_partitions(
     )
     assert code == 4
     assert len(err.strip().splitlines()) == 1
+    assert "create it first" in err and "--to-topic" in err and "FROM clause" not in err
 
 
 def test_a_bounded_restore_resumes_where_it_stopped_without_duplicates(
@@ -289,3 +290,25 @@ def test_records_over_a_megabyte_are_restored_and_a_topic_too_small_for_them_is_
     line = err.strip().splitlines()[-1]
     assert f"max.message.bytes of {small}" in line and "Traceback" not in err
     assert read_all(broker, small, 1) == {0: []}  # the failed batch's transaction aborted
+
+
+@pytest.mark.full
+def test_values_only_of_a_csv_archive_says_it_replays_rows(
+    archive: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CSV archive holds rows, not the values produced: restored as rows, and said so (it
+    went without a word)."""
+    values = [(0, json.dumps({"id": i, "s": "x"}).encode()) for i in range(3)]
+    name, location, _ = archive(values, partitions=1, fmt="CSV")
+    target = topic(partitions=1)
+    kcql = f"INSERT INTO {location} SELECT * FROM {name} STOREAS CSV"
+    code, _, err = restore(
+        capsys, broker, s3_endpoint, name, location, target, "--values-only", "--kcql", kcql
+    )
+    assert code == 0, err
+    assert "CSV objects hold rows, not the values as produced" in err
+    assert read_all(broker, target, 1)[0] == [b"0,x", b"1,x", b"2,x"]

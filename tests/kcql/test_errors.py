@@ -188,3 +188,16 @@ def test_errors_are_kcql_errors_and_carry_the_label_in_repr() -> None:
     with pytest.raises(KcqlError) as info:
         kcql.parse("INSERT INTO b:p FROM t")
     assert "missing-select" in repr(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ("\ufeffINSERT INTO bkt:p SELECT * FROM t", "byte-order mark"),
+        ("INSERT INTO bkt:p SELECT * FROM t PROPERTIES(\u2018flush.count\u2019=1)", "quote"),
+    ],
+)
+def test_characters_pasted_from_documents_are_named(text: str, what: str) -> None:
+    with pytest.raises(KcqlSyntaxError) as caught:
+        kcql.parse(text)
+    assert what in str(caught.value) and caught.value.span is not None

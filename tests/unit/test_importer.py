@@ -273,3 +273,71 @@ def test_the_lenses_compression_codec_becomes_each_statements_codec_property() -
     codecs = {r.topic: r.codecs for r in kcql.parse(";".join(result.config["kcql"])).routes}
     assert codecs["t1"].parquet == "none", "Lenses' uncompressed PARQUET, not our snappy"
     assert codecs["t3"].compression.value == "none"
+
+
+def test_each_credential_left_out_says_where_it_goes_and_the_kafka_security_carries_over() -> None:
+    """A connector's Kafka and Schema Registry credentials are not AWS credentials: the
+    warning tells where each kind goes; the consumer's protocol and mechanism carry over."""
+    result = importer.convert(
+        {
+            "s3.bucket.name": "acme",
+            "topics": "orders",
+            "flush.size": "10",
+            "aws.secret.access.key": "AwsSecret1",
+            "consumer.override.security.protocol": "SASL_SSL",
+            "consumer.override.sasl.mechanism": "SCRAM-SHA-512",
+            "consumer.override.sasl.jaas.config": 'x required username="u" password="KafkaPw1";',
+            "value.converter.basic.auth.user.info": "sr:SrPw1",
+        }
+    )
+    assert result.config["kafka"] == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+    }
+    warned = {w.split(":")[0]: w for w in result.warnings}
+    assert "AWS credential chain" in warned["aws.secret.access.key"]
+    assert "kafka: section" in warned["consumer.override.sasl.jaas.config"]
+    assert "schema_registry_url" in warned["value.converter.basic.auth.user.info"]
+    text = result.yaml() + " ".join(result.warnings)
+    assert not [s for s in ("AwsSecret1", "KafkaPw1", "SrPw1") if s in text]
+    settings_from = yaml.safe_load(result.yaml())
+    assert settings_from["kafka"]["security.protocol"] == "SASL_SSL"
+
+
+@pytest.mark.parametrize(
+    ("partitioner", "path", "template"),
+    [
+        ("DailyPartitioner", None, "year={year}/month={month}/day={day}"),
+        ("TimeBasedPartitioner", "'dt'=YYYY-MM-dd/'hr'=HH", "dt={year}-{month}-{day}/hr={hour}"),
+    ],
+)
+def test_a_confluent_time_path_other_than_hive_keeps_its_keys_as_a_template(
+    partitioner: str, path: str | None, template: str
+) -> None:
+    """DailyPartitioner's folders have no hour: the import wrote the hive layout (with hour
+    folders) under a warning saying it had not."""
+    config = {
+        "s3.bucket.name": "acme",
+        "topics": "orders",
+        "flush.size": "10",
+        "partitioner.class": f"io.confluent.connect.storage.partitioner.{partitioner}",
+        "timestamp.extractor": "Record",
+    }
+    if path is not None:
+        config["path.format"] = path
+    result = importer.convert(config)
+    route = kcql.parse(";".join(result.config["kcql"])).routes[0]
+    assert route.layout.kind.value == "template"
+    expected = f"{{topic}}/{template}/{{topic}}+{{partition}}+{{offset}}.{{ext}}"
+    assert dict(route.properties)["layout.template"] == expected
+    assert not [w for w in result.warnings if "path.format" in w]
+    weekly = importer.convert({**config, "path.format": "YYYY/ww"})
+    assert "'layout'='hive'" in weekly.config["kcql"][0]
+    assert any("path.format=YYYY/ww" in w and "hive" in w for w in weekly.warnings)
+
+
+def test_a_setting_left_out_is_warned_on_one_line() -> None:
+    base = {"s3.bucket.name": "acme", "topics": "orders", "flush.size": "10"}
+    result = importer.convert({**base, "format.bytearray.separator": "\n"})
+    (warning,) = [w for w in result.warnings if "separator" in w]
+    assert "\n" not in warning and "'\\n'" in warning

@@ -20,6 +20,7 @@ import functools
 import os
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -103,13 +104,14 @@ class ChunkSet:
         part_bytes: int | None = None,
         max_open: int = MAX_OPEN,
         memory: bool = True,
+        confirm_topic: Callable[[], None] = lambda: None,
     ) -> None:
         """``memory``: write the object into memory when the route has one open at a time
-        (False: always spool it)."""
+        (False: always spool it). ``confirm_topic``: see :class:`.lifecycle.Lifecycle`."""
         self._unit = unit
         self._max_open = max_open
         # Where each object is between its spool file and the commit.
-        self.lifecycle = Lifecycle(unit, store)
+        self.lifecycle = Lifecycle(unit, store, confirm_topic=confirm_topic)
         self._part_bytes = part_bytes
         self._registry = registry
         self._store = store

@@ -267,3 +267,11 @@ class CatalogError(ArchiveError):
 
     exit_code = 23
     retriable = True
+
+
+class SchemaRegistryUnavailableError(ArchiveError):
+    """The Schema Registry cannot be reached, or answered with a server error (5xx): an
+    outage, ridden out by ``--follow`` like Kafka's and S3's."""
+
+    exit_code = 25
+    retriable = True

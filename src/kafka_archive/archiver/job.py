@@ -177,9 +177,14 @@ def plan_work(
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
     group = group_for(job)
     start_given = settings.given("start")
+    start_from_here = settings.start.kind is not positions.StartKind.EARLIEST
     # Routes that have begun (a partition with state): --start is where a route's first run
     # begins, so a partition without state in such a route was added to the topic since.
     begun = {(v.route_index, v.tp.topic) for v in views if v.loaded.state is not None}
+    # Likewise a FROM `*` statement (by its target) with a topic that has state: a topic it
+    # matches without state was created (or let in by --topics/--topics-regex) since its
+    # first run, which pinned every topic it matched then.
+    begun_all = {v.route.target for v in views if v.route.matched and v.loaded.state is not None}
     # One listing of the job's intent markers per target (not one per partition).
     marked = {
         target: pending.markers_of_job(store, target, job)
@@ -188,7 +193,8 @@ def plan_work(
     # A topic deleted and re-created under its name restarts its offsets: refused (exit 17).
     # (Iceberg routes too: their snapshot's offsets would be taken for the new topic's.)
     routes = {(v.route.target, v.tp.topic) for v in views}
-    identity.check(store, routes, admin.topic_ids(t for _, t in routes), record=True)
+    topic_ids = admin.topic_ids(t for _, t in routes)
+    identity.check(store, routes, topic_ids, record=True)
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []
@@ -251,11 +257,17 @@ def plan_work(
                 )
                 start = marks.low
                 passed = checkpoint.append_gap(passed, gap.first, gap.last)
-        elif (index, tp.topic) in begun and settings.start.kind is positions.StartKind.LATEST:
-            # Every record of a partition added since the route began came after its start
-            # (a time or a group's offsets mean the same for it as for the others).
+        elif settings.start.kind is positions.StartKind.LATEST and (
+            (index, tp.topic) in begun or (route.matched and route.target in begun_all)
+        ):
+            # Every record of a partition added since the route began came after its start,
+            # as did those of a topic created since (a time or a group's offsets mean the
+            # same for it as for the others).
             start = marks.low
-            log.info("%s: a partition added since the route began; from its first record", tp)
+            added = "a partition added since the route began"
+            if (index, tp.topic) not in begun:
+                added = "a topic FROM `*` matches since its first run"
+            log.info("%s: %s; from its first record", tp, added)
         else:
             start, note = positions.initial_offset(
                 settings.start,
@@ -294,9 +306,10 @@ def plan_work(
         stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
         if start >= stop:
             current = fence.loaded.state if state_object else None
-            if current is None and start > 0 and state_object:
+            if current is None and state_object and (start > 0 or start_from_here):
                 # Pin where a new job starts (latest, a time, a group), so that the next
-                # run continues from here instead of choosing again.
+                # run continues from here instead of choosing again: also at 0 (an empty
+                # partition), or the next run's `latest` would skip what came in between.
                 pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
                 writes.append(
                     functools.partial(
@@ -352,6 +365,7 @@ def plan_work(
                 lease_ttl_seconds=settings.lock_ttl_seconds,
                 commits=state.commits if state is not None else (),
                 gaps=passed,
+                topic_id=topic_ids.get(tp.topic),
                 young_after_ms=(
                     now_ms - route.flush.interval_seconds * 1000
                     if route.flush.interval_set or hold_tails

@@ -83,8 +83,17 @@ class Lifecycle:
     """The objects of one work unit, each in its stage; the moves prove the lease where a
     write could hurt another run, and refuse what the lifecycle does not allow."""
 
-    def __init__(self, unit: WorkUnit, store: S3Store, fencing: UnitFencing | None = None):
+    def __init__(
+        self,
+        unit: WorkUnit,
+        store: S3Store,
+        fencing: UnitFencing | None = None,
+        confirm_topic: Callable[[], None] = lambda: None,
+    ):
+        """``confirm_topic`` proves, before a marker or the commit, that what the unit read
+        is of the planned topic (:class:`.state.identity.TopicProof`)."""
         self._unit = unit
+        self._confirm_topic = confirm_topic
         self._store = store
         self._fencing = fencing or UnitFencing(store, unit)
         self._keeps_markers = unit.route.iceberg is None
@@ -124,6 +133,7 @@ class Lifecycle:
             self._check(key, Stage.MARKED)
         if not objects:
             return
+        self._confirm_topic()
         self._fencing.check()
         unit = self._unit
         marker = None
@@ -182,6 +192,7 @@ class Lifecycle:
                 raise IllegalMove(f"cannot commit past {key}: it is {found.stage.value}")
             if found.written is not None and found.written.last_offset >= next_offset:
                 raise IllegalMove(f"{key} ends at or after the commit offset {next_offset}")
+        self._confirm_topic()
         self._fencing.check()
         markers = self.markers()
         written = commit_state(

@@ -13,6 +13,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.model import RunResult
 from kafka_archive.archiver.report import ServiceTotals, prometheus_text
 from kafka_archive.archiver.status import JobStatus
@@ -32,7 +33,13 @@ class MetricsServer:
         self._totals = ServiceTotals()
         self._last: tuple[RunResult, JobStatus | None] | None = None
         self._started = time.monotonic()
-        self._server = ThreadingHTTPServer((host, port), self._handler())
+        try:
+            self._server = ThreadingHTTPServer((host, port), self._handler())
+        except OSError as exc:  # in use, or a privileged port
+            raise ConfigError(
+                f"cannot serve /metrics on port {port}: {exc.strerror}",
+                hint="Pick a free port with --metrics-port (or stop what listens there)",
+            ) from None
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, daemon=True, name="metrics"

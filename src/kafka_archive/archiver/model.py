@@ -69,6 +69,9 @@ class WorkUnit:
     # the driver commits the partition over the contiguous prefix of finished pieces.
     part_start: int | None = None
     part_stop: int | None = None
+    # The topic's Kafka id the plan confirmed (None: the cluster tells none); the task
+    # confirms it again before it marks or commits (archiver.state.identity.TopicProof).
+    topic_id: str | None = None
 
     @property
     def deferred(self) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from kafka_archive.archiver.reading.records import FoundRecord, partition_record
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route
+
+log = logging.getLogger(__name__)
 
 BATCH_RECORDS = 5_000
 _TIMEOUT = 60.0
@@ -316,6 +319,13 @@ def restore(
             hint="Pass --values-only to replay the values alone, or archive with "
             "PROPERTIES('store.envelope'=true) to restore whole records",
         )
+    if not has_envelope and route.format.value not in ("JSON", "TEXT", "BYTES"):
+        log.warning(
+            "%s objects hold rows, not the values as produced: each is replayed as `cat "
+            "--output raw` prints it (%s)",
+            route.format.value,
+            "its CSV text" if route.format.value.startswith("CSV") else "the row as JSON",
+        )
     # Without the envelope's metadata ('store.envelope.fields.metadata'=false) no record
     # has a timestamp either: a time bound would silently select nothing.
     timed = has_envelope and found.stored.timestamp is not None
@@ -325,7 +335,14 @@ def restore(
             "metadata keeps"
         )
     with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
-        target_partitions = admin.partitions((to_topic,))[to_topic]
+        try:
+            target_partitions = admin.partitions((to_topic,))[to_topic]
+        except errors.TopicNotFoundError as exc:
+            exc.hint = (
+                "restore replays into an existing topic: create it first (with at least the "
+                "archive's partitions for --partition-map same), or fix --to-topic"
+            )
+            raise
     if partition_map == "same":
         missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
         if missing:

@@ -21,7 +21,11 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 from fastavro.read import SchemaResolutionError
 
-from kafka_archive.archiver.errors import BadRecordError, ConfigError
+from kafka_archive.archiver.errors import (
+    BadRecordError,
+    ConfigError,
+    SchemaRegistryUnavailableError,
+)
 
 MAGIC = 0
 _TIMEOUT_SECONDS = 30
@@ -43,7 +47,9 @@ class SchemaRegistry:
         self.url = url.rstrip("/")
 
     def schema(self, ident: int) -> tuple[Any, Any]:
-        """(the schema as JSON, the parsed schema) of ``ident``. Raises ConfigError."""
+        """(the schema as JSON, the parsed schema) of ``ident``. Raises ConfigError (an id
+        it does not know, an answer that is not a schema) or SchemaRegistryUnavailableError
+        (not reached, a server error)."""
         key = (self.url, ident)
         with _LOCK:
             if key in _CACHE:
@@ -56,9 +62,22 @@ class SchemaRegistry:
             raw = json.loads(body["schema"])
             parsed = parse_schema(raw)
         except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise SchemaRegistryUnavailableError(
+                    f"the schema registry answered HTTP {exc.code} for schema id {ident}",
+                    hint="Check that it is up; the next run resumes from the last committed offset",
+                ) from None
             raise ConfigError(
                 f"the schema registry answered HTTP {exc.code} for schema id {ident}",
                 hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            ) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            # Not reached, or no answer in time: an outage (or a wrong host).
+            raise SchemaRegistryUnavailableError(
+                f"cannot reach the schema registry for schema id {ident} ({type(exc).__name__})",
+                hint="Check that it is up and --schema-registry-url / "
+                "KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL; the next run resumes from the last "
+                "committed offset",
             ) from None
         except (OSError, ValueError, KeyError) as exc:
             raise ConfigError(

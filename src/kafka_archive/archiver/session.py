@@ -16,9 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from kafka_archive.archiver import driver, iceberg, subunits, transforms
+from kafka_archive.archiver import driver, iceberg, subunits, topics, transforms
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
+from kafka_archive.archiver.errors import (
+    ArchiveError,
+    KafkaUnavailableError,
+    RecordsLostError,
+    TopicNotFoundError,
+)
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import (
@@ -84,9 +89,17 @@ class Session:
     """One job's open session: preflight done, locks held, Spark started on first need."""
 
     def __init__(
-        self, settings: Settings, pre: driver.Preflight, run_id: str, progress: driver.Progress
+        self,
+        settings: Settings,
+        pre: driver.Preflight,
+        run_id: str,
+        progress: driver.Progress,
+        written: Plan | None = None,
     ) -> None:
+        """``written``: the plan as written (FROM `*` unresolved), for :meth:`discover`."""
         self.settings, self.pre, self.store, self.admin = settings, pre, pre.store, pre.kafka
+        self.written = written
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
         self.job, self.run_id, self.progress = pre.job, run_id, progress
         self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
         self.plan = plan = pre.plan
@@ -141,6 +154,67 @@ class Session:
             except ArchiveError as exc:
                 log.info("could not write the state index (the next run reads more): %s", exc)
 
+    def discover(self) -> None:
+        """A follow session of a FROM `*` statement with a topics regex: the topics that
+        match it since the session began join it (looked for at most every
+        DISCOVER_SECONDS, one metadata request), as routes after the others (their numbers
+        stay). They begin as a topic matched after the statement's first run does
+        (:func:`.job.plan_work`). Not for Iceberg routes (their tables are prepared at the
+        start): those join at the next start."""
+        written = self.written
+        if (
+            written is None
+            or not self.settings.topics_regex
+            or time.monotonic() < self._discover_at
+        ):
+            return
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
+        if any(r.all_topics and r.iceberg is not None for r in written.routes):
+            return
+        have = {(r.target, r.topic) for r in self.plan.routes}
+        try:
+            resolved = topics.resolve(written, self.settings, self.admin.topic_names, quiet=True)
+            new = tuple(r for r in resolved.routes if r.matched and (r.target, r.topic) not in have)
+            if not new:
+                return
+            found = self.admin.partitions(tuple(sorted({r.topic for r in new})))
+        except (KafkaUnavailableError, TopicNotFoundError):
+            return  # an outage is the batch's to meet; a topic gone again is not new
+        plan = Plan(self.plan.routes + new)
+        check_layouts(plan)
+        self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
+        self.partitions.update(found)
+        self.plan, self.pre = plan, dataclasses.replace(self.pre, plan=plan)
+        for route in new:
+            log.info("%s: FROM `*` matches it now; it joins the session", route.topic)
+
+    def _leave_deleted_topics(self) -> bool:
+        """After the offsets could not be read: whether a topic of the session was deleted
+        since it began (its partitions were found once, at the start). A topic a FROM `*`
+        statement matched is left out from here on, as it no longer matches (True); one a
+        statement names ends the session, as a run's preflight would refuse it (exit 4)."""
+        try:
+            existing = set(self.admin.topic_names())
+        except KafkaUnavailableError:
+            return False  # Kafka itself is out of reach: the batch's error stands
+        gone = sorted(t for t, found in self.partitions.items() if found and t not in existing)
+        for topic in gone:
+            if any(r.topic == topic and not r.matched for r in self.plan.routes):
+                raise TopicNotFoundError(
+                    f"topic {topic!r} was deleted while this session archived it (archived "
+                    "up to its last commit)",
+                    hint="Remove its statement, or archive a topic re-created under its name "
+                    "into a new prefix, and start again",
+                )
+            log.warning(
+                "%s: the topic was deleted; FROM `*` archives it no more (archived up to its "
+                "last commit)",
+                topic,
+            )
+            self.partitions[topic] = ()
+        return bool(gone)
+
     def batch(self, *, hold_tails: bool) -> RunResult:
         """Archive from each committed offset to the end as of now; raise the first failure.
 
@@ -157,13 +231,18 @@ class Session:
         tenure = self._tenure()
         known = self._known if tenure == self._known_under else {}
         self._known = {}  # kept again only when this batch succeeds
-        views = driver.partition_states(
-            self.pre,
-            partitions=self.partitions,
-            tables=iceberg.offsets_by_route(self.tables),
-            legacy=False,  # adopted at the session's start, under its lease
-            known=known,
-        )
+        try:
+            views = driver.partition_states(
+                self.pre,
+                partitions=self.partitions,
+                tables=iceberg.offsets_by_route(self.tables),
+                legacy=False,  # adopted at the session's start, under its lease
+                known=known,
+            )
+        except (KafkaUnavailableError, TopicNotFoundError):
+            if not self._leave_deleted_topics():
+                raise
+            return self.batch(hold_tails=hold_tails)
         work = jobs.plan_work(
             views,
             store=self.store,
@@ -267,7 +346,7 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
     multipart uploads of crashed runs aborted; Spark is stopped at the end."""
     run_id = jobs.new_run_id()
     with driver.preflight(settings, plan, spool_dir=True) as pre:
-        archiver = Session(settings, pre, run_id, progress)
+        archiver = Session(settings, pre, run_id, progress, written=plan)
         probe.check_conditional_writes(
             pre.store,
             archiver.plan,
@@ -331,6 +410,8 @@ def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = No
 
 
 FOLLOW_BATCH_LIMIT = 1_000_000
+# How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).
+DISCOVER_SECONDS = 10.0
 FOLLOW_MAX_BACKOFF = 60.0
 
 
@@ -383,6 +464,7 @@ def follow(
         while True:
             batch_started = time.monotonic()
             try:
+                archiver.discover()
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
                 # A service rides out an S3 or Kafka outage: what units committed stays

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -380,6 +381,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start})",
+            hint="Pass the YAML config file (kcql:, bootstrap_servers:, …)",
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -462,6 +468,7 @@ def load_settings(
         value = values.get(name)
         return _BY_NAME[name].default if value is None else value
 
+    _check_bootstrap(get("bootstrap_servers") or "", origin.get("bootstrap_servers", ""))
     settings = Settings(
         kafka=KafkaSettings(
             bootstrap_servers=get("bootstrap_servers") or "",
@@ -535,6 +542,8 @@ def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
             hint="pip install 'botocore[crt]' (on the driver and executors), or use CRC32 or "
             "SHA256",
         )
+    for name in ("endpoint_url", "sts_endpoint_url"):
+        _check_url(name, get(name), origin.get(name, ""))
     return S3Settings(
         endpoint_url=get("endpoint_url"),
         region=get("region"),
@@ -556,6 +565,20 @@ def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:
     )
 
 
+def _check_url(name: str, url: str | None, source: str) -> None:
+    """An endpoint must be an http(s) URL with a host (``minio:9000`` without its scheme
+    reached botocore, which raised on it)."""
+    if url is None:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = "" if "@" in url else f": {url!r}"  # a password is never quoted
+        raise ConfigError(
+            f"{name} from {source} is not an http:// or https:// URL with a host{shown}",
+            hint="For example http://minio:9000 or https://s3.eu-west-1.amazonaws.com",
+        )
+
+
 def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:
     if mb is None:
         return None
@@ -566,6 +589,19 @@ def _part_bytes(mb: int | None, origin: Mapping[str, str]) -> int | None:
             hint="S3 refuses multipart parts smaller than 5 MiB",
         )
     return mb * MIB
+
+
+def _check_bootstrap(servers: str, source: str) -> None:
+    """Refuse a user or password in the bootstrap servers (``user:pass@host:9092``, pasted
+    from a URL): Kafka takes none there, and the value would be shown in every error about
+    reaching Kafka. The value itself is not quoted."""
+    if "@" in servers:
+        raise ConfigError(
+            f"the bootstrap servers ({source}) hold a user or password (an '@'); Kafka "
+            "takes HOST:PORT[,HOST:PORT] there",
+            hint="Give the credentials as librdkafka properties, in the config file's kafka: "
+            "section (sasl.username, sasl.password; mode 0600) or with -X",
+        )
 
 
 def require_bootstrap(settings: Settings, config_path: Path | None) -> None:

@@ -24,6 +24,7 @@ from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.progress import ProgressSender, UnitProgress
 from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.state.identity import TopicProof
 from kafka_archive.archiver.store.s3 import STORES, S3Store
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,9 @@ def _archive_unit(
     read = 0
     url = settings.schema_registry_url
     registry = SchemaRegistry(url) if url else None
+    # What the unit read is the planned topic's (not one re-created since the plan's check):
+    # proved before each marker and the commit.
+    topic = TopicProof(settings.kafka, unit, settings.read_timeout_seconds)
     chunks = ChunkSet(
         unit,
         store,
@@ -144,6 +148,7 @@ def _archive_unit(
         registry,
         settings.s3.stream_part_bytes,
         max_open=settings.max_open_writers,
+        confirm_topic=topic.confirm,
     )
     policy = deadletter.policy_of(unit.route)
     refused = Refused()
@@ -165,6 +170,7 @@ def _archive_unit(
                         offset=batch.first_offset, records=read, size=chunks.bytes_so_far()
                     )
                 read += len(batch)
+                topic.read()
                 taken: Batch | transforms.TransformedBatch = batch
                 if transform is not None:
                     taken = transform.apply(batch.records())
@@ -195,6 +201,9 @@ def _archive_unit(
                             "skip the record (error policy) and run again",
                             committed=partial,
                         )
+            # Once for what the unit read (the markers and commit below need no other); also
+            # for a piece or an Iceberg route, whose commit is the driver's.
+            topic.confirm()
             next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
         return _commit(unit, store, chunks, next_offset, started, refused)
     except Exception as exc:

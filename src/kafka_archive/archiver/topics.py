@@ -10,6 +10,7 @@ route writing to the same target.) The job's name is derived from the plan as wr
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Callable
 
@@ -17,9 +18,19 @@ from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.kcql.plan import Plan
 
+log = logging.getLogger(__name__)
 
-def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> Plan:
-    """``plan`` with every ``*`` route replaced by one route per topic it archives.
+
+def resolve(
+    plan: Plan,
+    settings: Settings,
+    topic_names: Callable[[], tuple[str, ...]],
+    *,
+    quiet: bool = False,
+) -> Plan:
+    """``plan`` with every ``*`` route replaced by one route per topic it archives (with
+    ``quiet``, a regex matching nothing is not warned about: a follow session looking
+    again).
 
     Raises:
         ConfigError: a ``*`` route without ``topics``/``topics_regex``, both given, or a bad
@@ -27,17 +38,19 @@ def resolve(plan: Plan, settings: Settings, topic_names: Callable[[], tuple[str,
     """
     if not any(route.all_topics for route in plan.routes):
         return plan
-    chosen = _chosen(settings, topic_names)
+    chosen = _chosen(settings, topic_names, quiet)
     routes = []
     for route in plan.routes:
         if not route.all_topics:
             routes.append(route)
             continue
-        routes.extend(dataclasses.replace(route, topic=t) for t in chosen)
+        routes.extend(dataclasses.replace(route, topic=t, matched=True) for t in chosen)
     return Plan(tuple(routes))
 
 
-def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+def _chosen(
+    settings: Settings, topic_names: Callable[[], tuple[str, ...]], quiet: bool = False
+) -> tuple[str, ...]:
     if settings.topics and settings.topics_regex:
         raise ConfigError("give FROM `*` its topics with topics or topics_regex, not both")
     if settings.topics:
@@ -50,7 +63,13 @@ def _chosen(settings: Settings, topic_names: Callable[[], tuple[str, ...]]) -> t
             pattern = re.compile(settings.topics_regex)
         except re.error as exc:
             raise ConfigError(f"topics_regex is not a regular expression: {exc}") from None
-        return tuple(t for t in topic_names() if pattern.fullmatch(t))
+        matched = tuple(t for t in topic_names() if pattern.fullmatch(t))
+        if not matched and not quiet:
+            log.warning(
+                "topics_regex %r matches no topic: FROM `*` archives nothing (yet)",
+                settings.topics_regex,
+            )
+        return matched
     raise ConfigError(
         "FROM `*` archives every topic the job is given, and none is given",
         hint="Pass --topics a,b or --topics-regex 'orders\\..*' (or topics:/topics_regex: "

@@ -94,6 +94,14 @@ def _load(config: Path | None, flags: dict[str, Any]) -> LoadedConfig:
 
 
 def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
+    for text in kcql_texts:
+        name = text.strip()
+        if "\n" not in name and " " not in name and Path(name).is_file():
+            raise ConfigError(
+                f"--kcql takes KCQL statements, and {name!r} is a file",
+                hint=f'Pass its text: --kcql "$(cat {name})", or list its statements under '
+                "kcql: in a --config file",
+            )
     if kcql_texts:
         return api.compile_plan(";\n".join(kcql_texts))
     if loaded.statements:

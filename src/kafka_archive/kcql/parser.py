@@ -162,6 +162,12 @@ def syntax_error(exc: UnexpectedInput, text: str) -> KcqlSyntaxError:
     """Translate a Lark error into a :class:`KcqlSyntaxError` with words, position and label."""
     expected = _expected(exc)
     found, span = _found(exc, text)
+    pos = exc.pos_in_stream
+    pasted = _PASTED.get(text[pos]) if pos is not None and 0 <= pos < len(text) else None
+    if pasted is not None:
+        return KcqlSyntaxError(
+            f"unexpected character {found}", span=span, hint=pasted, label="unexpected"
+        )
     label = _label(exc, text)
     if label is not None:
         return KcqlSyntaxError(
@@ -178,6 +184,17 @@ def syntax_error(exc: UnexpectedInput, text: str) -> KcqlSyntaxError:
     if expected:
         message += f", expected {one_of(expected)}"
     return KcqlSyntaxError(message, span=span, expected=expected, label="unexpected")
+
+
+# Characters text copied from a document or a Windows editor brings along.
+_QUOTE_HINT = "A typographic quote (copied from a document?): write ' or ` instead"
+_PASTED = {
+    "\ufeff": "A byte-order mark (a file saved by a Windows editor?): save it without one",
+    "\u2018": _QUOTE_HINT,
+    "\u2019": _QUOTE_HINT,
+    "\u201c": _QUOTE_HINT,
+    "\u201d": _QUOTE_HINT,
+}
 
 
 def _label(exc: UnexpectedInput, text: str) -> SyntaxLabel | None:

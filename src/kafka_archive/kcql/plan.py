@@ -369,6 +369,8 @@ class Route:
     properties: tuple[tuple[str, str], ...] = ()
     spans: tuple[tuple[str, Span], ...] = field(default=(), compare=False, repr=False)
     span: Span | None = field(default=None, compare=False, repr=False)
+    # One topic of a ``FROM `*``` statement, as the archiver resolved it (never parsed).
+    matched: bool = field(default=False, compare=False)
 
     @property
     def all_topics(self) -> bool:

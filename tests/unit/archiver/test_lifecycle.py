@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.errors import TopicRecreatedError
 from kafka_archive.archiver.lifecycle import MOVES, IllegalMove, Lifecycle, Stage
 from kafka_archive.archiver.model import ObjectWritten, TopicPartition, WorkUnit
 
@@ -249,3 +250,31 @@ def test_every_sequence_of_moves_keeps_the_invariant(moves: list[tuple[str, str]
         assert [o.key for o in life.uploaded()] == order
     states = [c for c in store.calls if c.startswith("state")]
     assert states == ([f"state {COMMIT}"] if committed else [])
+
+
+def test_the_topic_is_confirmed_before_each_marker_and_the_commit() -> None:
+    """What the unit read is the planned topic's (state.identity.TopicProof) before anything
+    of it is marked or committed: a refusal there leaves nothing marked."""
+    store = FakeStore()
+
+    def confirm() -> None:
+        store.calls.append("topic")
+
+    life = Lifecycle(_unit(), store, FakeFencing(store), confirm_topic=confirm)  # type: ignore[arg-type]
+    life.open("arch/t/0/0.json")
+    life.mark(["arch/t/0/0.json"], 0)
+    _upload(life, store, "arch/t/0/0.json", _written("arch/t/0/0.json", 0, 9))
+    life.commit(10)
+    topics = [i for i, call in enumerate(store.calls) if call == "topic"]
+    assert len(topics) == 2 and store.calls[topics[0] + 1] == "lease"
+    assert store.calls[topics[1] + 1] == "lease"
+
+    def refuse() -> None:
+        raise TopicRecreatedError("re-created")
+
+    store = FakeStore()
+    life = Lifecycle(_unit(), store, FakeFencing(store), confirm_topic=refuse)  # type: ignore[arg-type]
+    life.open("arch/t/0/0.json")
+    with pytest.raises(TopicRecreatedError):
+        life.mark(["arch/t/0/0.json"], 0)
+    assert store.marked() == {} and life.stage("arch/t/0/0.json") is Stage.WRITING

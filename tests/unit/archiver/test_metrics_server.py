@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.metrics_server import MetricsServer
 from kafka_archive.archiver.model import RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.status import JobStatus, PartitionStatus
@@ -83,3 +85,14 @@ def test_metrics_serves_the_last_batch_and_unknown_paths_404(server: MetricsServ
     assert code == 200
     assert 'kafka_archive_lag_records{job="job-1",topic="orders",partition="0"} 7' in text
     assert _get(server, "/nope")[0] == 404
+
+
+def test_a_port_in_use_is_one_line_not_an_internal_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        with pytest.raises(ConfigError) as caught:
+            MetricsServer(port, max_age=60, max_lag=None, host="127.0.0.1")
+    assert caught.value.exit_code == 2 and f"port {port}" in str(caught.value)
+    assert "--metrics-port" in str(caught.value)

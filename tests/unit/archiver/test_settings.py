@@ -104,3 +104,41 @@ def test_the_unsafe_conditional_writes_setting_is_off_unless_stated(tmp_path: Pa
     assert getattr(load_settings(path, env, {}).settings, name) is False
     with pytest.raises(ConfigError, match="must be true or false"):
         load_settings(None, {"KAFKA_ARCHIVE_" + name.upper(): "maybe"}, {})
+
+
+@pytest.mark.parametrize(
+    ("config", "environ", "flags", "source"),
+    [
+        ("", {}, {"bootstrap_servers": "svc:Pw0rdX@b1:9092"}, "flag --bootstrap-servers"),
+        ("", {"KAFKA_ARCHIVE_BOOTSTRAP_SERVERS": "b0:9092,u:Pw0rdX@b1:9092"}, {}, "environment"),
+        ("bootstrap_servers: SASL_SSL://u:Pw0rdX@b1:9092\n", {}, {}, "config file"),
+    ],
+)
+def test_credentials_in_the_bootstrap_servers_are_refused_without_quoting_them(
+    tmp_path: Path, config: str, environ: dict[str, str], flags: dict[str, str], source: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(config)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path if config else None, flags=flags, environ=environ)
+    text = f"{caught.value} {caught.value.hint}"
+    assert source in text and "kafka: section" in text and "Pw0rdX" not in text
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "url", ["minio:9000", "127.0.0.1:9000", "ftp://minio", "http://", "u:Pw0rdX@minio:9000"]
+)
+def test_an_endpoint_that_is_not_an_http_url_is_refused_with_its_source(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, {}, {"endpoint_url": url})
+    text = str(caught.value)
+    assert "endpoint_url from flag --endpoint-url" in text and "http://" in text
+    assert "Pw0rdX" not in text
+
+
+def test_a_config_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "archive.yaml"
+    path.write_bytes(b"kcql: \xd0\x00\xff binary")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_settings(path, {}, {})

@@ -32,6 +32,7 @@ def test_a_regex_matches_whole_topic_names() -> None:
     resolved = resolve(every, Settings(topics_regex=r"orders\.(eu|us)"), names)
     assert [r.topic for r in resolved.routes] == ["orders.eu", "orders.us"]
     assert all(dataclasses.replace(r, topic="*") == every.routes[0] for r in resolved.routes)
+    assert all(r.matched for r in resolved.routes) and not every.routes[0].matched
 
 
 def test_a_topics_list_is_taken_as_given_beside_named_routes() -> None:
@@ -64,3 +65,11 @@ def test_a_plan_without_star_is_unchanged() -> None:
 def test_mistakes_are_config_errors(settings: _Settings, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         resolve(plan("INSERT INTO bkt:a SELECT * FROM `*`"), settings, names)
+
+
+def test_a_regex_that_matches_nothing_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    every = plan("INSERT INTO bkt:a SELECT * FROM `*`")
+    with caplog.at_level("WARNING"):
+        resolved = resolve(every, Settings(topics_regex=r"ordrs\..*"), names)
+    assert resolved.routes == ()
+    assert "matches no topic" in caplog.text and "ordrs" in caplog.text

@@ -168,3 +168,13 @@ def test_every_command_refuses_a_bad_layout_with_its_position(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("kcql:1:63: ") and "internal error" not in err, err
+
+
+def test_a_file_given_to_kcql_is_named_with_how_to_pass_its_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "orders.kcql"
+    path.write_text("INSERT INTO bkt:arch SELECT * FROM orders")
+    assert main(["validate", "--kcql", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file" in err[0] and f'"$(cat {path})"' in err[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import time
@@ -16,8 +17,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # t
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
-from kafka_archive.archiver.kafka.reader import consumer_config, is_transient, reads_committed
+from kafka_archive.archiver.kafka.reader import (
+    consumer_config,
+    consumer_key,
+    is_transient,
+    reads_committed,
+)
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.pooling import Pool
 from kafka_archive.archiver.settings import KafkaSettings
 
 # librdkafka's own log lines of the driver's clients (a refused connection logs every 50 ms):
@@ -65,6 +72,8 @@ class KafkaAdmin:
         self._read_committed = reads_committed(config)
         self._consumer = Consumer({**config, "logger": LIBRDKAFKA_LOG})
         self._admin: AdminClient | None = None
+        # Admin clients replaced after a failure, kept until __exit__ drops them (below).
+        self._retired: list[AdminClient] = []
 
     def __enter__(self) -> KafkaAdmin:
         return self
@@ -76,6 +85,14 @@ class KafkaAdmin:
         tb: TracebackType | None,
     ) -> None:
         self._consumer.close()
+        # The admin clients are destroyed here, in this thread. Left to the garbage collector
+        # (this object in an exception's reference cycle: any error leaving a
+        # contextlib-managed block makes one), a client is destroyed in whatever thread runs
+        # the collection, also a librdkafka thread delivering another client's admin result,
+        # and librdkafka aborts the process there ("calling rd_kafka_destroy() from
+        # librdkafka owned thread is prohibited"): exit -6 instead of the error's code.
+        self._admin = None
+        self._retired.clear()
 
     def _metadata(self) -> Any:
         """The cluster's metadata for all topics (never by name: that may auto-create)."""
@@ -102,7 +119,8 @@ class KafkaAdmin:
             ):
                 raise TopicNotFoundError(
                     f"topic {topic!r} does not exist on {self._kafka.bootstrap_servers}",
-                    hint="Check the topic name in the FROM clause",
+                    hint="Check the topic name in the FROM clause (or in --topics / topics: "
+                    "for FROM `*`)",
                 )
             found[topic] = tuple(sorted(meta.partitions))
         return found
@@ -206,6 +224,9 @@ class KafkaAdmin:
                 )
                 for name, (spec, isolation) in lookups.items()
             }
+            # All answered before one's failure is raised: no request of a client being
+            # replaced is left in flight.
+            concurrent.futures.wait([f for answers in futures.values() for f in answers.values()])
             return {
                 name: {
                     TopicPartition(k.topic, k.partition): int(f.result().offset)
@@ -214,11 +235,19 @@ class KafkaAdmin:
                 for name, answers in futures.items()
             }
 
-        return self._retried(look_up, f"cannot read the offsets of {len(tps)} partition(s)")
+        return self._retried(
+            look_up,
+            f"cannot read the offsets of {len(tps)} partition(s)",
+            topics={tp.topic for tp in tps},
+        )
 
-    def _retried(self, attempt: Callable[[AdminClient], _T], failure: str) -> _T:
+    def _retried(
+        self, attempt: Callable[[AdminClient], _T], failure: str, topics: Iterable[str] = ()
+    ) -> _T:
         """``attempt`` on the admin client, again (with backoff, up to the offsets' deadline)
-        while it fails with a transient error; then KafkaUnavailableError(``failure``)."""
+        while it fails with a transient error; then KafkaUnavailableError(``failure``). An
+        unknown topic or partition is not waited out when one of ``topics`` is gone (deleted
+        since it was found): TopicNotFoundError at once."""
         deadline = time.monotonic() + _OFFSETS_DEADLINE
         delay = 0.2
         while True:
@@ -226,16 +255,28 @@ class KafkaAdmin:
                 return attempt(self._admin_client())
             except KafkaException as exc:
                 error = exc.args[0]
-                # The next attempt (or batch) on a new client: after a broker restart this one
-                # keeps sending leader epochs from before it, refused (FENCED_LEADER_EPOCH) for
-                # as long as it lives.
-                self._admin = None
-                # "No leaders found" (_NOENT): a broker that just started has not elected them.
-                transient = is_transient(error) or error.code() == KafkaError._NOENT
-                if not transient or time.monotonic() + delay > deadline:
-                    raise KafkaUnavailableError(
-                        f"{failure}: {error.str()}", hint="Check that the brokers are up"
-                    ) from None
+            # Decided out of the except clause: an error raised in it would keep the failed
+            # attempt's frames, and with them the client, alive in its context.
+            if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART and topics:
+                gone = sorted(set(topics) - set(self.topic_names()))
+                if gone:
+                    raise TopicNotFoundError(
+                        f"topic {gone[0]!r} does not exist on "
+                        f"{self._kafka.bootstrap_servers} (any more)",
+                        hint="It was deleted since the run found it",
+                    )
+            # The next attempt (or batch) on a new client: after a broker restart this one
+            # keeps sending leader epochs from before it, refused (FENCED_LEADER_EPOCH) for
+            # as long as it lives.
+            if self._admin is not None:
+                self._retired.append(self._admin)
+            self._admin = None
+            # "No leaders found" (_NOENT): a broker that just started has not elected them.
+            transient = is_transient(error) or error.code() == KafkaError._NOENT
+            if not transient or time.monotonic() + delay > deadline:
+                raise KafkaUnavailableError(
+                    f"{failure}: {error.str()}", hint="Check that the brokers are up"
+                )
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -321,3 +362,61 @@ class KafkaAdmin:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+# Executors: the admin clients that confirm a topic's id before a unit marks or commits
+# (:class:`.state.identity.TopicProof`), reused from unit to unit like the consumers. Their
+# librdkafka log goes nowhere: what fails is retried, then reported as one error.
+_QUIET = logging.getLogger("kafka_archive.librdkafka.topic_ids")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+def _task_admin_config(kafka: KafkaSettings) -> dict[str, Any]:
+    return kafka.client_config(defaults={}, fixed={"logger": _QUIET})
+
+
+TASK_ADMINS: Pool[KafkaSettings, AdminClient] = Pool(
+    lambda kafka: AdminClient(_task_admin_config(kafka)),
+    lambda kafka: consumer_key(kafka.client_config(defaults={}, fixed={})),
+    reset=lambda admin: True,
+    max_idle=8,  # a task's unit threads (archiver.task.UNIT_THREADS) each take one
+    max_idle_seconds=60.0,
+)
+
+
+def topic_id_now(kafka: KafkaSettings, topic: str, timeout: float) -> str | None:
+    """Executor side: ``topic``'s Kafka id now (one DescribeTopics request on a pooled admin
+    client); None when the topic does not exist, ``""`` when the cluster tells no id (as
+    :meth:`KafkaAdmin.topic_ids` leaves such a topic out). Transient failures are tried again
+    for up to ``timeout`` seconds, then KafkaUnavailableError."""
+    deadline = time.monotonic() + timeout
+    delay = 0.2
+    while True:
+        admin = TASK_ADMINS.take(kafka)
+        try:
+            future = admin.describe_topics(
+                TopicCollection([topic]), request_timeout=min(_METADATA_TIMEOUT, timeout)
+            )[topic]
+            topic_id = str(future.result().topic_id)
+        except KafkaException as exc:
+            error = exc.args[0]
+        else:
+            TASK_ADMINS.give(kafka, admin)
+            return "" if topic_id == _NO_TOPIC_ID else topic_id
+        # Out of the except clause, as in KafkaAdmin._retried.
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            TASK_ADMINS.give(kafka, admin)
+            return None
+        if not is_transient(error):
+            TASK_ADMINS.give(kafka, admin)
+            return ""  # not authorized to describe it, say: not checked (as the driver)
+        del admin  # not given back: a new client for the next attempt
+        if time.monotonic() + delay > deadline:
+            raise KafkaUnavailableError(
+                f"cannot describe topic {topic!r}: {error.str()}",
+                hint="Check that the brokers are up; the next run resumes from the last "
+                "committed offset",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)

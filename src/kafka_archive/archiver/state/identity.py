@@ -13,6 +13,12 @@ and every command that reads Kafka for a route (``run``, ``--follow`` batches, `
 ``verify``, which write nothing, report every route first, that one marked,
 :func:`recreated`).
 
+A topic re-created after that check, while the batch's tasks read it, would be read as the
+planned one: each unit carries the id its plan confirmed (``WorkUnit.topic_id``) and its task
+confirms it again (:class:`TopicProof`) after reading and before it marks objects or commits,
+so what a unit writes was read before any deletion (a topic id never comes back): exit 17,
+nothing of the new topic marked, uploaded or committed.
+
 Routes archived before ids were kept record the current id at their next run: a topic
 re-created before that is only caught when its offsets are below the archive's
 (:func:`.job.plan_work`). ``--reset-state`` keeps the document, as it keeps the objects: it
@@ -29,6 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from kafka_archive.archiver.errors import TopicRecreatedError
+from kafka_archive.archiver.kafka.admin import topic_id_now
+from kafka_archive.archiver.model import WorkUnit
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import now_iso
 from kafka_archive.archiver.state.paths import topic_identity_key
@@ -37,6 +45,7 @@ from kafka_archive.kcql.plan import Route, Target
 
 if TYPE_CHECKING:
     from kafka_archive.archiver.kafka.admin import KafkaAdmin
+    from kafka_archive.archiver.settings import KafkaSettings
 
 FORMAT_VERSION = versions.TOPIC_ID_VERSION
 
@@ -141,3 +150,41 @@ def _read(store: S3Store, target: Target, key: str) -> str | None:
     versions.require(doc.body, FORMAT_VERSION, f"the topic record s3://{target.bucket}/{key}")
     found = doc.body.get("topic_id")
     return str(found) if found else None
+
+
+class TopicProof:
+    """Executor side: that the records a unit read are of the topic its plan confirmed.
+
+    :meth:`read` after each batch read; :meth:`confirm` before a marker or a commit asks
+    Kafka for the topic's id (once per call after a read, none otherwise) and refuses
+    another one, or a topic that is gone (TopicRecreatedError, exit 17). The id seen now
+    being the planned one proves no deletion came before now, so every record read so far
+    is the planned topic's. A unit without a planned id (a broker that tells none) is not
+    checked."""
+
+    def __init__(self, kafka: KafkaSettings, unit: WorkUnit, timeout: float) -> None:
+        self._kafka, self._unit, self._timeout = kafka, unit, timeout
+        self._stale = False
+
+    def read(self) -> None:
+        self._stale = self._unit.topic_id is not None
+
+    def confirm(self) -> None:
+        if not self._stale:
+            return
+        unit = self._unit
+        now = topic_id_now(self._kafka, unit.tp.topic, self._timeout)
+        if now != "" and now != unit.topic_id:
+            target = unit.route.target
+            became = f"now {now}" if now is not None else "now none: deleted"
+            raise TopicRecreatedError(
+                f"topic {unit.tp.topic!r} was deleted (and re-created) while this run read it "
+                f"for s3://{target.bucket}/{target.head} (topic id {unit.topic_id}, "
+                f"{became}): what it read since its last check may be another topic's and was "
+                "not written",
+                tp=unit.tp,
+                hint="Archive the new topic into a new prefix (another INSERT INTO target: "
+                "state belongs to the target, not to --job-name); this prefix keeps the old "
+                "topic's records up to its last commit",
+            )
+        self._stale = False

@@ -28,7 +28,10 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     EndpointConnectionError,
+    InvalidRegionError,
     NoCredentialsError,
+    ProfileNotFound,
+    SSLError,
 )
 
 from kafka_archive.archiver.errors import (
@@ -304,22 +307,37 @@ class S3Store:
 
     def __init__(self, settings: S3Settings) -> None:
         self._settings = settings
-        self._client = _client(
-            settings,
-            endpoint_url=settings.endpoint_url,
-            region_name=settings.region,
-            config=Config(
-                # botocore's standard mode: exponential backoff with full jitter (base 1 s,
-                # at most 20 s) on throttling (503 SlowDown), 5xx and connection errors.
-                retries={"mode": "standard", "max_attempts": settings.max_attempts},
-                connect_timeout=10,
-                read_timeout=60,
-                s3=cast(Any, _s3_config(settings)),
-                request_checksum_calculation=(
-                    "when_required" if settings.checksum == "OFF" else "when_supported"
-                ),
+        config = Config(
+            # botocore's standard mode: exponential backoff with full jitter (base 1 s,
+            # at most 20 s) on throttling (503 SlowDown), 5xx and connection errors.
+            retries={"mode": "standard", "max_attempts": settings.max_attempts},
+            connect_timeout=10,
+            read_timeout=60,
+            s3=cast(Any, _s3_config(settings)),
+            request_checksum_calculation=(
+                "when_required" if settings.checksum == "OFF" else "when_supported"
             ),
         )
+        try:
+            self._client = _client(
+                settings,
+                endpoint_url=settings.endpoint_url,
+                region_name=settings.region,
+                config=config,
+            )
+        except ProfileNotFound as exc:
+            raise S3UnavailableError(
+                f"no AWS credentials found: {exc}",
+                hint="Fix AWS_PROFILE (a profile of ~/.aws/config or ~/.aws/credentials), or "
+                "unset it to use the environment or an instance or container role",
+            ) from None
+        except InvalidRegionError:
+            named = repr(settings.region) if settings.region else "of AWS_DEFAULT_REGION"
+            raise ConfigError(
+                f"the AWS region {named} is not a region name",
+                hint="Fix region (--region, KAFKA_ARCHIVE_REGION) or AWS_DEFAULT_REGION, "
+                "e.g. eu-west-1",
+            ) from None
         self._write_args = write_args(settings)
         if settings.bucket_key is not None:  # boto3's managed upload does not pass it on
             for operation in ("PutObject", "CreateMultipartUpload"):
@@ -394,6 +412,12 @@ class S3Store:
                 f"no AWS credentials found to {what} {where}",
                 hint="Set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an "
                 "instance or container role",
+            )
+        if isinstance(exc, SSLError):
+            return S3UnavailableError(
+                f"TLS failed with {endpoint} to {what} {where} (SSLError)",
+                hint="Check the scheme of --endpoint-url (http:// or https://) and the "
+                "store's certificate (AWS_CA_BUNDLE for a private CA)",
             )
         if isinstance(exc, EndpointConnectionError):
             return S3UnavailableError(

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
+from kafka_archive import kcql
 from kafka_archive.archiver.errors import FormatVersionError, TopicRecreatedError
+from kafka_archive.archiver.model import TopicPartition, WorkUnit
+from kafka_archive.archiver.settings import KafkaSettings
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target
@@ -95,3 +98,52 @@ def test_readers_get_every_re_created_route_with_its_error_and_record_nothing() 
     assert all(e.exit_code == 17 and "re-created" in e.message for e in found.values())
     assert "'t2'" in found[(target, "t2")].message
     assert store.docs == before, "nothing recorded"
+
+
+def _proof(
+    planned: str | None, answers: list[str | None], monkeypatch: Any
+) -> tuple[identity.TopicProof, list[str]]:
+    asked: list[str] = []
+
+    def now(kafka: object, topic: str, timeout: float) -> str | None:
+        asked.append(topic)
+        return answers.pop(0)
+
+    monkeypatch.setattr(identity, "topic_id_now", now)
+    route = kcql.parse("INSERT INTO bkt:arch SELECT * FROM t").routes[0]
+    unit = WorkUnit(0, route, TopicPartition("t", 0), 0, 10, "run", "job", "g", topic_id=planned)
+    return identity.TopicProof(KafkaSettings("k:9092"), unit, 5.0), asked
+
+
+def test_a_task_confirms_the_planned_topic_id_once_per_read(monkeypatch: Any) -> None:
+    proof, asked = _proof("id-1", ["id-1", "id-1", ""], monkeypatch)
+    proof.confirm()
+    assert asked == [], "nothing read, nothing to prove"
+    proof.read()
+    proof.confirm()
+    proof.confirm()
+    assert asked == ["t"], "the markers and the commit after one read: one request"
+    proof.read()
+    proof.confirm()
+    proof.read()
+    proof.confirm()  # a cluster that tells no id now: not checked
+    assert asked == ["t", "t", "t"]
+
+
+@pytest.mark.parametrize("now", ["id-2", None])
+def test_a_task_refuses_a_topic_re_created_or_deleted_since_its_plan(
+    now: str | None, monkeypatch: Any
+) -> None:
+    proof, _ = _proof("id-1", [now], monkeypatch)
+    proof.read()
+    with pytest.raises(TopicRecreatedError) as caught:
+        proof.confirm()
+    assert caught.value.exit_code == 17 and "while this run read it" in str(caught.value)
+    assert ("now id-2" if now else "deleted") in str(caught.value)
+
+
+def test_a_unit_without_a_planned_id_is_not_checked(monkeypatch: Any) -> None:
+    proof, asked = _proof(None, [], monkeypatch)
+    proof.read()
+    proof.confirm()
+    assert asked == []
