@@ -90,7 +90,9 @@ def produce_to(
             _numbered(i, partitions, value, key, headers, timestamp)
             for i in range(first, first + records)
         )
-    settings = {"bootstrap.servers": broker, "linger.ms": 5}
+    # Idempotent: a batch retried under load must not land twice or behind a later one, which
+    # would move records to other offsets than the test expects.
+    settings = {"bootstrap.servers": broker, "linger.ms": 5, "enable.idempotence": True}
     settings.update({name.replace("_", "."): v for name, v in config.items()})
     producer = Producer(settings)
     for n, record in enumerate(records):
