@@ -17,6 +17,7 @@ import shutil
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -232,7 +233,20 @@ def stop_spark(context: Any) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
     gateway = getattr(context, "_gateway", None)
-    context.stop()
+    try:
+        with warnings.catch_warnings():
+            # PySpark warns when its stop reaches no JVM (SPARK-18523): a stop's news, not ours.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            context.stop()
+    except Exception as exc:
+        # The JVM is gone already (a signal to the whole process group reaches it first):
+        # nothing is left to stop, and a session that no longer needed it ended well.
+        if jvm_stopped(exc) is None:
+            raise
+        with type(context)._lock:
+            type(context)._active_spark_context = None
+        if type(context)._gateway is gateway:
+            type(context)._gateway = type(context)._jvm = None
     dump = _DUMPS.pop(id(gateway), None)
     jvm = getattr(gateway, "proc", None)
     if dump is not None and jvm is not None and jvm.stdin is not None:
