@@ -403,3 +403,40 @@ def test_a_sigterm_to_the_process_group_between_batches_stops_it_with_exit_0(
     assert "RuntimeWarning" not in err, err
     assert "stopped after" in out
     assert archived_ids(s3_client, bkt) == list(range(20))
+
+
+def test_a_sigterm_to_the_process_group_while_spark_starts_is_the_jvm_stopped(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A SIGTERM to the process group while Spark's JVM starts (the first batch with work)
+    ends that JVM before it serves: one line, Spark's JVM stopped (exit 21), as for a batch
+    in flight, not a failed start with advice about Java (exit 15); nothing is archived."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 20, partitions=1)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    command = [
+        KAFKA_ARCHIVE,
+        *run_args(kcql, broker, s3_endpoint, "--master", "local[1]"),
+        "--follow",
+        "--poll-interval",
+        "0.3",
+    ]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    with process_group(command, env) as process:
+        deadline = time.monotonic() + 90
+        while not spark_processes(process.pid)[0]:  # Spark's launcher became its JVM
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "Spark's JVM was not started"
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+    assert "internal error" not in err and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
+    assert process.returncode == 21, err
+    assert len(lines) == 1 and "Spark's JVM stopped" in lines[0], err
+    assert archived_ids(s3_client, bkt) == []

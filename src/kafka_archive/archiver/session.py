@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 from kafka_archive.archiver import driver, iceberg, subunits, transforms
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver.errors import ArchiveError, RecordsLostError
+from kafka_archive.archiver.errors import ArchiveError, RecordsLostError, SparkStartError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.model import (
@@ -31,6 +31,7 @@ from kafka_archive.archiver.model import (
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.spark import jvm_stopped_error
 from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import (
@@ -399,6 +400,10 @@ def follow(
             try:
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
+                if stop.is_set() and isinstance(exc, SparkStartError):
+                    # The stop signal reached the JVM too as it started (a signal to the
+                    # whole process group): not a start that failed (no Java), a JVM stopped.
+                    raise jvm_stopped_error() from exc
                 # A service rides out an S3 or Kafka outage: what units committed stays
                 # committed, the rest is read again by the next batch. Anything else (a bad
                 # record under the fail policy, a fenced run, access denied) ends the run.

@@ -291,8 +291,11 @@ def jvm_stopped(exc: BaseException) -> SparkTaskError | None:
     stopped = (
         name.startswith("Py4J") and (text is None or any(sign in text for sign in _JVM_STOPPED))
     ) or (isinstance(exc, ConnectionError) and from_py4j)
-    if not stopped:
-        return None
+    return jvm_stopped_error() if stopped else None
+
+
+def jvm_stopped_error() -> SparkTaskError:
+    """Spark's JVM stopped under the run, as one line (see :func:`jvm_stopped`)."""
     return SparkTaskError(
         "Spark's JVM stopped while the run was using it (a signal sent to kafka-archive's "
         "whole process group or cgroup reaches the JVM too)",
