@@ -340,3 +340,103 @@ def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     assert archived_ids(s3_client, bkt) == list(range(30))
+
+
+def exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie its parent has not reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_sigterm_to_the_process_group_between_batches_stops_it_with_exit_0(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """Between batches, a SIGTERM to the process group stops the run cleanly (exit 0, no
+    error line), also when Spark's JVM, which the group's SIGTERM reaches too, has already
+    exited by the time the run stops: the run no longer needed it. (Stopping that JVM's
+    context failed: exit 21, "Spark's JVM stopped while the run was using it", whenever the
+    JVM was quicker than the driver.)"""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 20, partitions=1)
+    port = free_port()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    command = [
+        KAFKA_ARCHIVE,
+        *run_args(kcql, broker, s3_endpoint, "--master", "local[1]"),
+        "--follow",
+        "--poll-interval",
+        "0.3",
+        "--metrics-port",
+        str(port),
+    ]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    with process_group(command, env) as process:
+        deadline = time.monotonic() + 90
+        # The metrics are updated once a batch has ended: the one that archived is done.
+        while (
+            get(port, "/metrics")[0] != 200 or scrape(port).get("kafka_archive_records_total") != 20
+        ):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "not archived"
+            time.sleep(0.2)
+        jvms, _ = spark_processes(process.pid)
+        assert len(jvms) == 1, jvms
+        # The group's SIGTERM as the JVM may take it: first, its shutdown hooks, its exit.
+        (jvm,) = jvms
+        os.kill(jvm, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while not exited(jvm):
+            assert time.monotonic() < deadline, "Spark's JVM did not exit on SIGTERM"
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGTERM)
+        out, err = process.communicate(timeout=90)
+    assert process.returncode == 0, err
+    assert "kafka-archive: error" not in err and "Traceback" not in err, err
+    assert "RuntimeWarning" not in err, err
+    assert "stopped after" in out
+    assert archived_ids(s3_client, bkt) == list(range(20))
+
+
+def test_a_sigterm_to_the_process_group_while_spark_starts_is_the_jvm_stopped(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """A SIGTERM to the process group while Spark's JVM starts (the first batch with work)
+    ends that JVM before it serves: one line, Spark's JVM stopped (exit 21), as for a batch
+    in flight, not a failed start with advice about Java (exit 15); nothing is archived."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 20, partitions=1)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    command = [
+        KAFKA_ARCHIVE,
+        *run_args(kcql, broker, s3_endpoint, "--master", "local[1]"),
+        "--follow",
+        "--poll-interval",
+        "0.3",
+    ]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    with process_group(command, env) as process:
+        deadline = time.monotonic() + 90
+        while not spark_processes(process.pid)[0]:  # Spark's launcher became its JVM
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "Spark's JVM was not started"
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+    assert "internal error" not in err and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
+    assert process.returncode == 21, err
+    assert len(lines) == 1 and "Spark's JVM stopped" in lines[0], err
+    assert archived_ids(s3_client, bkt) == []

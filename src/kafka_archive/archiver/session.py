@@ -22,6 +22,7 @@ from kafka_archive.archiver.errors import (
     ArchiveError,
     KafkaUnavailableError,
     RecordsLostError,
+    SparkStartError,
     TopicNotFoundError,
 )
 from kafka_archive.archiver.formats import avsc
@@ -36,6 +37,7 @@ from kafka_archive.archiver.model import (
 from kafka_archive.archiver.plan_checks import check_layouts
 from kafka_archive.archiver.progress import UnitProgress
 from kafka_archive.archiver.settings import Settings
+from kafka_archive.archiver.spark import jvm_stopped_error
 from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import (
@@ -467,6 +469,10 @@ def follow(
                 archiver.discover()
                 result = archiver.batch(hold_tails=True)
             except ArchiveError as exc:
+                if stop.is_set() and isinstance(exc, SparkStartError):
+                    # The stop signal reached the JVM too as it started (a signal to the
+                    # whole process group): not a start that failed (no Java), a JVM stopped.
+                    raise jvm_stopped_error() from exc
                 # A service rides out an S3 or Kafka outage: what units committed stays
                 # committed, the rest is read again by the next batch. Anything else (a bad
                 # record under the fail policy, a fenced run, access denied) ends the run.

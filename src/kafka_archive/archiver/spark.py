@@ -17,6 +17,7 @@ import shutil
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -232,7 +233,20 @@ def stop_spark(context: Any) -> None:
         context._accumulatorServer = None
         threading.Thread(target=server.shutdown, name="accumulator-shutdown", daemon=True).start()
     gateway = getattr(context, "_gateway", None)
-    context.stop()
+    try:
+        with warnings.catch_warnings():
+            # PySpark warns when its stop reaches no JVM (SPARK-18523): a stop's news, not ours.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            context.stop()
+    except Exception as exc:
+        # The JVM is gone already (a signal to the whole process group reaches it first):
+        # nothing is left to stop, and a session that no longer needed it ended well.
+        if jvm_stopped(exc) is None:
+            raise
+        with type(context)._lock:
+            type(context)._active_spark_context = None
+        if type(context)._gateway is gateway:
+            type(context)._gateway = type(context)._jvm = None
     dump = _DUMPS.pop(id(gateway), None)
     jvm = getattr(gateway, "proc", None)
     if dump is not None and jvm is not None and jvm.stdin is not None:
@@ -277,8 +291,11 @@ def jvm_stopped(exc: BaseException) -> SparkTaskError | None:
     stopped = (
         name.startswith("Py4J") and (text is None or any(sign in text for sign in _JVM_STOPPED))
     ) or (isinstance(exc, ConnectionError) and from_py4j)
-    if not stopped:
-        return None
+    return jvm_stopped_error() if stopped else None
+
+
+def jvm_stopped_error() -> SparkTaskError:
+    """Spark's JVM stopped under the run, as one line (see :func:`jvm_stopped`)."""
     return SparkTaskError(
         "Spark's JVM stopped while the run was using it (a signal sent to kafka-archive's "
         "whole process group or cgroup reaches the JVM too)",

@@ -11,7 +11,7 @@ from py4j.java_gateway import GatewayClient, GatewayParameters
 from py4j.protocol import Py4JJavaError
 
 from kafka_archive.archiver.errors import SparkTaskError
-from kafka_archive.archiver.spark import error_text, jvm_stopped, task_failure
+from kafka_archive.archiver.spark import error_text, jvm_stopped, stop_spark, task_failure
 
 
 def _closed_port() -> int:
@@ -46,6 +46,37 @@ def test_a_py4j_error_whose_text_the_gone_jvm_cannot_give_is_the_jvm_stopped() -
     assert "Spark's JVM stopped" in str(stopped)
     failure = task_failure(_error_from_a_gone_jvm())
     assert failure is not None and "Spark's JVM stopped" in str(failure)
+
+
+def test_stopping_a_context_whose_jvm_is_gone_is_quiet_and_forgets_it(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    """A signal to the whole process group stops Spark's JVM first: the session that ends
+    after it (a follow run between batches) stops a context whose JVM no longer answers,
+    which must neither raise (exit 21 for a clean stop) nor warn; a later context is new."""
+    from py4j.clientserver import JavaClient, JavaParameters, PythonParameters
+    from py4j.java_gateway import GatewayProperty, JavaObject
+    from pyspark import SparkContext
+
+    client = JavaClient(
+        JavaParameters(address="127.0.0.1", port=_closed_port()),
+        PythonParameters(),
+        gateway_property=GatewayProperty(auto_field=False, pool=None),
+    )
+    client.converters = []
+    context = SparkContext.__new__(SparkContext)
+    context._jsc = JavaObject("o1", client)
+    context._gateway = types.SimpleNamespace(proc=None)
+    context._accumulatorServer = None
+    with pytest.raises(ConnectionRefusedError):  # what the stop meets: no JVM to connect to
+        JavaObject("o2", client).stop()
+    SparkContext._active_spark_context = context
+    try:
+        stop_spark(context)
+        assert SparkContext._active_spark_context is None
+        assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    finally:
+        SparkContext._active_spark_context = None
 
 
 def test_a_printable_error_unrelated_to_spark_is_not_taken_for_it() -> None:

@@ -377,7 +377,7 @@ class KafkaReader:
         self._learn_topic(tp.topic)
         self._consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, self._start)])
         self._position = self._start
-        last_progress = time.monotonic()
+        last_progress = renewed = time.monotonic()
         self._outage = None
         backoff = _BACKOFF_FIRST
         size = MAX_BATCH
@@ -408,7 +408,8 @@ class KafkaReader:
                 size = batch_size(len(good), _value_bytes(good))
                 yield Batch(good)
             elif self._position < self._stop:
-                if time.monotonic() - last_progress > self._idle_timeout:
+                idle = time.monotonic() - last_progress
+                if idle > self._idle_timeout:
                     cause = f" (last error: {self._outage})" if self._outage else ""
                     raise KafkaReadError(
                         f"no data for {self._idle_timeout:.0f}s while reading up to offset "
@@ -418,10 +419,33 @@ class KafkaReader:
                         hint="Check that the brokers are up and reachable; the next run "
                         "resumes from the last committed offset",
                     )
+                if time.monotonic() - max(last_progress, renewed) > self._idle_timeout / 3:
+                    self._renew(idle)
+                    renewed = time.monotonic()
                 if self._outage is not None:
                     # The client reconnects and fetches again by itself; give it time.
                     time.sleep(backoff)
                     backoff = min(backoff * 2, _BACKOFF_MAX)
+
+    def _renew(self, idle: float) -> None:
+        """Read on with a new consumer from the position. After a broker restart librdkafka's
+        consumer may stay silent for good (no record, no error: confluentinc/librdkafka#5153;
+        seen here: of a task's two consumers, one read again as the broker was back, the
+        other nothing until replaced, then at once), which a new client mends; a consumer
+        that was merely slow costs a reconnect."""
+        log.info(
+            "%s: no data for %.0f s at offset %d: reading on with a new Kafka consumer",
+            self._tp,
+            idle,
+            self._position,
+        )
+        stuck, self._reusable = self._consumer, False
+        self._consumer = PooledConsumer(self._config) if self._pool else Consumer(self._config)
+        stuck.close()
+        self._learn_topic(self._tp.topic)
+        self._consumer.assign(
+            [KafkaTopicPartition(self._tp.topic, self._tp.partition, self._position)]
+        )
 
     def _next_messages(self, size: int) -> list[Any]:
         """Up to ``size`` messages (records and events): those queued now, else the first to

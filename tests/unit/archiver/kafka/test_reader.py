@@ -331,3 +331,68 @@ def test_a_pooled_consumer_asks_for_a_topics_metadata_once_a_fresh_one_always() 
     finally:
         reader._consumer = _MetadataConsumer(known=None)
         reader.close()
+
+
+class _SilentConsumer:
+    """A consumer stuck after a broker restart: no record, no error, however long."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def consume(self, size: int, timeout: float) -> list[Any]:
+        return []
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        pass
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_consumer_silent_for_a_third_of_the_read_timeout_is_replaced_from_the_position(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_archive.archiver.kafka import reader as module
+
+    made: list[_QueueConsumer] = []
+
+    class Record(_Message):
+        def __len__(self) -> int:  # its value's length
+            return 10
+
+    class Fresh(_QueueConsumer):
+        def __init__(self, config: dict[str, Any]) -> None:
+            super().__init__([Record(3), Record(4)])
+            self.assigned: list[Any] = []
+            made.append(self)
+
+        def list_topics(self, topic: str, timeout: float) -> None:
+            pass
+
+        def assign(self, partitions: list[Any]) -> None:
+            self.assigned = partitions
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(module, "Consumer", Fresh)
+    monkeypatch.setattr(module, "_POLL_SECONDS", 0.01)
+    reader = KafkaReader(
+        KafkaSettings("127.0.0.1:1"), TP, start=3, stop=5, group="g", idle_timeout=0.6
+    )
+    made.clear()
+    reader._consumer.close()
+    stuck = _SilentConsumer()
+    reader._consumer = stuck
+    try:
+        assert [o for batch in reader.batches() for o in batch.offsets()] == [3, 4]
+        assert stuck.closed and len(made) == 1
+        assert [(p.topic, p.partition, p.offset) for p in made[0].assigned] == [("orders", 0, 3)]
+    finally:
+        reader.close()
