@@ -273,6 +273,10 @@ class Session:
         if units and not self.spark.started:
             self.spark.context  # noqa: B018  (started here, timed apart from the job)
             spark_start = time.monotonic() - planned
+        # Asked of the JVM before the job: a JVM stopped just after it (a signal to the whole
+        # process group) must not turn a committed batch into a failure before its pieces
+        # and tables are committed.
+        slots = self.spark.context.defaultParallelism if units else 1
         job_started = time.monotonic()
         busy: list[float] = []
         results = driver.map_units(
@@ -285,7 +289,6 @@ class Session:
             busy=busy,
         )
         job_ended = time.monotonic()
-        slots = self.spark.context.defaultParallelism if busy else 1
         # The pieces of split partitions are committed here, in offset order, and merged.
         results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
