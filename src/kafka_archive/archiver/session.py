@@ -104,11 +104,8 @@ class Session:
         self._discover_at = time.monotonic() + DISCOVER_SECONDS
         self.job, self.run_id, self.progress = pre.job, run_id, progress
         self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
-        self.plan = plan = pre.plan
-        check_layouts(plan)
-        self.value_schemas = avsc.load(plan)
-        self.transform_roots = transforms.load_plan(plan)
-        self.partitions = self.admin.partitions(tuple(sorted({r.topic for r in plan.routes})))
+        self._adopt(pre.plan)
+        self.partitions = self.admin.partitions(tuple(sorted({r.topic for r in self.plan.routes})))
         self.locks: dict[Target, JobLock] = {}
         self.tables: list[iceberg.TableRoute] = []
         # The states the last batch left as it knew them (see :meth:`batch`), and the
@@ -117,6 +114,14 @@ class Session:
         self._known_under: tuple[int, ...] | None = None
         # Each target's state index as read and proven at the start (:mod:`.state.index`).
         self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
+
+    def _adopt(self, plan: Plan) -> None:
+        """``plan`` as the session's (at the start, and with the topics :meth:`discover`
+        adds): its layouts checked, its value schemas and transforms loaded."""
+        check_layouts(plan)
+        self.plan = plan
+        self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
 
     def check_leases(self) -> None:
         for lock in self.locks.values():
@@ -183,11 +188,9 @@ class Session:
         except (KafkaUnavailableError, TopicNotFoundError):
             return  # an outage is the batch's to meet; a topic gone again is not new
         plan = Plan(self.plan.routes + new)
-        check_layouts(plan)
-        self.value_schemas = avsc.load(plan)
-        self.transform_roots = transforms.load_plan(plan)
+        self._adopt(plan)
         self.partitions.update(found)
-        self.plan, self.pre = plan, dataclasses.replace(self.pre, plan=plan)
+        self.pre = dataclasses.replace(self.pre, plan=plan)
         for route in new:
             log.info("%s: FROM `*` matches it now; it joins the session", route.topic)
 
