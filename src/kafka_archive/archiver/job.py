@@ -231,43 +231,22 @@ def plan_work(
                     "this state would write the new topic's records over the old objects",
                 )
             start = committed
-            if start < marks.low:
-                gap = Gap(index, tp, start, marks.low - 1, passed=settings.allow_gaps)
-                gaps.append(gap)
-                if not gap.passed:
-                    log.error(
-                        "%s: offsets %d..%d were deleted by Kafka before they were "
-                        "archived; the partition stays at offset %d",
-                        tp,
-                        gap.first,
-                        gap.last,
-                        start,
-                    )
-                    skipped.append(PartitionSkip(index, tp, start, "records lost"))
-                    if state_object:
-                        settled[(index, tp)] = loaded
-                    continue
-                log.warning(
-                    "%s: offsets %d..%d were deleted by Kafka before they were "
-                    "archived; continuing at %d (allow_gaps)",
-                    tp,
-                    gap.first,
-                    gap.last,
-                    marks.low,
-                )
-                start = marks.low
-                passed = checkpoint.append_gap(passed, gap.first, gap.last)
-        elif settings.start.kind is positions.StartKind.LATEST and (
-            (index, tp.topic) in begun or (route.matched and route.target in begun_all)
+        elif (index, tp.topic) in begun:
+            # A partition added to the topic since the route began: each of its records came
+            # after the route's start, whatever --start says. From offset 0, its first record;
+            # what Kafka deleted of it before this run came is a gap (below), as for a
+            # partition with state.
+            start = 0
+            log.info("%s: a partition added since the route began; from offset 0", tp)
+        elif (
+            settings.start.kind is positions.StartKind.LATEST
+            and route.matched
+            and route.target in begun_all
         ):
-            # Every record of a partition added since the route began came after its start,
-            # as did those of a topic created since (a time or a group's offsets mean the
-            # same for it as for the others).
+            # Every record of a topic created since came after the statement's first run (a
+            # time or a group's offsets mean the same for it as for the others).
             start = marks.low
-            added = "a partition added since the route began"
-            if (index, tp.topic) not in begun:
-                added = "a topic FROM `*` matches since its first run"
-            log.info("%s: %s; from its first record", tp, added)
+            log.info("%s: a topic FROM `*` matches since its first run; from its first record", tp)
         else:
             start, note = positions.initial_offset(
                 settings.start,
@@ -278,6 +257,32 @@ def plan_work(
             )
             if note:
                 log.warning("%s: %s", tp, note)
+        if (state is not None or (index, tp.topic) in begun) and start < marks.low:
+            gap = Gap(index, tp, start, marks.low - 1, passed=settings.allow_gaps)
+            gaps.append(gap)
+            if not gap.passed:
+                log.error(
+                    "%s: offsets %d..%d were deleted by Kafka before they were "
+                    "archived; the partition stays at offset %d",
+                    tp,
+                    gap.first,
+                    gap.last,
+                    start,
+                )
+                skipped.append(PartitionSkip(index, tp, start, "records lost"))
+                if state_object:
+                    settled[(index, tp)] = loaded
+                continue
+            log.warning(
+                "%s: offsets %d..%d were deleted by Kafka before they were "
+                "archived; continuing at %d (allow_gaps)",
+                tp,
+                gap.first,
+                gap.last,
+                marks.low,
+            )
+            start = marks.low
+            passed = checkpoint.append_gap(passed, gap.first, gap.last)
         epoch = (epochs or {}).get(route.target, 0) if state_object else 0
 
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
@@ -310,7 +315,8 @@ def plan_work(
                 # Pin where a new job starts (latest, a time, a group), so that the next
                 # run continues from here instead of choosing again: also at 0 (an empty
                 # partition), or the next run's `latest` would skip what came in between.
-                pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso())
+                # (With the gap it passed, when Kafka had deleted the head of an added one.)
+                pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso(), gaps=passed)
                 writes.append(
                     functools.partial(
                         checkpoint.commit, store, route.target, job, tp, pin, expected_etag=None

@@ -167,7 +167,11 @@ class Session:
         DISCOVER_SECONDS, one metadata request), as routes after the others (their numbers
         stay). They begin as a topic matched after the statement's first run does
         (:func:`.job.plan_work`). Not for Iceberg routes (their tables are prepared at the
-        start): those join at the next start."""
+        start): those join at the next start.
+
+        First, at every call (each batch), partitions added to the session's topics join it
+        (:meth:`_take_in_partitions`)."""
+        self._take_in_partitions()
         written = self.written
         if (
             written is None
@@ -193,6 +197,27 @@ class Session:
         self.pre = dataclasses.replace(self.pre, plan=plan)
         for route in new:
             log.info("%s: FROM `*` matches it now; it joins the session", route.topic)
+
+    def _take_in_partitions(self) -> None:
+        """Partitions added to the session's topics since it began join it: one metadata
+        request, each batch. They begin at offset 0 (:func:`.job.plan_work`: a partition
+        without state on a route that has begun)."""
+        topics = tuple(sorted(t for t, found in self.partitions.items() if found))
+        if not topics:
+            return
+        try:
+            now = self.admin.partitions(topics)
+        except (KafkaUnavailableError, TopicNotFoundError):
+            return  # an outage or a deleted topic is the batch's to meet
+        for topic, numbers in now.items():
+            added = sorted(set(numbers) - set(self.partitions[topic]))
+            if added:
+                self.partitions[topic] = tuple(sorted({*self.partitions[topic], *added}))
+                log.info(
+                    "%s: partition(s) %s added to the topic; they join the session",
+                    topic,
+                    ", ".join(map(str, added)),
+                )
 
     def _leave_deleted_topics(self) -> bool:
         """After the offsets could not be read: whether a topic of the session was deleted
