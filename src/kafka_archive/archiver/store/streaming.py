@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from kafka_archive.archiver.errors import UploadError
 from kafka_archive.archiver.store.s3 import S3Store
 
 MAX_IN_FLIGHT = 2
@@ -244,6 +245,8 @@ class MemoryUpload:
         self._fill = 0
         self._size = 0
         self.closed = False
+        self._completed = False
+        self._sent: bytearray | None = None  # the body of its one PUT, once sent
 
     # -- the file the writer writes to ---------------------------------------------------
 
@@ -302,12 +305,26 @@ class MemoryUpload:
 
     def complete(self, size: int | None = None) -> None:
         """Make the object visible, whole: one PUT of what is held, or its last part sent
-        and the multipart upload completed."""
+        and the multipart upload completed.
+
+        Called again (the create-only PUT found its key taken, and the run freed it:
+        :meth:`.UnitFencing.create`), an object of one PUT is sent again, whole; one of a
+        multipart upload cannot be (its parts are gone): UploadError, never an empty
+        object."""
         assert size is None or size == self._size, (size, self._size)
+        if self._sent is not None:
+            self._store.upload_bytes(self._bucket, self._key, self._sent)
+            return
+        if self._completed:
+            raise UploadError(
+                f"s3://{self._bucket}/{self._key} was a multipart upload: it cannot be sent again"
+            )
+        self._completed = True
         try:
             last, self._buffer = self._buffer, bytearray()
             del last[self._fill :]  # a part buffer cut short is not reused
             if self._multipart.upload_id is None:
+                self._sent = last  # kept (it is no pooled buffer) should it be sent again
                 self._store.upload_bytes(self._bucket, self._key, last)
                 return
             self._multipart.submit(functools.partial(self._send, last))

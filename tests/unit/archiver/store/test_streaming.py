@@ -148,3 +148,29 @@ def test_a_held_back_object_is_aborted_without_appearing() -> None:
     sink.close()
     sink.abort()
     assert store.aborted == ["k"] and not store.completed and not store.put
+
+
+def test_an_object_of_one_put_is_sent_again_whole() -> None:
+    """The create-only PUT found its key taken and the run freed it (UnitFencing.create
+    deletes another writer's object, then sends again): the second PUT carries the same
+    bytes, not an empty object."""
+    store = PartStore()
+    sink = upload(store, 16)
+    sink.write(b"0123456789")
+    sink.complete(10)
+    store.put.clear()
+    sink.complete(10)
+    assert store.put == {"k": b"0123456789"}
+
+
+def test_a_completed_multipart_upload_is_not_sent_again_empty() -> None:
+    """Its parts are gone once sent: a second complete() fails the object instead of
+    completing it with nothing in it."""
+    store = PartStore()
+    sink = upload(store, 4)
+    sink.write(b"0123456789")
+    sink.complete(10)
+    store.completed.clear()
+    with pytest.raises(UploadError, match="cannot be sent again"):
+        sink.complete(10)
+    assert not store.completed and not store.put
