@@ -114,6 +114,7 @@ class _PartitionFence:
     epoch: int
     start: int
     check_lease: Callable[[Target], None]
+    again_if: str | None = None  # an ETag units of a failed batch planned from
 
     def __call__(self) -> None:
         if not self.epoch:
@@ -129,7 +130,9 @@ class _PartitionFence:
             self.loaded,
             epoch=self.epoch,
             initial_offset=self.start,
+            again_if=self.again_if,
         )
+        self.again_if = None  # (a fence is written once)
         fenced = self.loaded.state
         if fenced is not None and fenced.next_offset != expected:
             raise StateConflictError(
@@ -152,6 +155,7 @@ def plan_work(
     value_schemas: Mapping[int, str] | None = None,
     epochs: Mapping[Target, int] | None = None,
     check_lease: Callable[[Target], None] = lambda target: None,
+    unsettled: Mapping[tuple[int, TopicPartition], str] | None = None,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
@@ -166,7 +170,11 @@ def plan_work(
 
     With ``epochs`` (the fencing epoch of this run's lease on each target), a partition is
     fenced (:func:`checkpoint.fence`) before anything of it is deleted or written, and
-    ``check_lease`` proves the lease first.
+    ``check_lease`` proves the lease first. ``unsettled``: by (route index, partition), the
+    state ETag units of an earlier batch of this run planned from and did not commit (the
+    batch failed); a partition still at it is fenced again before anything of it is
+    deleted or written (:func:`checkpoint.fence`), so that no attempt of those units still
+    running (a straggler) can pass for this batch's.
 
     An Iceberg route's state is its table's latest snapshot (:mod:`.iceberg`): it has no
     state objects, nothing to recover or fence here, and its commit is the driver's.
@@ -285,7 +293,17 @@ def plan_work(
             passed = checkpoint.append_gap(passed, gap.first, gap.last)
         epoch = (epochs or {}).get(route.target, 0) if state_object else 0
 
-        fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
+        fence = _PartitionFence(
+            store,
+            route.target,
+            job,
+            tp,
+            loaded,
+            epoch,
+            start,
+            check_lease,
+            (unsettled or {}).get((index, tp)),
+        )
         recovery = (
             pending.recover(store, route.target, job, tp, state, fence, found=found)
             if state_object

@@ -112,6 +112,10 @@ class Session:
         # leases' lapse counts they are good for.
         self._known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
         self._known_under: tuple[int, ...] | None = None
+        # The state ETags that units of failed batches planned from and did not commit, by
+        # (route index, partition): the next batch fences a partition still at one again
+        # (a straggling attempt of such a unit must not pass for one of the later batch).
+        self._unsettled: dict[tuple[int, TopicPartition], str] = {}
         # Each target's state index as read and proven at the start (:mod:`.state.index`).
         self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
 
@@ -285,6 +289,14 @@ class Session:
             value_schemas=self.value_schemas,
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
+            unsettled=self._unsettled,
+        )
+        # Until this batch ends well, attempts of its units may outlive it (a speculative
+        # copy, a task on an executor the scheduler gave up on): same run, epoch and lease.
+        self._unsettled.update(
+            ((u.route_index, u.tp), u.state_etag)
+            for u in work.units
+            if u.state_etag is not None and u.epoch
         )
         if work.units:
             partitions = len({(u.route_index, u.tp) for u in work.units})
@@ -370,6 +382,8 @@ class Session:
         kept = dict(work.settled)
         kept.update({(u.route_index, u.tp): u.state for u in done if u.state is not None})
         self._known, self._known_under = kept, tenure
+        for unit in work.units:  # committed, or nothing to commit that any attempt makes
+            self._unsettled.pop((unit.route_index, unit.tp), None)
         return outcome
 
 

@@ -77,6 +77,10 @@ class PartitionState:
     epoch: int = 0
     commits: Commits = ()
     gaps: Gaps = ()
+    # How often a run fenced the partition again under the same epoch (:func:`fence`,
+    # ``again_if``): a follow session after a failed batch, so that the state no longer has
+    # the ETag that batch's units planned from (a straggling attempt of them is refused).
+    refenced: int = 0
 
     def to_json(self, tp: TopicPartition, job: str) -> dict[str, Any]:
         body = {
@@ -94,6 +98,8 @@ class PartitionState:
         }
         if self.gaps:  # (an older version ignores it, and leaves it out when it commits)
             body["gaps"] = [list(g) for g in self.gaps]
+        if self.refenced:  # (likewise)
+            body["refenced"] = self.refenced
         return body
 
     @classmethod
@@ -113,6 +119,7 @@ class PartitionState:
             epoch=int(body.get("epoch", 0) or 0),
             commits=tuple((int(c[0]), int(c[1])) for c in body.get("commits", ())),
             gaps=tuple((int(g[0]), int(g[1])) for g in body.get("gaps", ())),
+            refenced=int(body.get("refenced", 0) or 0),
         )
 
 
@@ -192,21 +199,27 @@ def fence(
     *,
     epoch: int,
     initial_offset: int,
+    again_if: str | None = None,
 ) -> LoadedState:
     """Stamp the partition's state with this run's fencing epoch before the run writes or
     deletes anything of the partition (a state of a job's first run starts at
     ``initial_offset``). Conditional on the ETag read, like every state write, so from here
     on every commit of an older run — conditional on the ETag that run read — fails. A
     state stamped with a newer epoch means this run is the older one: FencedError.
+
+    ``again_if``: an ETag units of this run planned from and left uncommitted (a failed
+    batch of a follow session); a state still at it is written again (``refenced``), so
+    that attempts of those units still running are refused as an older run's would be.
     """
     for _ in range(5):
         state = loaded.state
         if state is not None and state.epoch > epoch:
             raise lease.fenced(f"{tp}: a run with a newer lease wrote the partition's state")
-        if state is not None and state.epoch == epoch:
+        again = again_if is not None and loaded.etag == again_if
+        if state is not None and state.epoch == epoch and not again:
             return loaded
         new = (
-            dataclasses.replace(state, epoch=epoch)
+            dataclasses.replace(state, epoch=epoch, refenced=state.refenced + 1)
             if state is not None
             else PartitionState(initial_offset, "", now_iso(), epoch=epoch)
         )
