@@ -76,25 +76,49 @@ def _proxy(upstream: str, holds: _Holds) -> Iterator[FaultProxy]:
         yield proxy
 
 
-def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits(
+@dataclasses.dataclass
+class _Scene:
+    """A follow session whose batch N failed while another attempt of its unit (the
+    straggler) is held at its first upload; batch N+1 is started by :meth:`next_batch`."""
+
+    name: str
+    bucket: str
+    ours: _Holds  # the session's proxy (driver and Spark tasks)
+    its: _Holds  # the straggler's
+    archiver: session.Session
+    produce: Callable[..., None]
+    outcome: list[UnitResult | UnitFailure]
+    straggler: threading.Thread
+    batch_error: list[BaseException] = dataclasses.field(default_factory=list)
+
+    def next_batch(self) -> threading.Thread:
+        """Batch N+1 in a thread, once 150 more records arrived: [0, 400)."""
+        self.produce(self.name, 150, first=250, partitions=1, timestamp=DAYS_AGO + 250)
+
+        def run() -> None:
+            try:
+                self.archiver.batch(hold_tails=True)
+            except BaseException as exc:  # asserted by the test
+                self.batch_error.append(exc)
+
+        later = threading.Thread(target=run, daemon=True)
+        later.start()
+        return later
+
+
+@contextlib.contextmanager
+def _scene(
     broker: str,
     produce: Callable[..., None],
     s3_endpoint: str,
-    s3_client: Any,
-    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Batch N plans partition 0 as [0, 250) and its attempt fails (its intent marker's
-    responses are lost: an S3 error), while another attempt of the same unit (the
-    straggler) is held in S3. Batch N+1 plans [0, 400) from the same state, uploads objects
-    at the same keys (0, 100, 200 with flush.count 100) and sends its commit. The straggler
-    is let go before that commit lands: its object at 200 holds [200, 250) only. Before the
-    fix it found the later batch's object there, proved nothing but its lease and the state
-    it planned from (both unchanged), deleted it and created its own; the later commit then
-    covered offsets 250..299 that no object held. The straggler must be refused instead,
-    and every record is archived exactly once."""
+) -> Iterator[_Scene]:
+    """Batch N plans partition 0 as [0, 250) (flush.count 100: objects at 0, 100, 200) and
+    its attempt fails on S3 (its intent marker's responses lost, every retry); the
+    straggler, another attempt of that unit, runs in a thread through its own proxy and is
+    held at its first upload (and at its commit, should it get there)."""
     name, bkt = topic(partitions=1), bucket()
     produce(name, 250, partitions=1, timestamp=DAYS_AGO)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PROPERTIES('flush.count'=100)"
@@ -115,7 +139,6 @@ def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits
 
         monkeypatch.setattr(driver, "map_units", spy)
         with session.session(settings, parse(kcql), driver.NullProgress()) as archiver:
-            # Batch N: its attempt fails on S3 (the marker's responses lost, every retry).
             ours.lose_markers = True
             with pytest.raises(ArchiveError):
                 archiver.batch(hold_tails=True)
@@ -123,47 +146,91 @@ def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits
             (unit,) = planned[-1]
             assert (unit.start, unit.stop) == (0, 250)
 
-            # The straggler: another attempt of batch N's unit, held at its first upload.
             its.hold_data.set()
+            its.hold_commit.set()
             outcome: list[UnitResult | UnitFailure] = []
             straggler = threading.Thread(
                 target=lambda: outcome.append(archive_unit(unit, elsewhere)), daemon=True
             )
             straggler.start()
             assert its.data_held.wait(WAIT), "the straggler did not reach its upload"
+            scene = _Scene(name, bkt, ours, its, archiver, produce, outcome, straggler)
+            try:
+                yield scene
+            finally:
+                for event in (ours.data_go, ours.commit_go, its.data_go, its.commit_go):
+                    event.set()
+                straggler.join(WAIT)
+            archiver.batch(hold_tails=True)  # what the next batch repairs
 
-            # Batch N+1: [0, 400), its commit held once its objects are uploaded.
-            produce(name, 150, first=250, partitions=1, timestamp=DAYS_AGO + 250)
-            ours.arm_commit_on_data = True
-            batch_error: list[BaseException] = []
 
-            def next_batch() -> None:
-                try:
-                    archiver.batch(hold_tails=True)
-                except BaseException as exc:  # reported below
-                    batch_error.append(exc)
+def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batch N+1 plans [0, 400) from the state batch N planned from, uploads objects at the
+    same keys (0, 100, 200, and 300) and sends its commit (held). The straggler is let go
+    before that commit lands: its object at 200 holds [200, 250) only. Before the fix it
+    found the later batch's object there, proved nothing but its lease and the state it
+    planned from (both unchanged), deleted it and created its own; the later commit then
+    covered offsets 250..299 that no object held. It must be refused instead (FencedError),
+    and every record is archived exactly once."""
+    with _scene(broker, produce, s3_endpoint, topic, bucket, monkeypatch) as scene:
+        ours, its = scene.ours, scene.its
+        ours.arm_commit_on_data = True
+        later = scene.next_batch()
+        assert ours.commit_held.wait(WAIT), "the later batch did not reach its commit"
+        assert ours.data_puts == 4, "the later batch uploads 0, 100, 200 and 300"
+        its.data_go.set()
+        deadline = time.monotonic() + WAIT
+        while scene.straggler.is_alive() and not its.commit_held.is_set():
+            assert time.monotonic() < deadline, "the straggler neither failed nor committed"
+            time.sleep(0.1)
+        # The later batch's commit lands, then the straggler's (if it sent one).
+        ours.arm_commit_on_data = False
+        ours.hold_commit.clear()
+        ours.commit_go.set()
+        later.join(WAIT)
+        assert not scene.batch_error, scene.batch_error
+        its.commit_go.set()
+        scene.straggler.join(WAIT)
+    assert archived_ids(s3_client, scene.bucket) == list(range(400)), "every record once"
+    assert isinstance(scene.outcome[0], UnitFailure), scene.outcome
+    assert scene.outcome[0].error_type == "FencedError", scene.outcome
 
-            later = threading.Thread(target=next_batch, daemon=True)
-            later.start()
-            assert ours.commit_held.wait(WAIT), "the later batch did not reach its commit"
-            assert ours.data_puts == 4, "the later batch uploads 0, 100, 200 and 300"
 
-            # The straggler goes on (its own commit held, should it get that far) ...
-            its.hold_commit.set()
-            its.data_go.set()
-            deadline = time.monotonic() + WAIT
-            while straggler.is_alive() and not its.commit_held.is_set():
-                assert time.monotonic() < deadline, "the straggler neither failed nor committed"
-                time.sleep(0.1)
-            # ... then the later batch's commit lands, then the straggler's.
-            ours.hold_commit.clear()
-            ours.commit_go.set()
-            later.join(WAIT)
-            its.commit_go.set()
-            straggler.join(WAIT)
-            assert not batch_error, batch_error
-            ours.arm_commit_on_data = False
-            archiver.batch(hold_tails=True)  # what a next batch would repair
-    assert archived_ids(s3_client, bkt) == list(range(400)), "every record exactly once"
-    assert isinstance(outcome[0], UnitFailure), outcome
-    assert outcome[0].error_type == "FencedError", outcome
+def test_a_later_batch_replaces_what_a_straggler_created_at_its_keys_whole(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other order: the straggler creates its objects (0, 100, and 200 holding
+    [200, 250)) after batch N+1 planned, before its uploads. The later batch finds them at
+    its keys, proves the partition unchanged since it planned, deletes each and sends its
+    own again: whole (an object sent again from memory was empty before the fix, and the
+    commit covered 300 records no object held). The straggler's commit is refused."""
+    with _scene(broker, produce, s3_endpoint, topic, bucket, monkeypatch) as scene:
+        ours, its = scene.ours, scene.its
+        ours.hold_data.set()
+        later = scene.next_batch()
+        assert ours.data_held.wait(WAIT), "the later batch did not reach its upload"
+        its.data_go.set()
+        assert its.commit_held.wait(WAIT), "the straggler did not reach its commit"
+        ours.data_go.set()
+        later.join(WAIT)
+        assert not scene.batch_error, scene.batch_error
+        its.commit_go.set()
+        scene.straggler.join(WAIT)
+    assert archived_ids(s3_client, scene.bucket) == list(range(400)), "every record once"
+    assert isinstance(scene.outcome[0], UnitFailure), scene.outcome
