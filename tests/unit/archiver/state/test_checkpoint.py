@@ -46,3 +46,13 @@ def test_gaps_round_trip_and_a_state_without_any_writes_none() -> None:
     plain = PartitionState(20, "run", "2026-11-24T00:00:00Z")
     assert "gaps" not in plain.to_json(TP, "job")
     assert PartitionState.from_json(plain.to_json(TP, "job")).gaps == ()
+
+
+def test_a_state_fenced_again_differs_from_the_one_before_and_round_trips() -> None:
+    """A follow session fences a partition again after a failed batch (same epoch): the
+    state's content, hence its ETag, must differ from the one that batch planned from."""
+    state = PartitionState(20, "run", "2026-11-24T00:00:00Z", epoch=3)
+    again = PartitionState(20, "run", "2026-11-24T00:00:00Z", epoch=3, refenced=1)
+    assert again.to_json(TP, "job") != state.to_json(TP, "job")
+    assert PartitionState.from_json(again.to_json(TP, "job")) == again
+    assert "refenced" not in state.to_json(TP, "job")
