@@ -118,6 +118,7 @@ def test_a_follow_session_takes_in_added_partitions_within_three_poll_intervals(
             60,
         )
         taken_in = time.monotonic() - arrived
+        print(f"the added partitions' records archived {taken_in:.1f} s after they arrived")
         follow.send_signal(signal.SIGTERM)
         _, err = follow.communicate(timeout=120)
     assert follow.returncode == 0, err
