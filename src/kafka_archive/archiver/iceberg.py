@@ -59,6 +59,12 @@ OFFSETS_PREFIX = "kafka-archive.offsets."
 RECORDS = "kafka-archive.records"
 RUN_ID = "kafka-archive.run-id"
 JOB = "kafka-archive.job"
+# Table properties: the id, sequence number and time of the snapshot our last commit made,
+# set in the same transaction as the offsets it also sets as table properties (which
+# survive that snapshot's expiry).
+STATE_SNAPSHOT = "kafka-archive.snapshot-id"
+STATE_SEQUENCE = "kafka-archive.snapshot-sequence-number"
+STATE_TIME = "kafka-archive.snapshot-timestamp-ms"
 DATA_DIR = "data"
 COMMIT_ATTEMPTS = 5
 # pyiceberg retries a commit that lost a race by replaying it onto the new snapshot, with
@@ -206,7 +212,9 @@ class TableRoute:
     @property
     def committed_at(self) -> str | None:
         """When the latest snapshot was committed (ISO-8601 UTC), or None."""
-        snapshot = None if self.table is None else self.table.current_snapshot()
+        snapshot = None if self.table is None else _last_of_ours(self.table)[0]
+        if snapshot is None:
+            snapshot = None if self.table is None else self.table.current_snapshot()
         if snapshot is None:
             return None
         moment = dt.datetime.fromtimestamp(snapshot.timestamp_ms / 1000, dt.UTC)
@@ -225,12 +233,54 @@ class TableRoute:
 
 
 def _table_offsets(table: Any) -> dict[TopicPartition, int]:
+    """The table's state: the offsets of the last snapshot we committed in the current
+    snapshot's ancestry (another writer's compaction, rewrite or delete on top of it
+    carries none); when that snapshot was expired, the offsets the table's properties
+    carry, which our commits set in the same transaction as their snapshot
+    (:data:`STATE_SNAPSHOT` names it, :data:`STATE_SEQUENCE` and :data:`STATE_TIME` date it)."""
     if table is None:
         return {}
-    snapshot = table.current_snapshot()
-    if snapshot is None or snapshot.summary is None:
+    found, oldest = _last_of_ours(table)
+    if found is not None:
+        return offsets_of(found.summary.additional_properties)
+    properties = table.properties
+    stamped = _number(properties.get(STATE_SNAPSHOT))
+    if stamped is None or oldest is None or table.metadata.snapshot_by_id(stamped) is not None:
+        # None of ours ever, or ours were rolled back: the snapshot the properties name is
+        # still there, off the current ancestry, which holds none of ours.
         return {}
-    return offsets_of(snapshot.summary.additional_properties)
+    # That snapshot is gone. Older than all the ancestry has left: expired with the history
+    # before it (the properties hold). Else it was rolled back, then expired.
+    sequence = _number(properties.get(STATE_SEQUENCE)) or 0
+    if sequence and oldest.sequence_number:
+        expired = bool(oldest.sequence_number > sequence)
+    else:  # format 1: no sequence numbers; the commit times tell
+        expired = oldest.timestamp_ms > (_number(properties.get(STATE_TIME)) or 0)
+    return offsets_of(properties) if expired else {}
+
+
+def _last_of_ours(table: Any) -> tuple[Any, Any]:
+    """The newest snapshot of the current snapshot's ancestry that holds our offsets (or
+    None), and the oldest of the ancestry's snapshots that are left (or None when there is
+    no current snapshot)."""
+    metadata = table.metadata
+    snapshot = oldest = table.current_snapshot()
+    while snapshot is not None:
+        oldest = snapshot
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if RUN_ID in summary or offsets_of(summary):
+            return snapshot, oldest
+        parent = snapshot.parent_snapshot_id
+        # pyiceberg's expiry sets a child's parent to None; Java's leaves a missing id.
+        snapshot = None if parent is None else metadata.snapshot_by_id(parent)
+    return None, oldest
+
+
+def _number(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
 
 
 def open_tables(plan: Plan, s3: S3Settings) -> list[TableRoute]:
@@ -392,13 +442,15 @@ def commit(
 
 
 def _committed_by(table: Any, run_id: str) -> bool:
-    snapshot = None if table is None else table.current_snapshot()
+    snapshot = None if table is None else _last_of_ours(table)[0]
     if snapshot is None or snapshot.summary is None:
         return False
     return bool(snapshot.summary.additional_properties.get(RUN_ID) == run_id)
 
 
 def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
+    """One transaction: the files appended (a snapshot whose summary holds ``props``), and
+    the offsets set as table properties too, stamped with that snapshot's id."""
     with table.transaction() as tx:
         if files:
             _evolve(tx, table, files)
@@ -407,6 +459,15 @@ def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
             # Offsets moved without files (records skipped by the error policy).
             with tx.update_snapshot(snapshot_properties=props).fast_append():
                 pass
+        made = tx.table_metadata.current_snapshot()
+        assert made is not None, "the append made the current snapshot"
+        offsets = {k: v for k, v in props.items() if k.startswith(OFFSETS_PREFIX)}
+        stamp = {
+            STATE_SNAPSHOT: str(made.snapshot_id),
+            STATE_SEQUENCE: str(made.sequence_number or 0),
+            STATE_TIME: str(made.timestamp_ms),
+        }
+        tx.set_properties({**offsets, **stamp})
 
 
 def _evolve(tx: Any, table: Any, files: list[str]) -> None:
