@@ -25,6 +25,7 @@ import dataclasses
 import datetime as dt
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ from kafka_archive.kcql.plan import (
     TemplateSlot,
     TemplateText,
 )
+from kafka_archive.secrets import has_userinfo, is_secret, remember, scrub
 
 log = logging.getLogger(__name__)
 
@@ -149,19 +151,49 @@ def s3_properties(s3: S3Settings) -> dict[str, str]:
     return props
 
 
+def secret_values(properties: Mapping[str, Any]) -> list[str]:
+    """The values of the catalog properties that are secret (:mod:`kafka_archive.secrets`):
+    keys, tokens, credentials, and the password of a URL (``postgresql://u:pw@host``)."""
+    values: list[str] = []
+    for key, value in properties.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if is_secret(key):
+            values.append(value)
+        elif has_userinfo(value):
+            with contextlib.suppress(ValueError):
+                password = urllib.parse.urlsplit(value).password
+                if password:
+                    values += [password, urllib.parse.unquote(password)]
+    return values
+
+
+def remember_secrets(properties: Mapping[str, Any]) -> None:
+    """Note the secret values of catalog ``properties``: scrubbed from every message
+    (:func:`kafka_archive.secrets.scrub`), ours and the CLI's."""
+    remember(secret_values(properties))
+
+
 @contextlib.contextmanager
 def _catalog_errors(what: str) -> Iterator[None]:
-    """pyiceberg's and its drivers' errors as one line that says what failed."""
+    """pyiceberg's and its drivers' errors as one line that says what failed, without the
+    secret values of the catalog's properties (its errors may quote them: an unknown
+    catalog type echoes every property, an unknown URI scheme the URI)."""
     try:
         yield
     except ArchiveError:
         raise
     except Exception as exc:
         raise CatalogError(
-            f"the Iceberg catalog could not {what}: {type(exc).__name__}: {exc}",
+            scrub(f"the Iceberg catalog could not {what}: {type(exc).__name__}: {_line(exc)}"),
             hint="Check the catalog's configuration (.pyiceberg.yaml or "
             "PYICEBERG_CATALOG__<NAME>__* variables) and that it is reachable",
         ) from exc
+
+
+def _line(exc: BaseException) -> str:
+    """An exception's message on one line (drivers' messages may span several)."""
+    return " ".join(str(exc).split())
 
 
 def load_catalog(name: str, s3: S3Settings) -> Any:
@@ -179,6 +211,7 @@ def load_catalog(name: str, s3: S3Settings) -> Any:
     # The catalog's own settings win; the archiver's S3 settings fill in the rest. (Passed
     # as properties: pyiceberg reads its environment once, when it is first imported.)
     properties: dict[str, Any] = {**s3_properties(s3), **configured}
+    remember_secrets(properties)
     with _catalog_errors(f"be opened ({name!r})"):
         return pyiceberg_load(name, **properties)
 
