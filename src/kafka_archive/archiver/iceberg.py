@@ -41,7 +41,7 @@ from kafka_archive.archiver.errors import (
 )
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.settings import S3Settings
-from kafka_archive.archiver.store.s3 import S3Store, frozen_credentials
+from kafka_archive.archiver.store.s3 import S3Store, credentials
 from kafka_archive.kcql.plan import (
     RECORD_TIME_COLUMN,
     LayoutKind,
@@ -128,8 +128,9 @@ def data_route(route: Route, run_id: str, job: str) -> Route:
 # The catalog.
 
 
-def s3_properties(s3: S3Settings) -> dict[str, str]:
-    """pyiceberg FileIO properties from the archiver's S3 settings."""
+def s3_properties(s3: S3Settings, frozen: Any = None) -> dict[str, str]:
+    """pyiceberg FileIO properties from the archiver's S3 settings (the credentials:
+    ``frozen``, else those of the chain now)."""
     props: dict[str, str] = {}
     if s3.endpoint_url:
         props["s3.endpoint"] = s3.endpoint_url
@@ -142,12 +143,14 @@ def s3_properties(s3: S3Settings) -> dict[str, str]:
         props["s3.server-side-encryption"] = s3.sse
         if s3.sse_kms_key_id:
             props["s3.sse-kms-key-id"] = s3.sse_kms_key_id
-    credentials = frozen_credentials(s3)
-    if credentials is not None:
-        props["s3.access-key-id"] = credentials.access_key
-        props["s3.secret-access-key"] = credentials.secret_key
-        if credentials.token:
-            props["s3.session-token"] = credentials.token
+    if frozen is None:
+        found = credentials(s3)
+        frozen = None if found is None else found.get_frozen_credentials()
+    if frozen is not None:
+        props["s3.access-key-id"] = frozen.access_key
+        props["s3.secret-access-key"] = frozen.secret_key
+        if frozen.token:
+            props["s3.session-token"] = frozen.token
     return props
 
 
@@ -196,7 +199,7 @@ def _line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-def load_catalog(name: str, s3: S3Settings) -> Any:
+def load_catalog(name: str, s3: S3Settings, frozen: Any = None) -> Any:
     from pyiceberg.catalog import load_catalog as pyiceberg_load
     from pyiceberg.utils.config import Config
 
@@ -210,10 +213,43 @@ def load_catalog(name: str, s3: S3Settings) -> Any:
         )
     # The catalog's own settings win; the archiver's S3 settings fill in the rest. (Passed
     # as properties: pyiceberg reads its environment once, when it is first imported.)
-    properties: dict[str, Any] = {**s3_properties(s3), **configured}
+    properties: dict[str, Any] = {**s3_properties(s3, frozen), **configured}
     remember_secrets(properties)
     with _catalog_errors(f"be opened ({name!r})"):
         return pyiceberg_load(name, **properties)
+
+
+class CatalogSource:
+    """One catalog, opened with the credentials of the AWS chain and opened again when
+    they are renewed: short-lived ones (IRSA, an assumed role: an hour or less) would fail
+    a long follow session's commits. botocore renews refreshable credentials when asked
+    within its refresh window before they expire (15 minutes); each use asks."""
+
+    def __init__(self, name: str, s3: S3Settings) -> None:
+        self.name, self.s3 = name, s3
+        self._credentials = credentials(s3)
+        self._frozen = self._now()
+        self._catalog = load_catalog(name, s3, self._frozen)
+
+    def _now(self) -> Any:
+        return None if self._credentials is None else self._credentials.get_frozen_credentials()
+
+    def renewed(self) -> bool:
+        """Whether the credentials changed since the catalog was opened: it is opened again
+        (the tables loaded from it keep the old ones in their FileIO: load them again)."""
+        with _catalog_errors(f"renew the credentials of catalog {self.name!r}"):
+            frozen = self._now()
+        if frozen == self._frozen:
+            return False
+        self._catalog = load_catalog(self.name, self.s3, frozen)
+        self._frozen = frozen
+        log.info("the S3 credentials were renewed; catalog %r opened with them", self.name)
+        return True
+
+    @property
+    def catalog(self) -> Any:
+        self.renewed()
+        return self._catalog
 
 
 # ------------------------------------------------------------------------------------------
@@ -227,10 +263,19 @@ class TableRoute:
     commit must still find for the partitions it moves."""
 
     identifier: str
-    catalog: Any
+    source: CatalogSource
     routes: dict[int, Route]
     table: Any = None
     offsets: dict[TopicPartition, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def catalog(self) -> Any:
+        return self.source.catalog
+
+    def renew(self) -> None:
+        """Load the table again if the credentials were renewed (its FileIO holds them)."""
+        if self.source.renewed():
+            self.refresh()
 
     def refresh(self) -> None:
         from pyiceberg.exceptions import NoSuchTableError
@@ -318,14 +363,14 @@ def _number(text: str | None) -> int | None:
 
 def open_tables(plan: Plan, s3: S3Settings) -> list[TableRoute]:
     """The tables the plan's Iceberg routes write (catalogs opened once per name)."""
-    catalogs: dict[str, Any] = {}
+    catalogs: dict[str, CatalogSource] = {}
     tables: dict[tuple[str, str], TableRoute] = {}
     for index, route in enumerate(plan.routes):
         if route.iceberg is None:
             continue
         name = route.iceberg.catalog
         if name not in catalogs:
-            catalogs[name] = load_catalog(name, s3)
+            catalogs[name] = CatalogSource(name, s3)
         key = (name, route.iceberg.table)
         if key not in tables:
             tables[key] = TableRoute(route.iceberg.table, catalogs[name], {})
@@ -430,6 +475,7 @@ def commit(
         for o in u.objects
     ]
     planned = {tp: table.offsets.get(tp) for tp in moved}
+    table.renew()  # after `planned`: the offsets planning read are what must still hold
     records = sum(u.records for u in results)
     for _ in range(COMMIT_ATTEMPTS):
         changed = [tp for tp in moved if table.offsets.get(tp) != planned[tp]]

@@ -4,6 +4,7 @@ its credentials are renewed before they expire."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,63 @@ def test_a_multiline_driver_error_is_one_line_without_the_password(
     message = str(info.value)
     assert "Invalid SQLite URL" in message and password not in message
     assert "\n" not in message
+
+
+CREDENTIAL_PROCESS = """\
+import datetime as dt, json, pathlib, sys
+counter = pathlib.Path(sys.argv[1])
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+expiry = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5)
+print(json.dumps({"Version": 1, "AccessKeyId": f"AKIDSHORT{n}", "SecretAccessKey": f"s{n}",
+                  "SessionToken": f"t{n}", "Expiration": expiry.isoformat()}))
+"""
+
+
+def test_short_lived_credentials_are_renewed_in_the_catalog_and_its_tables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Credentials from the AWS chain that expire (a credential_process answering with
+    5-minute credentials, as IRSA or an assumed role give): each time the run goes to the
+    table, botocore renews them (they are within its refresh window), and the catalog and
+    the table's FileIO are given the new ones, not the ones of the session's start."""
+    import sys
+
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    from kafka_archive import kcql
+
+    script, counter = tmp_path / "creds.py", tmp_path / "n"
+    script.write_text(CREDENTIAL_PROCESS)
+    config = tmp_path / "aws-config"
+    config.write_text(
+        f"[profile short]\ncredential_process = {sys.executable} {script} {counter}\n"
+    )
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_PROFILE", "short")
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEFAULT__URI", uri)
+    made = SqlCatalog("default", uri=uri, warehouse=f"file://{tmp_path}")
+    made.create_namespace("db")
+    made.create_table("db.orders", Schema(NestedField(1, "id", LongType(), required=False)))
+    plan = kcql.parse(
+        "INSERT INTO bkt:t SELECT * FROM orders STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
+
+    (table,) = iceberg.open_tables(plan, S3Settings(region="eu-west-1"))
+    first = table.catalog.properties["s3.access-key-id"]
+    assert first.startswith("AKIDSHORT")
+    for _ in range(2):
+        table.refresh()
+        latest = f"AKIDSHORT{counter.read_text()}"
+        assert latest != first
+        assert table.table.io.properties["s3.access-key-id"] == latest
+        assert table.table.io.properties["s3.session-token"] == f"t{counter.read_text()}"
+        catalog = table.catalog  # renewed again: still within botocore's refresh window
+        assert catalog.properties["s3.access-key-id"] == f"AKIDSHORT{counter.read_text()}"
