@@ -60,6 +60,7 @@ def test_a_compacted_then_expired_table_resumes_where_we_left_it(
     broker: str,
     produce: Callable[..., None],
     s3_endpoint: str,
+    s3_client: Any,
     spark: Any,
     catalog_uri: str,
     topic: Callable[..., str],
@@ -70,7 +71,12 @@ def test_a_compacted_then_expired_table_resumes_where_we_left_it(
     args = run_args(kcql_for(name, bkt, 1000), broker, s3_endpoint)
     produce(name, 3000, partitions=PARTITIONS)
     assert main(args) == 0, capsys.readouterr().err
-    assert all_ids(reader_table(catalog_uri, s3_endpoint)) == list(range(3000))
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert all_ids(table) == list(range(3000))
+    # The tasks wrote under the lease: each file names the epoch they proved.
+    for path in table.inspect.files().column("file_path").to_pylist():
+        head = s3_client.head_object(Bucket=bkt, Key=path.removeprefix(f"s3://{bkt}/"))
+        assert int(head["Metadata"].get("kafka-archive-epoch", "0")) > 0, path
 
     # Compaction: the current snapshot is not ours; our last one is in its ancestry.
     compact(catalog_uri, s3_endpoint)

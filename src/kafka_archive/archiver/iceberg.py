@@ -2,13 +2,17 @@
 Apache Iceberg table, exactly once, through pyiceberg on the driver.
 
 - The table is the state. Each batch makes ONE commit per table: it adds every file the
-  batch's tasks wrote and records, in the new snapshot's summary, the next offset of every
-  partition the table holds (``kafka-archive.offsets.<topic>.<partition>``). A run resumes
-  from the latest snapshot's summary; there is no state object.
+  batch's tasks wrote and records, in the new snapshot's summary and (same transaction) in
+  the table's properties, the next offset of every partition the table holds
+  (``kafka-archive.offsets.<topic>.<partition>``). A run resumes from the last snapshot of
+  ours in the current snapshot's ancestry (another tool's compaction on top carries none),
+  or from the properties when expiry removed it (:func:`_table_offsets`); there is no
+  state object.
 - Files are written by the Spark tasks like PARQUET objects, under ``<location>/data/``,
   named ``<topic>/<partition>/<first offset>_<run id>_<job>.parquet``. A run that dies before its
   commit leaves files no snapshot references: the next run of the job removes them
-  (:func:`remove_orphans`) before it writes anything, so no record is ever in the table twice.
+  (:func:`remove_orphans`, after a commit that refuses a stale driver's) before it writes
+  anything, so no record is ever in the table twice.
 - Concurrent writers are fenced by the catalog's optimistic commit: a commit that lost the
   race re-reads the table and retries only when the partitions it moves are still where it
   planned them; otherwise the run stops with a state conflict (exit 9).
@@ -576,12 +580,24 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             ) from None
 
 
-def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> int:
+def remove_orphans(
+    table: TableRoute,
+    store: S3Store,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None] = lambda: None,
+) -> int:
     """Delete the files under the table's ``data/`` that this job's earlier runs wrote
     (named ``<topic>/<partition>/<offset>_<run id>_<job>.parquet`` for the routes' topics)
-    and no snapshot references: a run died between writing and committing them. Call it
-    holding the job's lease (no other run of the job is writing), before this run writes;
-    another job's files are never touched."""
+    and no snapshot references: a run died (or lost its lease) between writing and
+    committing them. Call it holding the job's lease, before this run writes; another
+    job's files are never touched.
+
+    A run that lost the lease may still be inside its commit of such files (frozen past
+    its lease after its last proof). Before deleting any, the table is moved by a commit
+    of ours that changes nothing but the current snapshot (:func:`_fence`): that run's
+    commit, conditional on the snapshot it planned from, is refused; the files are
+    deleted only if no snapshot references them after it."""
 
     def earlier_run_of_job(key: str) -> bool:
         match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
@@ -598,12 +614,18 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
         # Multipart uploads of such files that a killed run left open.
         for key, upload in store.incomplete_uploads(bucket, folder):
             if earlier_run_of_job(key):
+                check_lease()
                 store.abort_upload(bucket, key, upload)
     if not candidates:
         return 0
     referenced = _referenced(table)
     orphans = [(b, k) for b, k in candidates if f"s3://{b}/{k}" not in referenced]
+    if orphans and table.table is not None:
+        _fence(table, run_id, job, check_lease)
+        referenced = _referenced(table)
+        orphans = [(b, k) for b, k in candidates if f"s3://{b}/{k}" not in referenced]
     for bucket in sorted({b for b, _ in orphans}):
+        check_lease()
         store.delete(bucket, [k for b, k in orphans if b == bucket])
     if orphans:
         log.info(
@@ -612,6 +634,30 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
             len(orphans),
         )
     return len(orphans)
+
+
+def _fence(table: TableRoute, run_id: str, job: str, check_lease: Callable[[], None]) -> None:
+    """Commit a snapshot of ours without files, the table's state unchanged: whatever
+    commit another writer planned from the snapshot before it is refused by the catalog
+    (each append requires the branch to be at the snapshot it planned from)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for _ in range(COMMIT_ATTEMPTS):
+        props = {offset_property(tp): str(o) for tp, o in sorted(table.offsets.items())}
+        props |= {RECORDS: "0", RUN_ID: run_id, JOB: job}
+        check_lease()
+        with _catalog_errors(f"commit to table {table.identifier}"):
+            try:
+                _append(table.table, [], props)
+            except CommitFailedException:
+                table.refresh()  # a commit came first (that run's, maybe): on top of it
+                continue
+        table.refresh()
+        return
+    raise StateConflictError(
+        f"Iceberg table {table.identifier} kept changing while this run cleaned it up",
+        hint="Run again; archive a table from one job at a time",
+    )
 
 
 def _referenced(table: TableRoute) -> set[str]:
@@ -645,13 +691,20 @@ def refuse_tables(plan: Plan | None, command: str) -> None:
             )
 
 
-def prepare(plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str) -> list[TableRoute]:
+def prepare(
+    plan: Plan,
+    store: S3Store,
+    s3: S3Settings,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None] = lambda: None,
+) -> list[TableRoute]:
     """Open the plan's tables and remove what crashed runs left in them (holding the
-    job's lease, before anything is written)."""
+    job's lease, proved by ``check_lease`` before each write, before anything is written)."""
     tables = open_tables(plan, s3)
     for table in tables:
         table.turn_off_replay()
-        remove_orphans(table, store, run_id, job)
+        remove_orphans(table, store, run_id, job, check_lease)
     return tables
 
 
