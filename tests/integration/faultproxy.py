@@ -146,7 +146,11 @@ class FaultProxy:
                     for key, value in response.getheaders():
                         if key.lower() not in ("transfer-encoding", "content-length", "connection"):
                             self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(data)))
+                    # A HEAD's length is the object's (pyarrow's S3 reads it as the size).
+                    length = response.getheader("Content-Length") or "0"
+                    self.send_header(
+                        "Content-Length", length if self.command == "HEAD" else str(len(data))
+                    )
                     self.end_headers()
                     if self.command != "HEAD":
                         self.wfile.write(data)

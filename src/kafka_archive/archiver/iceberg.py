@@ -2,13 +2,17 @@
 Apache Iceberg table, exactly once, through pyiceberg on the driver.
 
 - The table is the state. Each batch makes ONE commit per table: it adds every file the
-  batch's tasks wrote and records, in the new snapshot's summary, the next offset of every
-  partition the table holds (``kafka-archive.offsets.<topic>.<partition>``). A run resumes
-  from the latest snapshot's summary; there is no state object.
+  batch's tasks wrote and records, in the new snapshot's summary and (same transaction) in
+  the table's properties, the next offset of every partition the table holds
+  (``kafka-archive.offsets.<topic>.<partition>``). A run resumes from the last snapshot of
+  ours in the current snapshot's ancestry (another tool's compaction on top carries none),
+  or from the properties when expiry removed it (:func:`_table_offsets`); there is no
+  state object.
 - Files are written by the Spark tasks like PARQUET objects, under ``<location>/data/``,
   named ``<topic>/<partition>/<first offset>_<run id>_<job>.parquet``. A run that dies before its
   commit leaves files no snapshot references: the next run of the job removes them
-  (:func:`remove_orphans`) before it writes anything, so no record is ever in the table twice.
+  (:func:`remove_orphans`, after a commit that refuses a stale driver's) before it writes
+  anything, so no record is ever in the table twice.
 - Concurrent writers are fenced by the catalog's optimistic commit: a commit that lost the
   race re-reads the table and retries only when the partitions it moves are still where it
   planned them; otherwise the run stops with a state conflict (exit 9).
@@ -25,6 +29,7 @@ import dataclasses
 import datetime as dt
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +45,7 @@ from kafka_archive.archiver.errors import (
 )
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.settings import S3Settings
-from kafka_archive.archiver.store.s3 import S3Store, frozen_credentials
+from kafka_archive.archiver.store.s3 import S3Store, credentials
 from kafka_archive.kcql.plan import (
     RECORD_TIME_COLUMN,
     LayoutKind,
@@ -52,6 +57,7 @@ from kafka_archive.kcql.plan import (
     TemplateSlot,
     TemplateText,
 )
+from kafka_archive.secrets import has_userinfo, is_secret, remember, scrub
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +65,12 @@ OFFSETS_PREFIX = "kafka-archive.offsets."
 RECORDS = "kafka-archive.records"
 RUN_ID = "kafka-archive.run-id"
 JOB = "kafka-archive.job"
+# Table properties: the id, sequence number and time of the snapshot our last commit made,
+# set in the same transaction as the offsets it also sets as table properties (which
+# survive that snapshot's expiry).
+STATE_SNAPSHOT = "kafka-archive.snapshot-id"
+STATE_SEQUENCE = "kafka-archive.snapshot-sequence-number"
+STATE_TIME = "kafka-archive.snapshot-timestamp-ms"
 DATA_DIR = "data"
 COMMIT_ATTEMPTS = 5
 # pyiceberg retries a commit that lost a race by replaying it onto the new snapshot, with
@@ -120,8 +132,9 @@ def data_route(route: Route, run_id: str, job: str) -> Route:
 # The catalog.
 
 
-def s3_properties(s3: S3Settings) -> dict[str, str]:
-    """pyiceberg FileIO properties from the archiver's S3 settings."""
+def s3_properties(s3: S3Settings, frozen: Any = None) -> dict[str, str]:
+    """pyiceberg FileIO properties from the archiver's S3 settings (the credentials:
+    ``frozen``, else those of the chain now)."""
     props: dict[str, str] = {}
     if s3.endpoint_url:
         props["s3.endpoint"] = s3.endpoint_url
@@ -134,31 +147,63 @@ def s3_properties(s3: S3Settings) -> dict[str, str]:
         props["s3.server-side-encryption"] = s3.sse
         if s3.sse_kms_key_id:
             props["s3.sse-kms-key-id"] = s3.sse_kms_key_id
-    credentials = frozen_credentials(s3)
-    if credentials is not None:
-        props["s3.access-key-id"] = credentials.access_key
-        props["s3.secret-access-key"] = credentials.secret_key
-        if credentials.token:
-            props["s3.session-token"] = credentials.token
+    if frozen is None:
+        found = credentials(s3)
+        frozen = None if found is None else found.get_frozen_credentials()
+    if frozen is not None:
+        props["s3.access-key-id"] = frozen.access_key
+        props["s3.secret-access-key"] = frozen.secret_key
+        if frozen.token:
+            props["s3.session-token"] = frozen.token
     return props
+
+
+def secret_values(properties: Mapping[str, Any]) -> list[str]:
+    """The values of the catalog properties that are secret (:mod:`kafka_archive.secrets`):
+    keys, tokens, credentials, and the password of a URL (``postgresql://u:pw@host``)."""
+    values: list[str] = []
+    for key, value in properties.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if is_secret(key):
+            values.append(value)
+        elif has_userinfo(value):
+            with contextlib.suppress(ValueError):
+                password = urllib.parse.urlsplit(value).password
+                if password:
+                    values += [password, urllib.parse.unquote(password)]
+    return values
+
+
+def remember_secrets(properties: Mapping[str, Any]) -> None:
+    """Note the secret values of catalog ``properties``: scrubbed from every message
+    (:func:`kafka_archive.secrets.scrub`), ours and the CLI's."""
+    remember(secret_values(properties))
 
 
 @contextlib.contextmanager
 def _catalog_errors(what: str) -> Iterator[None]:
-    """pyiceberg's and its drivers' errors as one line that says what failed."""
+    """pyiceberg's and its drivers' errors as one line that says what failed, without the
+    secret values of the catalog's properties (its errors may quote them: an unknown
+    catalog type echoes every property, an unknown URI scheme the URI)."""
     try:
         yield
     except ArchiveError:
         raise
     except Exception as exc:
         raise CatalogError(
-            f"the Iceberg catalog could not {what}: {type(exc).__name__}: {exc}",
+            scrub(f"the Iceberg catalog could not {what}: {type(exc).__name__}: {_line(exc)}"),
             hint="Check the catalog's configuration (.pyiceberg.yaml or "
             "PYICEBERG_CATALOG__<NAME>__* variables) and that it is reachable",
         ) from exc
 
 
-def load_catalog(name: str, s3: S3Settings) -> Any:
+def _line(exc: BaseException) -> str:
+    """An exception's message on one line (drivers' messages may span several)."""
+    return " ".join(str(exc).split())
+
+
+def load_catalog(name: str, s3: S3Settings, frozen: Any = None) -> Any:
     from pyiceberg.catalog import load_catalog as pyiceberg_load
     from pyiceberg.utils.config import Config
 
@@ -172,9 +217,43 @@ def load_catalog(name: str, s3: S3Settings) -> Any:
         )
     # The catalog's own settings win; the archiver's S3 settings fill in the rest. (Passed
     # as properties: pyiceberg reads its environment once, when it is first imported.)
-    properties: dict[str, Any] = {**s3_properties(s3), **configured}
+    properties: dict[str, Any] = {**s3_properties(s3, frozen), **configured}
+    remember_secrets(properties)
     with _catalog_errors(f"be opened ({name!r})"):
         return pyiceberg_load(name, **properties)
+
+
+class CatalogSource:
+    """One catalog, opened with the credentials of the AWS chain and opened again when
+    they are renewed: short-lived ones (IRSA, an assumed role: an hour or less) would fail
+    a long follow session's commits. botocore renews refreshable credentials when asked
+    within its refresh window before they expire (15 minutes); each use asks."""
+
+    def __init__(self, name: str, s3: S3Settings) -> None:
+        self.name, self.s3 = name, s3
+        self._credentials = credentials(s3)
+        self._frozen = self._now()
+        self._catalog = load_catalog(name, s3, self._frozen)
+
+    def _now(self) -> Any:
+        return None if self._credentials is None else self._credentials.get_frozen_credentials()
+
+    def renewed(self) -> bool:
+        """Whether the credentials changed since the catalog was opened: it is opened again
+        (the tables loaded from it keep the old ones in their FileIO: load them again)."""
+        with _catalog_errors(f"renew the credentials of catalog {self.name!r}"):
+            frozen = self._now()
+        if frozen == self._frozen:
+            return False
+        self._catalog = load_catalog(self.name, self.s3, frozen)
+        self._frozen = frozen
+        log.info("the S3 credentials were renewed; catalog %r opened with them", self.name)
+        return True
+
+    @property
+    def catalog(self) -> Any:
+        self.renewed()
+        return self._catalog
 
 
 # ------------------------------------------------------------------------------------------
@@ -188,10 +267,19 @@ class TableRoute:
     commit must still find for the partitions it moves."""
 
     identifier: str
-    catalog: Any
+    source: CatalogSource
     routes: dict[int, Route]
     table: Any = None
     offsets: dict[TopicPartition, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def catalog(self) -> Any:
+        return self.source.catalog
+
+    def renew(self) -> None:
+        """Load the table again if the credentials were renewed (its FileIO holds them)."""
+        if self.source.renewed():
+            self.refresh()
 
     def refresh(self) -> None:
         from pyiceberg.exceptions import NoSuchTableError
@@ -206,7 +294,9 @@ class TableRoute:
     @property
     def committed_at(self) -> str | None:
         """When the latest snapshot was committed (ISO-8601 UTC), or None."""
-        snapshot = None if self.table is None else self.table.current_snapshot()
+        snapshot = None if self.table is None else _last_of_ours(self.table)[0]
+        if snapshot is None:
+            snapshot = None if self.table is None else self.table.current_snapshot()
         if snapshot is None:
             return None
         moment = dt.datetime.fromtimestamp(snapshot.timestamp_ms / 1000, dt.UTC)
@@ -225,24 +315,66 @@ class TableRoute:
 
 
 def _table_offsets(table: Any) -> dict[TopicPartition, int]:
+    """The table's state: the offsets of the last snapshot we committed in the current
+    snapshot's ancestry (another writer's compaction, rewrite or delete on top of it
+    carries none); when that snapshot was expired, the offsets the table's properties
+    carry, which our commits set in the same transaction as their snapshot
+    (:data:`STATE_SNAPSHOT` names it, :data:`STATE_SEQUENCE` and :data:`STATE_TIME` date it)."""
     if table is None:
         return {}
-    snapshot = table.current_snapshot()
-    if snapshot is None or snapshot.summary is None:
+    found, oldest = _last_of_ours(table)
+    if found is not None:
+        return offsets_of(found.summary.additional_properties)
+    properties = table.properties
+    stamped = _number(properties.get(STATE_SNAPSHOT))
+    if stamped is None or oldest is None or table.metadata.snapshot_by_id(stamped) is not None:
+        # None of ours ever, or ours were rolled back: the snapshot the properties name is
+        # still there, off the current ancestry, which holds none of ours.
         return {}
-    return offsets_of(snapshot.summary.additional_properties)
+    # That snapshot is gone. Older than all the ancestry has left: expired with the history
+    # before it (the properties hold). Else it was rolled back, then expired.
+    sequence = _number(properties.get(STATE_SEQUENCE)) or 0
+    if sequence and oldest.sequence_number:
+        expired = bool(oldest.sequence_number > sequence)
+    else:  # format 1: no sequence numbers; the commit times tell
+        expired = oldest.timestamp_ms > (_number(properties.get(STATE_TIME)) or 0)
+    return offsets_of(properties) if expired else {}
+
+
+def _last_of_ours(table: Any) -> tuple[Any, Any]:
+    """The newest snapshot of the current snapshot's ancestry that holds our offsets (or
+    None), and the oldest of the ancestry's snapshots that are left (or None when there is
+    no current snapshot)."""
+    metadata = table.metadata
+    snapshot = oldest = table.current_snapshot()
+    while snapshot is not None:
+        oldest = snapshot
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if RUN_ID in summary or offsets_of(summary):
+            return snapshot, oldest
+        parent = snapshot.parent_snapshot_id
+        # pyiceberg's expiry sets a child's parent to None; Java's leaves a missing id.
+        snapshot = None if parent is None else metadata.snapshot_by_id(parent)
+    return None, oldest
+
+
+def _number(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
 
 
 def open_tables(plan: Plan, s3: S3Settings) -> list[TableRoute]:
     """The tables the plan's Iceberg routes write (catalogs opened once per name)."""
-    catalogs: dict[str, Any] = {}
+    catalogs: dict[str, CatalogSource] = {}
     tables: dict[tuple[str, str], TableRoute] = {}
     for index, route in enumerate(plan.routes):
         if route.iceberg is None:
             continue
         name = route.iceberg.catalog
         if name not in catalogs:
-            catalogs[name] = load_catalog(name, s3)
+            catalogs[name] = CatalogSource(name, s3)
         key = (name, route.iceberg.table)
         if key not in tables:
             tables[key] = TableRoute(route.iceberg.table, catalogs[name], {})
@@ -347,6 +479,7 @@ def commit(
         for o in u.objects
     ]
     planned = {tp: table.offsets.get(tp) for tp in moved}
+    table.renew()  # after `planned`: the offsets planning read are what must still hold
     records = sum(u.records for u in results)
     for _ in range(COMMIT_ATTEMPTS):
         changed = [tp for tp in moved if table.offsets.get(tp) != planned[tp]]
@@ -392,13 +525,15 @@ def commit(
 
 
 def _committed_by(table: Any, run_id: str) -> bool:
-    snapshot = None if table is None else table.current_snapshot()
+    snapshot = None if table is None else _last_of_ours(table)[0]
     if snapshot is None or snapshot.summary is None:
         return False
     return bool(snapshot.summary.additional_properties.get(RUN_ID) == run_id)
 
 
 def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
+    """One transaction: the files appended (a snapshot whose summary holds ``props``), and
+    the offsets set as table properties too, stamped with that snapshot's id."""
     with table.transaction() as tx:
         if files:
             _evolve(tx, table, files)
@@ -407,6 +542,15 @@ def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
             # Offsets moved without files (records skipped by the error policy).
             with tx.update_snapshot(snapshot_properties=props).fast_append():
                 pass
+        made = tx.table_metadata.current_snapshot()
+        assert made is not None, "the append made the current snapshot"
+        offsets = {k: v for k, v in props.items() if k.startswith(OFFSETS_PREFIX)}
+        stamp = {
+            STATE_SNAPSHOT: str(made.snapshot_id),
+            STATE_SEQUENCE: str(made.sequence_number or 0),
+            STATE_TIME: str(made.timestamp_ms),
+        }
+        tx.set_properties({**offsets, **stamp})
 
 
 def _evolve(tx: Any, table: Any, files: list[str]) -> None:
@@ -436,12 +580,24 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             ) from None
 
 
-def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> int:
+def remove_orphans(
+    table: TableRoute,
+    store: S3Store,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None] = lambda: None,
+) -> int:
     """Delete the files under the table's ``data/`` that this job's earlier runs wrote
     (named ``<topic>/<partition>/<offset>_<run id>_<job>.parquet`` for the routes' topics)
-    and no snapshot references: a run died between writing and committing them. Call it
-    holding the job's lease (no other run of the job is writing), before this run writes;
-    another job's files are never touched."""
+    and no snapshot references: a run died (or lost its lease) between writing and
+    committing them. Call it holding the job's lease, before this run writes; another
+    job's files are never touched.
+
+    A run that lost the lease may still be inside its commit of such files (frozen past
+    its lease after its last proof). Before deleting any, the table is moved by a commit
+    of ours that changes nothing but the current snapshot (:func:`_fence`): that run's
+    commit, conditional on the snapshot it planned from, is refused; the files are
+    deleted only if no snapshot references them after it."""
 
     def earlier_run_of_job(key: str) -> bool:
         match = _DATA_NAME.match(key.rsplit("/", 1)[-1])
@@ -458,12 +614,18 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
         # Multipart uploads of such files that a killed run left open.
         for key, upload in store.incomplete_uploads(bucket, folder):
             if earlier_run_of_job(key):
+                check_lease()
                 store.abort_upload(bucket, key, upload)
     if not candidates:
         return 0
     referenced = _referenced(table)
     orphans = [(b, k) for b, k in candidates if f"s3://{b}/{k}" not in referenced]
+    if orphans and table.table is not None:
+        _fence(table, run_id, job, check_lease)
+        referenced = _referenced(table)
+        orphans = [(b, k) for b, k in candidates if f"s3://{b}/{k}" not in referenced]
     for bucket in sorted({b for b, _ in orphans}):
+        check_lease()
         store.delete(bucket, [k for b, k in orphans if b == bucket])
     if orphans:
         log.info(
@@ -472,6 +634,30 @@ def remove_orphans(table: TableRoute, store: S3Store, run_id: str, job: str) -> 
             len(orphans),
         )
     return len(orphans)
+
+
+def _fence(table: TableRoute, run_id: str, job: str, check_lease: Callable[[], None]) -> None:
+    """Commit a snapshot of ours without files, the table's state unchanged: whatever
+    commit another writer planned from the snapshot before it is refused by the catalog
+    (each append requires the branch to be at the snapshot it planned from)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for _ in range(COMMIT_ATTEMPTS):
+        props = {offset_property(tp): str(o) for tp, o in sorted(table.offsets.items())}
+        props |= {RECORDS: "0", RUN_ID: run_id, JOB: job}
+        check_lease()
+        with _catalog_errors(f"commit to table {table.identifier}"):
+            try:
+                _append(table.table, [], props)
+            except CommitFailedException:
+                table.refresh()  # a commit came first (that run's, maybe): on top of it
+                continue
+        table.refresh()
+        return
+    raise StateConflictError(
+        f"Iceberg table {table.identifier} kept changing while this run cleaned it up",
+        hint="Run again; archive a table from one job at a time",
+    )
 
 
 def _referenced(table: TableRoute) -> set[str]:
@@ -505,13 +691,20 @@ def refuse_tables(plan: Plan | None, command: str) -> None:
             )
 
 
-def prepare(plan: Plan, store: S3Store, s3: S3Settings, run_id: str, job: str) -> list[TableRoute]:
+def prepare(
+    plan: Plan,
+    store: S3Store,
+    s3: S3Settings,
+    run_id: str,
+    job: str,
+    check_lease: Callable[[], None] = lambda: None,
+) -> list[TableRoute]:
     """Open the plan's tables and remove what crashed runs left in them (holding the
-    job's lease, before anything is written)."""
+    job's lease, proved by ``check_lease`` before each write, before anything is written)."""
     tables = open_tables(plan, s3)
     for table in tables:
         table.turn_off_replay()
-        remove_orphans(table, store, run_id, job)
+        remove_orphans(table, store, run_id, job, check_lease)
     return tables
 
 

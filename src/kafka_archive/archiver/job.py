@@ -385,7 +385,9 @@ def plan_work(
                 prior=prior,
                 until_ms=settings.until_ms,
                 value_schema=(value_schemas or {}).get(index),
-                epoch=epoch,
+                # Iceberg units too (no partition state to fence): their tasks prove the
+                # lease before each file, and a retried attempt adopts its twin's file.
+                epoch=epoch or (epochs or {}).get(route.target, 0),
                 lease_ttl_seconds=settings.lock_ttl_seconds,
                 commits=state.commits if state is not None else (),
                 gaps=passed,

@@ -413,7 +413,7 @@ def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterat
             if aborted:
                 log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
             archiver.tables = iceberg.prepare(
-                archiver.plan, pre.store, settings.s3, run_id, pre.job
+                archiver.plan, pre.store, settings.s3, run_id, pre.job, archiver.check_leases
             )
             yield archiver
             archiver.save_states()

@@ -10,6 +10,7 @@ run could be hurt by, long after the driver last checked the lease.
   unchanged since this run fenced it — nothing committed it since, and no newer run fenced
   the partition. Anything
   else means this run is the stale one: FencedError, and nothing of it is committed.
+  An Iceberg table's file (named by run id) is never replaced: adopted or FencedError.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ class UnitFencing:
                 continue  # removed meanwhile: create it again
             if self.enabled and all(head.metadata.get(k) == v for k, v in self._mine.items()):
                 return  # an attempt of this very unit: the same records, the same bytes
+            if self._unit.route.iceberg is not None:
+                # A table's file (its key names this run): the driver may be committing
+                # it, or have committed it. Never deleted by a task.
+                raise lease.fenced(
+                    f"s3://{self._bucket}/{key} exists with other boundaries (an attempt of "
+                    "another batch of this run); a table's file is never replaced"
+                )
             self.confirm_partition()
             self._store.delete_if_match(self._bucket, key, head.etag)
         raise lease.fenced(f"s3://{self._bucket}/{key} keeps being written by another run")

@@ -177,11 +177,17 @@ def _session(settings: S3Settings) -> Any:
     return session
 
 
+def credentials(settings: S3Settings) -> Any:
+    """botocore's credentials of the chain (or the assumed role), or None: refreshable ones
+    renew themselves when :meth:`get_frozen_credentials` is asked near their expiry."""
+    return _session(settings).get_credentials()
+
+
 def frozen_credentials(settings: S3Settings) -> Any:
     """The credentials S3 requests are signed with now (access key, secret key, token), or
     None when there are none; for clients that take them as values (pyiceberg's FileIO)."""
-    credentials = _session(settings).get_credentials()
-    return None if credentials is None else credentials.get_frozen_credentials()
+    found = credentials(settings)
+    return None if found is None else found.get_frozen_credentials()
 
 
 def _assume_role(settings: S3Settings) -> Any:
