@@ -267,7 +267,8 @@ def test_a_live_lease_of_another_process_with_our_hostname_is_not_stolen(
         assert archived_ids(s3_client, bkt) == []
 
 
-@pytest.mark.every_s3
+# Not every_s3: the proxy strips headers the request's SigV4 signature covers, which moto
+# does not check and SeaweedFS refuses (403, exit 7) before it could ignore a condition.
 def test_an_endpoint_that_ignores_conditional_writes_is_refused(
     broker: str,
     produce: Callable[..., None],
@@ -391,7 +392,6 @@ def _state_of(s3: Any, bucket: str, name: str, partition: int) -> tuple[str, dic
     return key, json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
-@pytest.mark.every_s3
 def test_a_following_run_never_commits_over_a_state_written_between_its_batches(
     broker: str,
     produce: Callable[..., None],
