@@ -4,6 +4,13 @@ The broker is Apache Kafka (single KRaft node, ``kafka_broker.py``; its jars are
 from Maven Central once into ``~/.cache/kafka-archive``), the S3 endpoint moto's server,
 both on free loopback ports; Spark runs ``local[2]``. Each test gets fresh topics and
 buckets from the ``topic`` and ``bucket`` factories, so tests never see each other's data.
+
+A test marked ``every_s3`` runs once against each S3 implementation of
+:data:`S3_IMPLEMENTATIONS`: moto, and SeaweedFS's S3 gateway (``testbed/seaweedfs.py``: a real
+second implementation of S3's conditional requests, built once from the Go module proxy and
+started lazily, once per session, by the first test that asks for it). Its ``s3_endpoint``,
+``s3_client`` and ``bucket`` are that implementation's; ``every_s3(ids=[...])`` keeps the
+SeaweedFS run to the parameter sets named.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_broker import KafkaBroker, ensure_libs
 
 from devstack import LOOPBACK, MOTO_CREDENTIALS, Service, StackError, start_s3
+from seaweedfs import start_seaweedfs
+
+S3_IMPLEMENTATIONS = ("moto", "seaweedfs")
 
 
 @dataclass
@@ -77,14 +87,77 @@ def broker(stack: Stack) -> str:
     return stack.bootstrap_servers
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "every_s3(ids=None): run against each S3 implementation (moto, SeaweedFS); ids: the "
+        "parameter sets that run on SeaweedFS too (default: all)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("every_s3") is not None:
+        metafunc.parametrize("s3_implementation", S3_IMPLEMENTATIONS, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the SeaweedFS runs of parameter sets an ``every_s3(ids=[...])`` leaves out."""
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("every_s3")
+        callspec = getattr(item, "callspec", None)
+        wanted = marker.kwargs.get("ids") if marker is not None else None
+        if (
+            wanted is not None
+            and callspec is not None
+            and callspec.params.get("s3_implementation") == "seaweedfs"
+            and callspec.id.removeprefix("seaweedfs-").removesuffix("-seaweedfs") not in wanted
+        ):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture
+def s3_implementation(request: pytest.FixtureRequest) -> str:
+    """The S3 implementation this test runs against: moto unless marked ``every_s3``."""
+    return str(getattr(request, "param", "moto"))
+
+
 @pytest.fixture(scope="session")
-def s3_endpoint(stack: Stack) -> str:
+def seaweedfs(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """SeaweedFS's S3 gateway on loopback (built on first use), for ``every_s3`` tests: its
+    endpoint URL."""
+    services = tmp_path_factory.mktemp("seaweedfs")
+    try:
+        service = start_seaweedfs(services / "data", services)
+    except StackError as exc:
+        pytest.fail(f"cannot start SeaweedFS: {exc}", pytrace=False)
+    try:
+        yield f"http://{LOOPBACK}:{service.port}"
+    finally:
+        service.kill()  # its data is thrown away: no need to wait for a clean stop
+
+
+@pytest.fixture
+def s3_endpoint(stack: Stack, s3_implementation: str, request: pytest.FixtureRequest) -> str:
+    if s3_implementation == "seaweedfs":
+        return str(request.getfixturevalue("seaweedfs"))
     return stack.endpoint_url
 
 
-@pytest.fixture(scope="session")
+@functools.cache
+def _s3_client(endpoint: str) -> Any:
+    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+
+
+@pytest.fixture
 def s3_client(s3_endpoint: str) -> Any:
-    return boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    return _s3_client(s3_endpoint)
 
 
 @pytest.fixture(scope="session")

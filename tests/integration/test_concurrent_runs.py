@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.every_s3
 def test_two_runs_of_one_job_at_once_archive_exactly_once(
     broker: str,
     s3_endpoint: str,

@@ -16,6 +16,7 @@ from kafka_archive.cli import main
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.every_s3
 def test_intermittent_faults_are_retried_and_the_archive_is_exactly_once(
     broker: str,
     produce: Callable[..., None],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import logging
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -21,11 +22,13 @@ import yaml
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.positions import StartPosition, parse_start, parse_timestamp
-from kafka_archive.secrets import REDACTED, is_secret, redact_value, remember
+from kafka_archive.secrets import REDACTED, has_userinfo, is_secret, redact_value, remember
 
 ENV_PREFIX = "KAFKA_ARCHIVE_"
 # Offsets per Spark task at most where a partition can be split (archiver.subunits).
 DEFAULT_MAX_RECORDS_PER_UNIT = 250_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,7 +399,41 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    _check_mode(path, data)
     return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def _holds_secret(data: Mapping[Any, Any]) -> bool:
+    """Whether a config file's mapping (its ``kafka:`` section included) holds a secret: a
+    value under a secret-looking name (``kafka_archive.secrets``), or a URL with a password."""
+    for name, value in data.items():
+        if isinstance(value, Mapping):
+            if _holds_secret(value):
+                return True
+        elif value not in (None, "") and is_secret(str(name)):
+            return True
+        elif isinstance(value, str) and has_userinfo(value):
+            userinfo = value.split("://", 1)[-1].split("@", 1)[0]
+            if userinfo.partition(":")[2]:
+                return True
+    return False
+
+
+def _check_mode(path: Path, data: Mapping[Any, Any]) -> None:
+    """Warn (one line) when a config file that holds a secret can be read by its group or
+    by everyone: the README asks for mode 0600."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        return
+    if mode & 0o044 and _holds_secret(data):
+        log.warning(
+            "config file %s holds a secret and is readable by %s (mode %04o): chmod 600 %s",
+            path,
+            "everyone" if mode & 0o004 else "its group",
+            mode,
+            path,
+        )
 
 
 def _statements(value: Any, source: str) -> tuple[str, ...]:

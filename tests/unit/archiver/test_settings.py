@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.settings import load_settings, require_bootstrap
@@ -142,3 +145,74 @@ def test_a_config_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"kcql: \xd0\x00\xff binary")
     with pytest.raises(ConfigError, match="not UTF-8 text"):
         load_settings(path, {}, {})
+
+
+# -- the config file's mode (README: 0600 when it holds a secret) --------------------------
+
+_SECRET_FILES = {
+    "kafka": "kafka:\n  sasl.password: hunter2-secret\n",
+    "registry_url": "schema_registry_url: http://sr:pw-hunter2@registry:8081\n",
+    "endpoint_url": "endpoint_url: http://ak:sk-hunter2@s3.local:9000\n",
+}
+
+
+@pytest.mark.parametrize("holds", sorted(_SECRET_FILES))
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o444])
+def test_a_readable_config_file_holding_a_secret_warns_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, holds: str, mode: int
+) -> None:
+    path = _config(tmp_path, _SECRET_FILES[holds])
+    path.chmod(mode)
+    with caplog.at_level(logging.WARNING):
+        load_settings(path, {}, {})
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, caplog.text
+    message = warnings[0].getMessage()
+    assert "\n" not in message
+    assert str(path) in message and f"{mode:04o}" in message and "chmod 600" in message
+    assert "hunter2" not in caplog.text
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400, 0o700, 0o620, 0o602])
+def test_an_owner_only_config_file_holding_a_secret_does_not_warn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: int
+) -> None:
+    path = _config(tmp_path, _SECRET_FILES["kafka"])
+    path.chmod(mode)
+    with caplog.at_level(logging.WARNING):
+        load_settings(path, {}, {})
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_a_readable_config_file_without_a_secret_does_not_warn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _config(
+        tmp_path,
+        "bootstrap_servers: b:9092\nschema_registry_url: http://registry:8081\n"
+        "kafka:\n  security.protocol: SSL\n  ssl.key.location: /etc/key.pem\n",
+    )
+    path.chmod(0o644)
+    with caplog.at_level(logging.WARNING):
+        load_settings(path, {}, {})
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(mode=st.integers(min_value=0o400, max_value=0o777))
+def test_the_warning_follows_the_group_and_world_read_bits(tmp_path: Path, mode: int) -> None:
+    path = tmp_path / f"archive-{mode:o}.yaml"
+    path.write_text(_SECRET_FILES["kafka"])
+    path.chmod(mode)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("kafka_archive.archiver.settings")
+    logger.addHandler(handler)
+    try:
+        load_settings(path, {}, {})
+    finally:
+        logger.removeHandler(handler)
+    assert bool(records) == bool(mode & 0o044)

@@ -178,3 +178,26 @@ def test_a_file_given_to_kcql_is_named_with_how_to_pass_its_text(
     assert main(["validate", "--kcql", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a file" in err[0] and f'"$(cat {path})"' in err[0]
+
+
+def test_a_world_readable_config_file_with_a_password_is_warned_on_stderr_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI's own logging: one warning line on stderr, before the command's
+    result, naming the file and the fix, never the secret."""
+    config = tmp_path / "archive.yaml"
+    config.write_text(
+        "kcql: INSERT INTO my-bucket:p SELECT * FROM orders\nkafka:\n  sasl.password: pw-7f3c9a\n"
+    )
+    config.chmod(0o644)
+    assert main(["validate", "--config", str(config), *NOWHERE]) == 0
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if str(config) in line]
+    assert warned == [
+        f"kafka-archive: config file {config} holds a secret and is readable by everyone "
+        f"(mode 0644): chmod 600 {config}"
+    ], err
+    assert "pw-7f3c9a" not in err
+    config.chmod(0o600)
+    assert main(["validate", "--config", str(config), *NOWHERE]) == 0
+    assert str(config) not in capsys.readouterr().err
