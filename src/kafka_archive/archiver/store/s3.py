@@ -265,7 +265,8 @@ class _ConditionFailed(UploadError):
 
 
 class ConditionalWritesIgnored(Exception):
-    """The endpoint applied a PUT whose If-None-Match / If-Match condition was false."""
+    """The endpoint applied a request whose condition was false; the message names the
+    header and the request ("If-None-Match on CompleteMultipartUpload")."""
 
 
 def _code(exc: ClientError) -> str:
@@ -677,9 +678,12 @@ class S3Store:
         return True
 
     def probe_conditional_writes(self, bucket: str, key: str) -> None:
-        """Check, with a throw-away object at ``key``, that the endpoint refuses a PUT whose
-        If-None-Match or If-Match is false; :class:`ConditionalWritesIgnored` names the
-        header it ignored. Four requests."""
+        """Check, with a throw-away object at ``key``, that the endpoint refuses every
+        conditional request the protocol sends when its condition is false: a PUT with
+        If-None-Match (creates, locks) or If-Match (state, lock), a CompleteMultipartUpload
+        with If-None-Match (objects from 16 MiB) and a DELETE with If-Match (replacing or
+        recovering an object). :class:`ConditionalWritesIgnored` names the first one
+        ignored. Nine requests."""
         try:
             self.put_document(bucket, key, {"probe": 1}, if_match=None)
             try:
@@ -687,16 +691,36 @@ class S3Store:
             except PreconditionFailed:
                 pass
             else:
-                raise ConditionalWritesIgnored("If-None-Match")
+                raise ConditionalWritesIgnored("If-None-Match on PutObject")
             try:
                 self.put_document(bucket, key, {"probe": 3}, if_match='"0123456789abcdef"')
             except PreconditionFailed:
                 pass
             else:
-                raise ConditionalWritesIgnored("If-Match")
+                raise ConditionalWritesIgnored("If-Match on PutObject")
+            self._probe_multipart_create(bucket, key)
+            if self.delete_if_match(bucket, key, '"0123456789abcdef"'):
+                raise ConditionalWritesIgnored("If-Match on DeleteObject")
+            if self.head(bucket, key) is None:  # answered 412, yet deleted it
+                raise ConditionalWritesIgnored("If-Match on DeleteObject")
         finally:
             with contextlib.suppress(ArchiveError):
                 self.delete_document(bucket, key)
+
+    def _probe_multipart_create(self, bucket: str, key: str) -> None:
+        """A multipart upload of one small part, completed over the existing ``key`` with
+        If-None-Match: the endpoint must refuse it (and the upload is aborted)."""
+        upload_id = self.start_multipart(bucket, key)
+        try:
+            etag = self.upload_part(bucket, key, upload_id, 1, b'{"probe": 4}')
+            with self.creating(bucket, key):
+                self.complete_multipart(bucket, key, upload_id, [etag])
+        except PreconditionFailed:
+            return
+        finally:
+            with contextlib.suppress(ArchiveError):
+                self.abort_upload(bucket, key, upload_id)
+        raise ConditionalWritesIgnored("If-None-Match on CompleteMultipartUpload")
 
     def delete_document(self, bucket: str, key: str) -> None:
         try:
