@@ -198,8 +198,11 @@ def test_recovery_removes_a_fenced_runs_object_below_the_committed_offset(
     result = pending.recover(store, target, "job", TP, state, lambda: fenced.append(1))
     assert result.deleted_objects == (keys[50],)
     assert fenced == [1]
-    left = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket)["Contents"])
-    assert left == [keys[0], keys[100], keys[150]]
+    listed = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket)["Contents"])
+    assert [k for k in listed if "/.kafka-archive/" not in k] == [keys[0], keys[100], keys[150]]
+    # A's keys stay watched (for a create of A that lands late), B's markers go.
+    watched = [k for k in listed if "/.kafka-archive/watch/orders/0/" in k]
+    assert len(watched) == 2 and not [k for k in listed if "/pending/" in k], listed
 
 
 def test_an_acquisition_whose_response_is_lost_holds_the_lease(

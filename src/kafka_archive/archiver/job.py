@@ -185,7 +185,7 @@ def plan_work(
     # matches without state was created (or let in by --topics/--topics-regex) since its
     # first run, which pinned every topic it matched then.
     begun_all = {v.route.target for v in views if v.route.matched and v.loaded.state is not None}
-    # One listing of the job's intent markers per target (not one per partition).
+    # One listing of the intent markers per target (not one per partition), one of watches.
     marked = {
         target: pending.markers_of_job(store, target, job)
         for target in {v.route.target for v in views if v.route.iceberg is None}
