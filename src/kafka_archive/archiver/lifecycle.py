@@ -152,12 +152,23 @@ class Lifecycle:
             self._marked.append(key)
 
     def create(
-        self, key: str, send: Callable[[], None], written: ObjectWritten | None = None
+        self,
+        key: str,
+        send: Callable[[], None],
+        written: ObjectWritten | None = None,
+        of: ObjectWritten | None = None,
     ) -> None:
         """Upload a marked object by calling ``send``, create-only and behind a lease proof;
-        ``written`` describes a data object (offsets, records, size)."""
+        ``written`` describes a data object (offsets, records, size), ``of`` the data object
+        another one (its block index) is made from."""
         self._check(key, Stage.UPLOADED)
-        self._fencing.create(key, send)
+        data = written or of
+        content = None
+        if data is not None:
+            content = pending.content_tag(
+                data.first_offset, data.last_offset, data.records, data.size
+            )
+        self._fencing.create(key, send, content)
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)

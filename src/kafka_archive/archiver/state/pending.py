@@ -50,6 +50,10 @@ _OFFSET_WIDTH = 20
 # User metadata of every object a run writes (x-amz-meta-*): its writer.
 RUN_META, EPOCH_META = "kafka-archive-run", "kafka-archive-epoch"
 UNIT_META = "kafka-archive-unit"  # the unit's range: same run and range, same bytes
+# What a data object holds: its first and last offset, records and bytes. Attempts of one
+# unit read the same records, unless the log cleaner ran between them (a compacted topic):
+# then the same key can hold other records, and the object is another.
+CONTENT_META = "kafka-archive-content"
 # How long recovery watches the keys of a fenced or crashed run's uncommitted objects for a
 # create of that run landing late (a PUT delayed in the network, by retries or a frozen host).
 WATCH_SECONDS = 3600
@@ -57,6 +61,11 @@ WATCH_SECONDS = 3600
 
 def writer_metadata(run: str, epoch: int, unit: str) -> dict[str, str]:
     return {RUN_META: run, EPOCH_META: str(epoch), UNIT_META: unit}
+
+
+def content_tag(first_offset: int, last_offset: int, records: int, size: int) -> str:
+    """The :data:`CONTENT_META` of a data object."""
+    return f"{first_offset}-{last_offset}-{records}-{size}"
 
 
 def writer_epoch(metadata: dict[str, str] | object) -> int | None:

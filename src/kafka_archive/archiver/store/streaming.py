@@ -243,6 +243,7 @@ class MemoryUpload:
         self._buffer = buffers.take(part_size) or bytearray()
         self._fill = 0
         self._size = 0
+        self._last_sent = False
         self.closed = False
 
     # -- the file the writer writes to ---------------------------------------------------
@@ -302,18 +303,21 @@ class MemoryUpload:
 
     def complete(self, size: int | None = None) -> None:
         """Make the object visible, whole: one PUT of what is held, or its last part sent
-        and the multipart upload completed."""
+        and the multipart upload completed. A completion that failed (a create refused:
+        the key exists) can be called again and sends the same object (the bytes or the
+        parts are kept until it succeeds, or :meth:`abort`)."""
         assert size is None or size == self._size, (size, self._size)
-        try:
-            last, self._buffer = self._buffer, bytearray()
-            del last[self._fill :]  # a part buffer cut short is not reused
-            if self._multipart.upload_id is None:
-                self._store.upload_bytes(self._bucket, self._key, last)
-                return
-            self._multipart.submit(functools.partial(self._send, last))
+        if self._multipart.upload_id is None:
+            del self._buffer[self._fill :]  # a part buffer cut short is not reused
+            self._store.upload_bytes(self._bucket, self._key, self._buffer)
+        else:
+            if not self._last_sent:
+                last, self._buffer = self._buffer, bytearray()
+                del last[self._fill :]
+                self._fill, self._last_sent = 0, True
+                self._multipart.submit(functools.partial(self._send, last))
             self._multipart.complete()
-        finally:
-            self._release()
+        self._release()
 
     def abort(self) -> None:
         """Drop the upload (the object never appears) and the bytes; safe to call again."""
