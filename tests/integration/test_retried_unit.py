@@ -35,14 +35,16 @@ pytestmark = pytest.mark.integration
 @pytest.mark.parametrize(
     ("first_attempt", "tagged"),
     [
-        (range(900), False),  # fewer records under the key: 900..999 were lost
-        (range(1100), False),  # more: 1000..1099 were archived twice
-        (range(900), True),  # as this version's first attempt tags it
+        ([range(900)], False),  # fewer records under the key: 900..999 were lost
+        ([range(1100)], False),  # more: 1000..1099 were archived twice
+        ([range(900)], True),  # as this version's first attempt tags it
+        # ... and its next object too, under a key the retry does not write
+        ([range(1100), range(1100, 2000)], True),
     ],
-    ids=["fewer", "more", "tagged"],
+    ids=["fewer", "more", "tagged", "next-object"],
 )
 def test_a_retry_replaces_its_first_attempts_object_of_other_content(
-    first_attempt: range,
+    first_attempt: list[range],
     tagged: bool,
     broker: str,
     produce: Callable[..., None],
@@ -74,17 +76,19 @@ def test_a_retry_replaces_its_first_attempts_object_of_other_content(
         )
         (unit,) = work.units
         assert (unit.start, unit.stop, unit.epoch) == (0, 2000, lock.epoch)
-        # The first attempt's object under the first key, with the metadata it wrote.
-        body = b"".join(json.dumps({"id": i}).encode() + b"\n" for i in first_attempt)
-        metadata = pending.writer_metadata(
-            unit.run_id, unit.epoch, f"{unit.start}-{unit.stop}-{unit.young_after_ms}"
-        )
-        if tagged:
-            last = first_attempt[-1]
-            metadata[pending.CONTENT_META] = pending.content_tag(0, last, last + 1, len(body))
-        s3_client.put_object(
-            Bucket=bkt, Key=f"arch/{name}/0/{0:012d}.json", Body=body, Metadata=metadata
-        )
+        # The first attempt's objects, with the metadata it wrote.
+        for records in first_attempt:
+            body = b"".join(json.dumps({"id": i}).encode() + b"\n" for i in records)
+            metadata = pending.writer_metadata(
+                unit.run_id, unit.epoch, f"{unit.start}-{unit.stop}-{unit.young_after_ms}"
+            )
+            first, last = records[0], records[-1]
+            if tagged:
+                tag = pending.content_tag(first, last, len(records), len(body))
+                metadata[pending.CONTENT_META] = tag
+            s3_client.put_object(
+                Bucket=bkt, Key=f"arch/{name}/0/{first:012d}.json", Body=body, Metadata=metadata
+            )
         result = archive_unit(unit, settings)
     assert isinstance(result, UnitResult), result
     assert result.next_offset == 2000

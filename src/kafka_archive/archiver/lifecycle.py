@@ -214,7 +214,24 @@ class Lifecycle:
         for found in self._objects.values():
             if found.stage is Stage.UPLOADED:
                 found.stage = Stage.COMMITTED
+        if written is not None and getattr(self._fencing, "other_attempt", False):
+            self._remove_other_attempts(next_offset)
         return written
+
+    def _remove_other_attempts(self, next_offset: int) -> None:
+        """After this attempt committed: delete (If-Match) the objects an earlier attempt of
+        this unit wrote in its committed range under keys this one did not (it cut other
+        boundaries: the log cleaner ran in between). Rare, so one listing of the partition
+        here, not in every unit."""
+        from kafka_archive.archiver.reading.listing import partition_objects
+
+        unit, bucket = self._unit, self._unit.route.target.bucket
+        for found in partition_objects(self._store, unit.route, unit.tp, next_offset):
+            if found.start_offset < unit.start or found.key in self._objects:
+                continue
+            head = self._store.head(bucket, found.key)
+            if head is not None and self._fencing.of_this_unit(head):
+                self._store.delete_if_match(bucket, found.key, head.etag)
 
     def _check(self, key: str, to: Stage) -> None:
         if self._committed:

@@ -77,6 +77,9 @@ class UnitFencing:
         if self.enabled:
             store.object_metadata = writer_metadata(unit.run_id, unit.epoch, self._mine[UNIT_META])
         self._lease = _lease_view(store, unit)
+        # An earlier attempt of this unit wrote other objects (a key held other content):
+        # what else it wrote in the unit's range is removed once this attempt commits.
+        self.other_attempt = False
 
     def check(self) -> None:
         """Prove the lease before a write (a lock read about once per lease)."""
@@ -102,14 +105,19 @@ class UnitFencing:
                 continue  # removed meanwhile: create it again
             if self.enabled and self._same_attempt(head, content, refused):
                 return  # an attempt of this very unit: the same records, the same bytes
+            self.other_attempt = self.other_attempt or self.of_this_unit(head)
             self.confirm_partition()
             self._store.delete_if_match(self._bucket, key, head.etag)
         raise lease.fenced(f"s3://{self._bucket}/{key} keeps being written by another run")
 
+    def of_this_unit(self, head: ObjectHead) -> bool:
+        """Whether an attempt of this unit (this run, this range) wrote the object."""
+        return self.enabled and all(head.metadata.get(k) == v for k, v in self._mine.items())
+
     def _same_attempt(self, head: ObjectHead, content: str | None, refused: str | None) -> bool:
         """Whether the object ``head`` describes is what this unit is creating: written by
         an attempt of this unit, with this content (see the module's doc)."""
-        if not all(head.metadata.get(k) == v for k, v in self._mine.items()):
+        if not self.of_this_unit(head):
             return False
         theirs = head.metadata.get(CONTENT_META)
         if theirs is not None:
