@@ -282,7 +282,7 @@ def plan_work(
 
         fence = _PartitionFence(store, route.target, job, tp, loaded, epoch, start, check_lease)
         recovery = (
-            pending.recover(store, route.target, job, tp, state, fence, found=found)
+            pending.recover(store, route.target, job, tp, state, fence, found=found, own_run=run_id)
             if state_object
             else pending.Recovery((), 0)
         )

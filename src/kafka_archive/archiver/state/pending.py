@@ -220,6 +220,7 @@ def recover(
     before_delete: Callable[[], None] = lambda: None,
     found: Sequence[Marker] | None = None,
     now_ms: int | None = None,
+    own_run: str | None = None,
 ) -> Recovery:
     """Delete the uncommitted objects that markers name, leave a watch for them, then delete
     the markers; delete what watches find a fenced run created late (see the module's doc).
@@ -227,6 +228,8 @@ def recover(
     ``before_delete`` runs once before the first write or delete, if any (it fences the
     partition and proves the lease: a stale run must never delete). ``found``: the
     partition's markers when they were listed already (:func:`markers_of_job`).
+    ``own_run``: the recovering run, whose own markers (a follow session's failed batch)
+    leave no watch: its later batches write the same keys as the same writer.
     """
     committed = state.next_offset if state is not None else 0
     now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -247,7 +250,8 @@ def recover(
         where = f"the intent marker s3://{target.bucket}/{marker.marker_key}"
         run, epoch = body.get("run"), body.get("epoch")
         if marker.watch:
-            late += _late_creates(store, target, marked_objects(body, where), run, epoch)
+            if run != own_run:
+                late += _late_creates(store, target, marked_objects(body, where), run, epoch)
             if now >= int(body.get("until_ms", 0)):
                 done.append(marker.marker_key)
             continue
@@ -268,7 +272,13 @@ def recover(
                 wrote = writer_epoch(head.metadata)
                 if wrote is not None and wrote != owner:
                     checked.append((key, head.etag))
-        if uncommitted and isinstance(epoch, int) and epoch > 0 and isinstance(run, str):
+        if (
+            uncommitted
+            and isinstance(epoch, int)
+            and epoch > 0
+            and isinstance(run, str)
+            and run != own_run
+        ):
             # (epoch 0: no fencing, its objects carry no writer to tell them by)
             until = now + WATCH_SECONDS * 1000
             watches.append(

@@ -136,3 +136,19 @@ def _one(key: str) -> Bucket:
     store = Bucket()
     store.put(key, b"{}")
     return store
+
+
+def test_the_recovering_runs_own_markers_leave_no_watch() -> None:
+    """A follow session recovering its own failed batch writes the same keys again as the
+    same writer (run and epoch): a watch would delete what it commits next."""
+    store = Bucket()
+    mine = pending.writer_metadata("session", 7, "0-1000-None")
+    pending.mark_all(store, TARGET, "job", TP, [(_data(0), 0)], "session", 7)  # type: ignore[arg-type]
+    store.put(_data(0), b"failed batch", mine)
+    state = PartitionState(0, "session", "t", epoch=7)
+    recovery = pending.recover(store, TARGET, "job", TP, state, now_ms=0, own_run="session")  # type: ignore[arg-type]
+    assert recovery.deleted_objects == (_data(0),)
+    assert not [k for k in store.objects if "/.kafka-archive/" in k]
+    store.put(_data(0), b"next batch, committed", mine)
+    pending.recover(store, TARGET, "job", TP, state, now_ms=1, own_run="session")  # type: ignore[arg-type]
+    assert store.get_bytes("bkt", _data(0)) == b"next batch, committed"
