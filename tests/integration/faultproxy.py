@@ -6,7 +6,11 @@ connection is closed without a response) or ``stall`` (the response comes after 
 ``fail_all`` turns every request into a 503, for a budget that cannot be met.
 ``strip_headers`` (lower-case names) are removed from every request before it is forwarded
 (an endpoint that ignores them); ``drop_response`` picks requests that are applied upstream
-but whose response never arrives (the connection is closed instead).
+but whose response never arrives (the connection is closed instead). ``hold`` picks requests
+that wait (unforwarded) until ``release`` is set: ``held`` is set when the first arrives,
+``landed`` once a held one was applied upstream (a create that lands late).
+``strip_when`` removes headers from the requests it picks only (an endpoint that ignores a
+header on one kind of request).
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ class FaultProxy:
         # (method, path, headers) -> True: apply the request, then hang up without answering.
         self.drop_response: Callable[[str, str, dict[str, str]], bool] | None = None
         self.dropped = 0
+        # (method, path, headers) -> True: wait for ``release`` before forwarding.
+        self.hold: Callable[[str, str, dict[str, str]], bool] | None = None
+        self.held, self.release, self.landed = (threading.Event() for _ in range(3))
+        # (method, path, headers) -> lower-case names of headers to remove from that request.
+        self.strip_when: Callable[[str, str, dict[str, str]], set[str]] | None = None
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -122,11 +131,18 @@ class FaultProxy:
                     return None
                 if fault == "stall":
                     time.sleep(proxy.stall_seconds)
+                seen = dict(self.headers.items())
+                held = proxy.hold is not None and proxy.hold(self.command, self.path, seen)
+                if held:
+                    proxy.held.set()
+                    proxy.release.wait()
+                strip = {*proxy.strip_headers}
+                if proxy.strip_when is not None:
+                    strip |= proxy.strip_when(self.command, self.path, seen)
                 headers = {
                     k: v
                     for k, v in self.headers.items()
-                    if k.lower()
-                    not in ("transfer-encoding", "content-length", *proxy.strip_headers)
+                    if k.lower() not in ("transfer-encoding", "content-length", *strip)
                 }
                 headers["Content-Length"] = str(len(body))
                 drop = proxy.drop_response is not None and proxy.drop_response(
@@ -137,6 +153,8 @@ class FaultProxy:
                     upstream.request(self.command, self.path, body=body, headers=headers)
                     response = upstream.getresponse()
                     data = response.read()
+                    if held:
+                        proxy.landed.set()
                     if drop:
                         proxy.dropped += 1
                         self.close_connection = True

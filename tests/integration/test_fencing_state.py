@@ -198,8 +198,11 @@ def test_recovery_removes_a_fenced_runs_object_below_the_committed_offset(
     result = pending.recover(store, target, "job", TP, state, lambda: fenced.append(1))
     assert result.deleted_objects == (keys[50],)
     assert fenced == [1]
-    left = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket)["Contents"])
-    assert left == [keys[0], keys[100], keys[150]]
+    listed = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=target.bucket)["Contents"])
+    assert [k for k in listed if "/.kafka-archive/" not in k] == [keys[0], keys[100], keys[150]]
+    # A's keys stay watched (for a create of A that lands late), B's markers go.
+    watched = [k for k in listed if "/.kafka-archive/watch/orders/0/" in k]
+    assert len(watched) == 2 and not [k for k in listed if "/pending/" in k], listed
 
 
 def test_an_acquisition_whose_response_is_lost_holds_the_lease(
@@ -218,3 +221,29 @@ def test_an_acquisition_whose_response_is_lost_holds_the_lease(
             assert _lock(s3_client, target)["epoch"] == lock.epoch
             lock.check()
     assert _lock(s3_client, target)["released"] is True
+
+
+def test_a_refused_multipart_completion_knows_the_etag_it_would_have_given(
+    store: S3Store, bucket: Callable[..., str], s3_client: Any
+) -> None:
+    """What tells a retried task's multipart object (its metadata fixed before its content
+    was known) from another: the ETag the refused completion would have given, S3's."""
+    bkt, key = bucket(), "archive/orders/0/000000000000.json"
+    parts = [b"a" * (5 * 1024 * 1024), b"b" * 100]
+
+    def upload() -> tuple[str, list[str]]:
+        upload_id = store.start_multipart(bkt, key)
+        etags = [store.upload_part(bkt, key, upload_id, n, p) for n, p in enumerate(parts, 1)]
+        return upload_id, etags
+
+    upload_id, etags = upload()
+    with store.creating(bkt, key):
+        store.complete_multipart(bkt, key, upload_id, etags)
+    assert store.refused_etag(bkt, key) is None
+    first = s3_client.head_object(Bucket=bkt, Key=key)["ETag"]
+    upload_id, etags = upload()  # a retry of the same bytes
+    with pytest.raises(PreconditionFailed), store.creating(bkt, key):
+        store.complete_multipart(bkt, key, upload_id, etags)
+    assert store.refused_etag(bkt, key) == first
+    assert store.refused_etag(bkt, key) is None, "told once"
+    store.abort_upload(bkt, key, upload_id)

@@ -386,7 +386,7 @@ class ChunkSet:
                 self.lifecycle.create(c.key, send, c.written)
                 if c.index is not None:
                     put = functools.partial(self._store.put_bytes, bucket, c.keys[1], c.index)
-                    self.lifecycle.create(c.keys[1], put)
+                    self.lifecycle.create(c.keys[1], put, of=c.written)
                 if c.path is not None:
                     c.path.unlink(missing_ok=True)
         except BaseException:

@@ -193,7 +193,7 @@ def plan_work(
     # matches without state was created (or let in by --topics/--topics-regex) since its
     # first run, which pinned every topic it matched then.
     begun_all = {v.route.target for v in views if v.route.matched and v.loaded.state is not None}
-    # One listing of the job's intent markers per target (not one per partition).
+    # One listing of the intent markers per target (not one per partition), one of watches.
     marked = {
         target: pending.markers_of_job(store, target, job)
         for target in {v.route.target for v in views if v.route.iceberg is None}
@@ -305,7 +305,7 @@ def plan_work(
             (unsettled or {}).get((index, tp)),
         )
         recovery = (
-            pending.recover(store, route.target, job, tp, state, fence, found=found)
+            pending.recover(store, route.target, job, tp, state, fence, found=found, own_run=run_id)
             if state_object
             else pending.Recovery((), 0)
         )

@@ -152,12 +152,23 @@ class Lifecycle:
             self._marked.append(key)
 
     def create(
-        self, key: str, send: Callable[[], None], written: ObjectWritten | None = None
+        self,
+        key: str,
+        send: Callable[[], None],
+        written: ObjectWritten | None = None,
+        of: ObjectWritten | None = None,
     ) -> None:
         """Upload a marked object by calling ``send``, create-only and behind a lease proof;
-        ``written`` describes a data object (offsets, records, size)."""
+        ``written`` describes a data object (offsets, records, size), ``of`` the data object
+        another one (its block index) is made from."""
         self._check(key, Stage.UPLOADED)
-        self._fencing.create(key, send)
+        data = written or of
+        content = None
+        if data is not None:
+            content = pending.content_tag(
+                data.first_offset, data.last_offset, data.records, data.size
+            )
+        self._fencing.create(key, send, content)
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)
@@ -203,7 +214,24 @@ class Lifecycle:
         for found in self._objects.values():
             if found.stage is Stage.UPLOADED:
                 found.stage = Stage.COMMITTED
+        if written is not None and getattr(self._fencing, "other_attempt", False):
+            self._remove_other_attempts(next_offset)
         return written
+
+    def _remove_other_attempts(self, next_offset: int) -> None:
+        """After this attempt committed: delete (If-Match) the objects an earlier attempt of
+        this unit wrote in its committed range under keys this one did not (it cut other
+        boundaries: the log cleaner ran in between). Rare, so one listing of the partition
+        here, not in every unit."""
+        from kafka_archive.archiver.reading.listing import partition_objects
+
+        unit, bucket = self._unit, self._unit.route.target.bucket
+        for found in partition_objects(self._store, unit.route, unit.tp, next_offset):
+            if found.start_offset < unit.start or found.key in self._objects:
+                continue
+            head = self._store.head(bucket, found.key)
+            if head is not None and self._fencing.of_this_unit(head):
+                self._store.delete_if_match(bucket, found.key, head.etag)
 
     def _check(self, key: str, to: Stage) -> None:
         if self._committed:

@@ -62,7 +62,9 @@ class FakeStore:
     def abort_upload(self, bucket: str, key: str, upload_id: str) -> None:
         self.aborted.append(key)
 
-    def creating(self, bucket: str, key: str) -> contextlib.AbstractContextManager[None]:
+    def creating(
+        self, bucket: str, key: str, metadata: object = None
+    ) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # create-only uploads: nothing here to collide with
 
 

@@ -65,7 +65,7 @@ class FakeFencing:
     def check(self) -> None:
         self.store.calls.append("lease")
 
-    def create(self, key: str, send: Callable[[], None]) -> None:
+    def create(self, key: str, send: Callable[[], None], content: str | None = None) -> None:
         self.check()
         send()
 

@@ -6,7 +6,11 @@ The first run that writes such a target, holding the target's lease (:mod:`.lock
 1. retires every lock of the old layout (:func:`retire_locks`): a live one means a run of
    an earlier version is writing, and this run stops (exit 8); an expired, released or dead
    one is taken over conditionally with this run's epoch, so that a paused old run loses
-   its lease and writes nothing more;
+   its lease and writes nothing more. The retired lock reads, to every earlier version, as
+   held for ever by a holder no host can prove dead (not released, expiring in 9999, no
+   pid): an earlier version run again on the prefix stops with "already running" (exit 8)
+   instead of taking the job's old lock, finding no state there and archiving again from
+   ``--start`` over this version's objects;
 2. adopts, for each partition of its routes that has no state yet, the old state
    (:func:`adopt`): its intent markers move first, then the state is created at the
    route's key, then the old state is deleted. A crash between the steps is finished by the
@@ -35,6 +39,10 @@ from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Target
 
 log = logging.getLogger(__name__)
+
+# A retired lock's lease ends after any run (as earlier versions parse it: both fields).
+RETIRED_UNTIL = "9999-12-31T23:59:59Z"
+RETIRED_UNTIL_MS = 253_402_300_799_000
 
 _JOB = r"(?P<job>[A-Za-z0-9][A-Za-z0-9._-]{0,127})"
 _KEY = re.compile(
@@ -99,14 +107,18 @@ def retire_locks(
                 "versions on this prefix again",
             )
         previous = lease.epoch_of(held.body) or 0
+        moved_to = f"{state_root(target)}/lock.json"
         body = {
             "job": job,
-            "run_id": run_id,
+            # What an earlier version's "already running" message names.
+            "run_id": f"none: retired by run {run_id} of a newer kafka-archive",
+            "host": f"none: the job's archive moved to s3://{target.bucket}/{moved_to}",
             "epoch": max(epoch, previous + 1),
-            "released": True,
+            "released": False,
             "retired": True,
-            "expires_at_ms": lease.now_ms(),
-            "moved_to": f"{state_root(target)}/lock.json",
+            "expires_at": RETIRED_UNTIL,
+            "expires_at_ms": RETIRED_UNTIL_MS,
+            "moved_to": moved_to,
         }
         try:
             store.put_document(target.bucket, key, body, if_match=held.etag)

@@ -50,6 +50,16 @@ def pending_prefix(target: Target, tp: TopicPartition) -> str:
     return f"{topic_pending_prefix(target, tp.topic)}{tp.partition}/"
 
 
+def watch_root(target: Target) -> str:
+    """Where recovery's watches of every route under ``target`` are (``<topic>/<partition>/``:
+    the keys of objects a fenced or crashed run may still create late, :mod:`.pending`)."""
+    return f"{state_root(target)}/watch/"
+
+
+def watch_prefix(target: Target, tp: TopicPartition) -> str:
+    return f"{watch_root(target)}{tp.topic}/{tp.partition}/"
+
+
 def lock_key(target: Target) -> str:
     return f"{state_root(target)}/lock.json"
 

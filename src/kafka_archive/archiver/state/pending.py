@@ -10,6 +10,17 @@ below it that was written by another epoch than the commit covering its offset (
 run's object where the committing run wrote other keys). Objects of the committing run
 stay; the markers go.
 
+A create cannot carry the lease: a fenced run's PUT (or multipart completion) sent before
+recovery can land after it, under a key the committing run left free (other boundaries).
+No marker names it any more, so recovery leaves a *watch* where it removes a marker whose
+objects it proved uncommitted: ``.kafka-archive/watch/<topic>/<partition>/<start>-<digest>.json``,
+naming those keys and their writer (run and epoch). Every later recovery of the partition
+(each run, each batch of a follow session: one more listing per target) heads the keys and
+deletes, conditionally on its ETag, any object there that this writer wrote; a watch is
+dropped at the first recovery after :data:`WATCH_SECONDS`. Only the stale writer's own
+objects go (its epoch can never commit again); whatever a newer run wrote at such a key is
+left. Older versions do not read watches (nor delete late creates).
+
 A marker names its format version (:mod:`.versions`); one newer than this version reads is
 refused, not misread. Versions before that field wrote no version and read only ``key`` and
 ``start`` (the first object): after a crash, recover with the same or a newer version.
@@ -19,13 +30,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import PartitionState, committed_by
-from kafka_archive.archiver.state.paths import pending_prefix, pending_root
+from kafka_archive.archiver.state.paths import (
+    pending_prefix,
+    pending_root,
+    watch_prefix,
+    watch_root,
+)
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Target
 
@@ -33,10 +50,22 @@ _OFFSET_WIDTH = 20
 # User metadata of every object a run writes (x-amz-meta-*): its writer.
 RUN_META, EPOCH_META = "kafka-archive-run", "kafka-archive-epoch"
 UNIT_META = "kafka-archive-unit"  # the unit's range: same run and range, same bytes
+# What a data object holds: its first and last offset, records and bytes. Attempts of one
+# unit read the same records, unless the log cleaner ran between them (a compacted topic):
+# then the same key can hold other records, and the object is another.
+CONTENT_META = "kafka-archive-content"
+# How long recovery watches the keys of a fenced or crashed run's uncommitted objects for a
+# create of that run landing late (a PUT delayed in the network, by retries or a frozen host).
+WATCH_SECONDS = 3600
 
 
 def writer_metadata(run: str, epoch: int, unit: str) -> dict[str, str]:
     return {RUN_META: run, EPOCH_META: str(epoch), UNIT_META: unit}
+
+
+def content_tag(first_offset: int, last_offset: int, records: int, size: int) -> str:
+    """The :data:`CONTENT_META` of a data object."""
+    return f"{first_offset}-{last_offset}-{records}-{size}"
 
 
 def writer_epoch(metadata: dict[str, str] | object) -> int | None:
@@ -48,6 +77,7 @@ def writer_epoch(metadata: dict[str, str] | object) -> int | None:
 class Marker:
     marker_key: str
     start_offset: int
+    watch: bool = False  # a watch left by recovery, not an intent marker
 
 
 def marker_key(target: Target, tp: TopicPartition, start: int, key: str) -> str:
@@ -115,23 +145,64 @@ def marked_objects(
 
 
 def markers(store: S3Store, target: Target, job: str, tp: TopicPartition) -> list[Marker]:
-    return markers_of_job(store, target, job, pending_prefix(target, tp)).get(tp, [])
+    """The partition's intent markers and watches."""
+    found = _listed(store, target, pending_root(target), pending_prefix(target, tp), False)
+    watched = _listed(store, target, watch_root(target), watch_prefix(target, tp), True)
+    return [*found.get(tp, []), *watched.get(tp, [])]
 
 
 def markers_of_job(
     store: S3Store, target: Target, job: str, prefix: str | None = None
 ) -> dict[TopicPartition, list[Marker]]:
-    """The markers of every partition archived under ``target`` (or under ``prefix``): one
-    listing, almost always empty, instead of one per partition."""
+    """The markers and watches of every partition archived under ``target``: two listings,
+    almost always empty, instead of one per partition (``prefix``: markers under it only)."""
     root = pending_root(target)
+    found = _listed(store, target, root, prefix or root, False)
+    if prefix is None:
+        watches = _listed(store, target, watch_root(target), watch_root(target), True)
+        for tp, listed in watches.items():
+            found.setdefault(tp, []).extend(listed)
+    return found
+
+
+def _listed(
+    store: S3Store, target: Target, root: str, prefix: str, watch: bool
+) -> dict[TopicPartition, list[Marker]]:
+    """The markers (or watches) under ``prefix`` (in ``root``), by partition."""
     found: dict[TopicPartition, list[Marker]] = {}
-    for key in store.list_keys(target.bucket, prefix or root):
+    for key in store.list_keys(target.bucket, prefix):
         topic, partition, name = [*key[len(root) :].split("/"), "", ""][:3]
         start_text = name.split("-", 1)[0]
         if partition.isdigit() and start_text.isdigit():
             tp = TopicPartition(topic, int(partition))
-            found.setdefault(tp, []).append(Marker(key, int(start_text)))
+            found.setdefault(tp, []).append(Marker(key, int(start_text), watch))
     return found
+
+
+def watch_key(marker: Marker, target: Target, tp: TopicPartition) -> str:
+    """The watch recovery leaves for ``marker`` (one per marker: recovering it twice, after
+    a crash between the two, writes the same watch)."""
+    name = marker.marker_key.rpartition("/")[2]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{watch_prefix(target, tp)}{marker.start_offset:0{_OFFSET_WIDTH}d}-{digest}.json"
+
+
+def watch_body(
+    objects: Sequence[tuple[str, int]], run: str, epoch: int, job: str, until_ms: int
+) -> bytes:
+    """A watch's JSON: the keys of the objects proved uncommitted, their writer, and until
+    when to watch them."""
+    return json.dumps(
+        {
+            versions.FIELD: versions.MARKER_VERSION,
+            "watch": True,
+            "run": run,
+            "epoch": epoch,
+            "objects": [[k, s] for k, s in objects],
+            "until_ms": until_ms,
+            "job": job,
+        }
+    ).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,41 +219,96 @@ def recover(
     state: PartitionState | None,
     before_delete: Callable[[], None] = lambda: None,
     found: Sequence[Marker] | None = None,
+    now_ms: int | None = None,
+    own_run: str | None = None,
 ) -> Recovery:
-    """Delete the uncommitted objects that markers name, then the markers.
+    """Delete the uncommitted objects that markers name, leave a watch for them, then delete
+    the markers; delete what watches find a fenced run created late (see the module's doc).
 
-    ``before_delete`` runs once before the first delete, if any (it fences the partition
-    and proves the lease: a stale run must never delete). ``found``: the partition's
-    markers when they were listed already (:func:`markers_of_job`).
+    ``before_delete`` runs once before the first write or delete, if any (it fences the
+    partition and proves the lease: a stale run must never delete). ``found``: the
+    partition's markers when they were listed already (:func:`markers_of_job`).
+    ``own_run``: the recovering run, whose own markers (a follow session's failed batch)
+    leave no watch: its later batches write the same keys as the same writer.
     """
     committed = state.next_offset if state is not None else 0
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     if found is None:
         found = markers(store, target, job, tp)
     if not found:
         return Recovery((), 0)
     orphans: list[str] = []
     checked: list[tuple[str, str]] = []  # (key, etag) of objects below the committed offset
+    late: list[tuple[str, str]] = []  # (key, etag) of a watched writer's late creates
+    watches: list[tuple[str, bytes]] = []
+    done: list[str] = []  # markers recovered, watches expired
     for marker in found:
         raw = store.get_bytes(target.bucket, marker.marker_key)
         if raw is None:
             continue
         body = json.loads(raw)
         where = f"the intent marker s3://{target.bucket}/{marker.marker_key}"
+        run, epoch = body.get("run"), body.get("epoch")
+        if marker.watch:
+            if run != own_run:
+                late += _late_creates(store, target, marked_objects(body, where), run, epoch)
+            if now >= int(body.get("until_ms", 0)):
+                done.append(marker.marker_key)
+            continue
+        done.append(marker.marker_key)
+        uncommitted: list[tuple[str, int]] = []  # proved: this writer did not commit them
         for key, start in marked_objects(body, where):
             if start >= committed:
                 orphans.append(key)
+                uncommitted.append((key, start))
                 continue
-            if state is None or body.get("run") == state.run_id:
+            if state is None or run == state.run_id:
                 continue  # the committing run's own: committed
             owner = committed_by(state.commits, start)
+            if owner is not None and owner != epoch:
+                uncommitted.append((key, start))
             head = store.head(target.bucket, key) if owner is not None else None
             if head is not None:
                 wrote = writer_epoch(head.metadata)
                 if wrote is not None and wrote != owner:
                     checked.append((key, head.etag))
+        if (
+            uncommitted
+            and isinstance(epoch, int)
+            and epoch > 0
+            and isinstance(run, str)
+            and run != own_run
+        ):
+            # (epoch 0: no fencing, its objects carry no writer to tell them by)
+            until = now + WATCH_SECONDS * 1000
+            watches.append(
+                (watch_key(marker, target, tp), watch_body(uncommitted, run, epoch, job, until))
+            )
+    if not (orphans or checked or late or watches or done):
+        return Recovery((), 0)  # only watches, with nothing late yet: nothing to write
     before_delete()
+    for key, body_bytes in watches:  # before the markers go: a crash keeps one of the two
+        store.put_bytes(target.bucket, key, body_bytes)
     if orphans:
         store.delete(target.bucket, orphans)
     removed = [key for key, etag in checked if store.delete_if_match(target.bucket, key, etag)]
-    store.delete(target.bucket, [m.marker_key for m in found])
-    return Recovery((*orphans, *removed), len(found))
+    removed += [key for key, etag in late if store.delete_if_match(target.bucket, key, etag)]
+    if done:
+        store.delete(target.bucket, done)
+    return Recovery((*orphans, *removed), sum(not m.watch for m in found))
+
+
+def _late_creates(
+    store: S3Store, target: Target, objects: Sequence[tuple[str, int]], run: object, epoch: object
+) -> list[tuple[str, str]]:
+    """(key, ETag) of each watched key that holds an object of the watched writer."""
+    found: list[tuple[str, str]] = []
+    for key, _ in objects:
+        head = store.head(target.bucket, key)
+        if (
+            head is not None
+            and head.metadata.get(RUN_META) == run
+            and writer_epoch(head.metadata) == epoch
+        ):
+            found.append((key, head.etag))
+    return found

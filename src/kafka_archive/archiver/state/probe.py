@@ -1,6 +1,6 @@
 """The start-up check that the S3 endpoint honours conditional writes, on which every fence
-of the exactly-once protocol rests (If-None-Match on creates and the lock, If-Match on the
-state, the lock and replacements)."""
+of the exactly-once protocol rests: If-None-Match on creates (PUT and CompleteMultipartUpload)
+and the lock, If-Match on the state, the lock and the deletes of replacements and recovery."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ log = logging.getLogger(__name__)
 def check_conditional_writes(
     store: S3Store, plan: Plan, job: str, run_id: str, *, unsafe: bool
 ) -> None:
-    """Refuse an endpoint that applies a PUT whose If-None-Match / If-Match is false (older
-    MinIO, some gateways), unless ``unsafe`` (the user's
+    """Refuse an endpoint that applies a request whose If-None-Match / If-Match is false
+    (older MinIO; a store that honours it on PUT but not on CompleteMultipartUpload: older
+    moto, LocalStack, some gateways), unless ``unsafe`` (the user's
     ``unsafe_single_writer_without_conditional_writes``): then warn. Probed once per bucket
-    and run (four requests), with a throw-away object under the job's state prefix."""
+    and run (nine requests), with a throw-away object under the job's state prefix."""
     probed: set[str] = set()
     for route in plan.routes:
         bucket = route.target.bucket
@@ -32,8 +33,8 @@ def check_conditional_writes(
             store.probe_conditional_writes(bucket, key)
         except ConditionalWritesIgnored as exc:
             message = (
-                f"the S3 endpoint applied a PUT whose {exc} condition was false "
-                f"(s3://{bucket}): it does not honour conditional writes"
+                f"the S3 endpoint applied a request whose condition was false ({exc}, "
+                f"s3://{bucket}): it does not honour conditional writes"
             )
             if not unsafe:
                 raise ConditionalWritesError(

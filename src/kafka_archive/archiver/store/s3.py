@@ -271,7 +271,8 @@ class _ConditionFailed(UploadError):
 
 
 class ConditionalWritesIgnored(Exception):
-    """The endpoint applied a PUT whose If-None-Match / If-Match condition was false."""
+    """The endpoint applied a request whose condition was false; the message names the
+    header and the request ("If-None-Match on CompleteMultipartUpload")."""
 
 
 def _code(exc: ClientError) -> str:
@@ -356,8 +357,10 @@ class S3Store:
         self._client.meta.events.register("after-call.s3", self._count_retries)
         # Fencing: keys being created with If-None-Match (any attempt, any transfer thread),
         # and the user metadata naming the writer that every new object of this store gets.
-        self._creating: set[tuple[str, str]] = set()
+        self._creating: dict[tuple[str, str], Mapping[str, str]] = {}
         self._creating_lock = threading.Lock()
+        # A completion refused (If-None-Match) by key: the ETag the object would have had.
+        self._refused_etags: dict[tuple[str, str], str] = {}
         self.object_metadata: dict[str, str] = {}
         events = self._client.meta.events
         for operation in ("PutObject", "CompleteMultipartUpload"):
@@ -388,23 +391,33 @@ class S3Store:
             params.setdefault("IfNoneMatch", "*")
 
     def _add_metadata(self, params: dict[str, Any], **_: Any) -> None:
-        if self.object_metadata and "Metadata" not in params:
-            params["Metadata"] = dict(self.object_metadata)
+        extra = self._creating.get((str(params.get("Bucket")), str(params.get("Key"))), {})
+        if (self.object_metadata or extra) and "Metadata" not in params:
+            params["Metadata"] = {**self.object_metadata, **extra}
 
     @contextlib.contextmanager
-    def creating(self, bucket: str, key: str) -> Iterator[None]:
+    def creating(
+        self, bucket: str, key: str, metadata: Mapping[str, str] | None = None
+    ) -> Iterator[None]:
         """Within: every PUT or multipart completion of ``key`` (by any thread: boto3's
         managed transfer, :mod:`.streaming`) is sent with ``If-None-Match: *``, so it never
-        replaces an existing object; :class:`PreconditionFailed` when one exists."""
+        replaces an existing object; :class:`PreconditionFailed` when one exists. A PUT or
+        multipart upload of ``key`` started within gets ``metadata`` too."""
         with self._creating_lock:
-            self._creating.add((bucket, key))
+            self._creating[(bucket, key)] = metadata or {}
         try:
             yield
         except _ConditionFailed:
             raise PreconditionFailed(key) from None
         finally:
             with self._creating_lock:
-                self._creating.discard((bucket, key))
+                self._creating.pop((bucket, key), None)
+
+    def refused_etag(self, bucket: str, key: str) -> str | None:
+        """The ETag the last multipart upload of ``key`` refused for existing would have
+        had (S3's: the MD5 of its parts' MD5s, and their count), once; None when none was."""
+        with self._creating_lock:
+            return self._refused_etags.pop((bucket, key), None)
 
     @property
     def client(self) -> Any:
@@ -683,9 +696,12 @@ class S3Store:
         return True
 
     def probe_conditional_writes(self, bucket: str, key: str) -> None:
-        """Check, with a throw-away object at ``key``, that the endpoint refuses a PUT whose
-        If-None-Match or If-Match is false; :class:`ConditionalWritesIgnored` names the
-        header it ignored. Four requests."""
+        """Check, with a throw-away object at ``key``, that the endpoint refuses every
+        conditional request the protocol sends when its condition is false: a PUT with
+        If-None-Match (creates, locks) or If-Match (state, lock), a CompleteMultipartUpload
+        with If-None-Match (objects from 16 MiB) and a DELETE with If-Match (replacing or
+        recovering an object). :class:`ConditionalWritesIgnored` names the first one
+        ignored. Nine requests."""
         try:
             self.put_document(bucket, key, {"probe": 1}, if_match=None)
             try:
@@ -693,16 +709,36 @@ class S3Store:
             except PreconditionFailed:
                 pass
             else:
-                raise ConditionalWritesIgnored("If-None-Match")
+                raise ConditionalWritesIgnored("If-None-Match on PutObject")
             try:
                 self.put_document(bucket, key, {"probe": 3}, if_match='"0123456789abcdef"')
             except PreconditionFailed:
                 pass
             else:
-                raise ConditionalWritesIgnored("If-Match")
+                raise ConditionalWritesIgnored("If-Match on PutObject")
+            self._probe_multipart_create(bucket, key)
+            if self.delete_if_match(bucket, key, '"0123456789abcdef"'):
+                raise ConditionalWritesIgnored("If-Match on DeleteObject")
+            if self.head(bucket, key) is None:  # answered 412, yet deleted it
+                raise ConditionalWritesIgnored("If-Match on DeleteObject")
         finally:
             with contextlib.suppress(ArchiveError):
                 self.delete_document(bucket, key)
+
+    def _probe_multipart_create(self, bucket: str, key: str) -> None:
+        """A multipart upload of one small part, completed over the existing ``key`` with
+        If-None-Match: the endpoint must refuse it (and the upload is aborted)."""
+        upload_id = self.start_multipart(bucket, key)
+        try:
+            etag = self.upload_part(bucket, key, upload_id, 1, b'{"probe": 4}')
+            with self.creating(bucket, key):
+                self.complete_multipart(bucket, key, upload_id, [etag])
+        except PreconditionFailed:
+            return
+        finally:
+            with contextlib.suppress(ArchiveError):
+                self.abort_upload(bucket, key, upload_id)
+        raise ConditionalWritesIgnored("If-None-Match on CompleteMultipartUpload")
 
     def delete_document(self, bucket: str, key: str) -> None:
         try:
@@ -766,7 +802,11 @@ class S3Store:
                 Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
             )
         except (ClientError, BotoCoreError) as exc:
-            raise self._translate(exc, "complete the upload of", bucket, key) from None
+            error = self._translate(exc, "complete the upload of", bucket, key)
+            if isinstance(error, _ConditionFailed):
+                with self._creating_lock:
+                    self._refused_etags[(bucket, key)] = multipart_etag(etags)
+            raise error from None
 
     # -- multipart cleanup ----------------------------------------------------------------
 
@@ -789,6 +829,12 @@ class S3Store:
             raise self._translate(exc, "abort upload of", bucket, key) from None
 
 
+def multipart_etag(part_etags: list[str]) -> str:
+    """The ETag S3 gives an object completed from parts with these ETags."""
+    digests = b"".join(bytes.fromhex(e.strip('"').split("-")[0]) for e in part_etags)
+    return f'"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{len(part_etags)}"'
+
+
 def store_key(settings: S3Settings) -> str:
     """Stores of equal settings and credentials (from the environment) are interchangeable."""
     source = [repr(settings), *(os.environ.get(name) for name in _CREDENTIAL_ENV)]
@@ -801,6 +847,7 @@ def _reset(store: S3Store) -> bool:
     store.retries = 0
     store.object_metadata = {}
     store._part_checksums.clear()
+    store._refused_etags.clear()
     return True
 
 

@@ -244,9 +244,9 @@ class MemoryUpload:
         self._buffer = buffers.take(part_size) or bytearray()
         self._fill = 0
         self._size = 0
-        self.closed = False
+        self._last_sent = False
         self._completed = False
-        self._sent: bytearray | None = None  # the body of its one PUT, once sent
+        self.closed = False
 
     # -- the file the writer writes to ---------------------------------------------------
 
@@ -305,32 +305,27 @@ class MemoryUpload:
 
     def complete(self, size: int | None = None) -> None:
         """Make the object visible, whole: one PUT of what is held, or its last part sent
-        and the multipart upload completed.
-
-        Called again (the create-only PUT found its key taken, and the run freed it:
-        :meth:`.UnitFencing.create`), an object of one PUT is sent again, whole; one of a
-        multipart upload cannot be (its parts are gone): UploadError, never an empty
-        object."""
+        and the multipart upload completed. A completion that failed (a create refused:
+        the key exists) can be called again and sends the same object (the bytes or the
+        parts are kept until it succeeds, or :meth:`abort`). Once it succeeded, the bytes
+        are gone: called again, UploadError, never an empty object."""
         assert size is None or size == self._size, (size, self._size)
-        if self._sent is not None:
-            self._store.upload_bytes(self._bucket, self._key, self._sent)
-            return
         if self._completed:
             raise UploadError(
-                f"s3://{self._bucket}/{self._key} was a multipart upload: it cannot be sent again"
+                f"s3://{self._bucket}/{self._key} was completed: it cannot be sent again"
             )
-        self._completed = True
-        try:
-            last, self._buffer = self._buffer, bytearray()
-            del last[self._fill :]  # a part buffer cut short is not reused
-            if self._multipart.upload_id is None:
-                self._sent = last  # kept (it is no pooled buffer) should it be sent again
-                self._store.upload_bytes(self._bucket, self._key, last)
-                return
-            self._multipart.submit(functools.partial(self._send, last))
+        if self._multipart.upload_id is None:
+            del self._buffer[self._fill :]  # a part buffer cut short is not reused
+            self._store.upload_bytes(self._bucket, self._key, self._buffer)
+        else:
+            if not self._last_sent:
+                last, self._buffer = self._buffer, bytearray()
+                del last[self._fill :]
+                self._fill, self._last_sent = 0, True
+                self._multipart.submit(functools.partial(self._send, last))
             self._multipart.complete()
-        finally:
-            self._release()
+        self._completed = True
+        self._release()
 
     def abort(self) -> None:
         """Drop the upload (the object never appears) and the bytes; safe to call again."""

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive.archiver.errors import UploadError
+from kafka_archive.archiver.store.s3 import PreconditionFailed
 from kafka_archive.archiver.store.streaming import MemoryUpload, PartBuffers
 
 
@@ -150,26 +151,53 @@ def test_a_held_back_object_is_aborted_without_appearing() -> None:
     assert store.aborted == ["k"] and not store.completed and not store.put
 
 
-def test_an_object_of_one_put_is_sent_again_whole() -> None:
-    """The create-only PUT found its key taken and the run freed it (UnitFencing.create
-    deletes another writer's object, then sends again): the second PUT carries the same
-    bytes, not an empty object."""
-    store = PartStore()
+class RefusingStore(PartStore):
+    """Refuses the first PUT or completion (If-None-Match: the key exists), then applies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def _refuse_once(self) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise PreconditionFailed("k")
+
+    def upload_bytes(self, bucket: str, key: str, body: bytes | bytearray) -> None:
+        self._refuse_once()
+        super().upload_bytes(bucket, key, body)
+
+    def complete_multipart(self, bucket: str, key: str, upload_id: str, etags: list[str]) -> None:
+        self._refuse_once()
+        super().complete_multipart(bucket, key, upload_id, etags)
+
+
+@settings(max_examples=100, deadline=None)
+@given(writes=st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=20))
+def test_a_refused_completion_sent_again_sends_the_same_object(writes: list[bytes]) -> None:
+    """A create refused because the key exists is sent again once the existing object was
+    replaced (``fencing.UnitFencing.create``): the object must be the bytes written, not
+    an empty one."""
+    store = RefusingStore()
     sink = upload(store, 16)
+    for data in writes:
+        sink.write(data)
+    with pytest.raises(PreconditionFailed):
+        sink.complete()
+    sink.complete()
+    expected = b"".join(writes)
+    assert (store.completed if len(expected) > 16 else store.put) == {"k": expected}
+
+
+@pytest.mark.parametrize("part_size", [16, 4], ids=["one-put", "multipart"])
+def test_a_completed_object_is_never_sent_again_empty(part_size: int) -> None:
+    """Its bytes are given back once it is visible: a second complete() fails the object
+    instead of sending it with nothing in it."""
+    store = PartStore()
+    sink = upload(store, part_size)
     sink.write(b"0123456789")
     sink.complete(10)
     store.put.clear()
-    sink.complete(10)
-    assert store.put == {"k": b"0123456789"}
-
-
-def test_a_completed_multipart_upload_is_not_sent_again_empty() -> None:
-    """Its parts are gone once sent: a second complete() fails the object instead of
-    completing it with nothing in it."""
-    store = PartStore()
-    sink = upload(store, 4)
-    sink.write(b"0123456789")
-    sink.complete(10)
     store.completed.clear()
     with pytest.raises(UploadError, match="cannot be sent again"):
         sink.complete(10)
