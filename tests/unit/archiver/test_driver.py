@@ -82,7 +82,7 @@ def test_a_run_reads_each_state_once_and_plans_without_another_get() -> None:
     assert len(work.units) == 2 * PARTITIONS
     assert [u.start for u in work.units[:2]] == [7, 0]
     assert sum(store.gets.values()) == 2 * PARTITIONS, "planning read no state again"
-    assert store.listings == 2, "one listing of the markers per target"
+    assert store.listings == 4, "one listing of the markers and one of the watches per target"
 
 
 def test_an_iceberg_route_reads_its_offsets_from_the_table_not_from_s3() -> None:
