@@ -329,6 +329,7 @@ def _lenses(settings: dict[str, str]) -> Imported:
             )
     _lenses_codec(settings, result)
     _lenses_padding(settings, result)
+    _lenses_interval(result)
     policy = settings.pop("connect.s3.error.policy", None)
     if policy is not None:
         mapped = {"THROW": "fail", "NOOP": "skip", "RETRY": "fail"}.get(policy.upper(), "fail")
@@ -422,6 +423,24 @@ def _lenses_codec(settings: dict[str, str], result: Imported) -> None:
                     "gzipped as Lenses does, named <offset>.json.gz (Lenses names them "
                     "<offset>.gz)"
                 )
+
+
+def _lenses_interval(result: Imported) -> None:
+    """Lenses' flush.interval (stated, or its default of 3600 s) is the wall clock: a backfill
+    read in seconds rolls on count and size alone. ``'flush.interval.time'='arrival'`` is
+    that here, deterministically: no roll by record time inside a read; --follow holds an
+    object back until its first record is an interval old (record time would cut a backfill
+    with PARTITIONBY into an object per interval per group: 2,176 for 3,000 records)."""
+    statements: list[str] = result.config["kcql"]
+    for i, statement in enumerate(statements):
+        try:
+            (route,) = kcql.parse(statement).routes
+        except (kcql.KcqlError, ValueError):
+            continue  # the whole converted text is checked (and its error reported) later
+        if any(key == "flush.interval.time" for key, _ in route.properties):
+            continue
+        props = (*route.properties, ("flush.interval.time", "arrival"))
+        statements[i] = render(dataclasses.replace(route, properties=props))
 
 
 _PADDING_TYPES = {p.value.lower(): p.value for p in kcql.Padding}

@@ -174,9 +174,9 @@ def test_a_properties_file_is_read_as_connect_standalone_reads_it() -> None:
     assert result.config["job_name"] == "orders-archive"
     assert result.config["kcql"] == [
         "INSERT INTO acme-archive:orders SELECT * FROM orders PARTITIONBY _header.country "
-        "STOREAS `AVRO` PROPERTIES('flush.count'=50000)",
+        "STOREAS `AVRO` PROPERTIES('flush.count'=50000, 'flush.interval.time'='arrival')",
         "INSERT INTO acme-archive:payments SELECT * FROM payments STOREAS `JSON` "
-        "PROPERTIES('flush.interval'=600)",
+        "PROPERTIES('flush.interval'=600, 'flush.interval.time'='arrival')",
     ]
     text = result.yaml() + "\n".join(result.warnings)
     assert "example/secret/key" not in text and "AKIAEXAMPLE" not in text
@@ -424,3 +424,18 @@ def test_errors_tolerance_all_says_what_becomes_of_the_records() -> None:
     assert route.error_policy.value == "dead-letter"
     (said,) = [w for w in result.warnings if "orders-dlq" in w]
     assert "S3" in said
+
+
+def test_a_lenses_interval_is_arrival_time_and_a_confluent_rotation_record_time() -> None:
+    """Lenses' flush.interval (stated or its default) is the wall clock: imported as
+    'flush.interval.time'='arrival' (a backfill is not cut into interval-sized objects);
+    Confluent's rotate.interval.ms with the Record extractor is record time, as here."""
+    other = LENSES.replace("bkt:orders", "bkt:other")
+    result = importer.convert(
+        {"connect.s3.kcql": f"{LENSES}; {other} PROPERTIES('flush.interval'=600)"}
+    )
+    routes = _routes(result)
+    assert [r.flush.interval_by_record_time for r in routes] == [False, False]
+    assert [r.flush.interval_seconds for r in routes] == [3600, 600]
+    (route,) = _routes(importer.convert({**CONFLUENT, "rotate.interval.ms": "600000"}))
+    assert route.flush.interval_by_record_time and route.flush.interval_seconds == 600
