@@ -203,12 +203,12 @@ def test_cat_and_restore_of_a_partitionby_archive_without_kcql_point_at_kcql(
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
     where = ("--from", f"{bkt}:arch", "--topic", name)
-    code, out, err = cli(
+    code, _, err = cli(
         capsys, "cat", *where, "--partition", "0", "--offset", "0", "--endpoint-url", s3_endpoint
     )
     assert code == 13 and "no records yet" not in err, err
     assert "--kcql" in err and "up to offset 30" in err, err
-    code, out, err = cli(
+    code, _, err = cli(
         capsys,
         "restore",
         *where,
