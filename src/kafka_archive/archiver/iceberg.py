@@ -151,8 +151,9 @@ def _catalog_errors(what: str) -> Iterator[None]:
     except ArchiveError:
         raise
     except Exception as exc:
+        text = " ".join(str(exc).split())  # drivers' messages span lines (SQLAlchemy's)
         raise CatalogError(
-            f"the Iceberg catalog could not {what}: {type(exc).__name__}: {exc}",
+            f"the Iceberg catalog could not {what}: {type(exc).__name__}: {text}",
             hint="Check the catalog's configuration (.pyiceberg.yaml or "
             "PYICEBERG_CATALOG__<NAME>__* variables) and that it is reachable",
         ) from exc
