@@ -118,3 +118,20 @@ def test_log_format_json_writes_the_final_error_as_json_too(
     last = documents[-1]
     assert last["level"] == "error" and last["exit_code"] == code, last
     assert says in last["message"], last
+
+
+def test_reset_state_of_an_iceberg_route_names_the_command_that_exists(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """There is no `reset` command: the refusal names `run --reset-state` (it said "reset
+    works on objects archives"), before Kafka or S3 is reached."""
+    table = (
+        "INSERT INTO bkt:tables/orders SELECT * FROM orders STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
+    code = main(
+        ["run", "--kcql", table, "--reset-state", "--yes", "--bootstrap-servers", "127.0.0.1:9"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "run --reset-state works on objects archives" in err, err
