@@ -169,6 +169,12 @@ def _common(settings: dict[str, str], result: Imported) -> None:
         job = re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip("._-")[:128]
         if job:
             result.config["job_name"] = job
+    if settings.get("topics", "").strip() and settings.get("topics.regex", "").strip():
+        # Connect's SinkConnectorConfig.validate refuses a connector with both.
+        raise ImportError_(
+            "topics and topics.regex are both set: Kafka Connect refuses such a connector "
+            "(keep one)"
+        )
     for key in ("topics", "topics.regex"):
         if key in settings:
             result.config[key.replace(".", "_")] = settings.pop(key)
@@ -271,6 +277,31 @@ def _template_of(path: str) -> str | None:
     return middle if middle and "{" in middle else None
 
 
+def _tolerance(settings: dict[str, str], props: dict[str, str], result: Imported) -> None:
+    """Connect's ``errors.tolerance=all`` (records that fail conversion are dropped, or sent
+    to ``errors.deadletterqueue.topic.name``) as the route's error policy, said aloud."""
+    tolerance = settings.pop("errors.tolerance", None)
+    queue = settings.pop("errors.deadletterqueue.topic.name", "").strip()
+    for key in [k for k in settings if k.startswith("errors.deadletterqueue.")]:
+        settings.pop(key)
+    if tolerance != "all":
+        return
+    if queue:
+        props["error.policy"] = "'dead-letter'"
+        result.warnings.append(
+            f"errors.deadletterqueue.topic.name={queue}: records that cannot be stored go to "
+            "dead letters in S3 under the prefix (_dead-letter/), not to a Kafka topic "
+            "('error.policy'='dead-letter')"
+        )
+    else:
+        props["error.policy"] = "'skip'"
+        result.warnings.append(
+            "errors.tolerance=all: records that cannot be stored are skipped and counted "
+            "('error.policy'='skip'), as Connect drops them; 'error.policy'='dead-letter' "
+            "keeps them in S3 instead"
+        )
+
+
 def _lenses(settings: dict[str, str]) -> Imported:
     result = Imported()
     _common(settings, result)
@@ -297,6 +328,8 @@ def _lenses(settings: dict[str, str]) -> Imported:
                 f"{key}={settings.pop(key)}: not needed; boto3 chooses credentials and addressing"
             )
     _lenses_codec(settings, result)
+    _lenses_padding(settings, result)
+    _lenses_interval(result)
     policy = settings.pop("connect.s3.error.policy", None)
     if policy is not None:
         mapped = {"THROW": "fail", "NOOP": "skip", "RETRY": "fail"}.get(policy.upper(), "fail")
@@ -392,6 +425,68 @@ def _lenses_codec(settings: dict[str, str], result: Imported) -> None:
                 )
 
 
+def _lenses_interval(result: Imported) -> None:
+    """Lenses' flush.interval (stated, or its default of 3600 s) is the wall clock: a backfill
+    read in seconds rolls on count and size alone. ``'flush.interval.time'='arrival'`` is
+    that here, deterministically: no roll by record time inside a read; --follow holds an
+    object back until its first record is an interval old (record time would cut a backfill
+    with PARTITIONBY into an object per interval per group: 2,176 for 3,000 records)."""
+    statements: list[str] = result.config["kcql"]
+    for i, statement in enumerate(statements):
+        try:
+            (route,) = kcql.parse(statement).routes
+        except (kcql.KcqlError, ValueError):
+            continue  # the whole converted text is checked (and its error reported) later
+        if any(key == "flush.interval.time" for key, _ in route.properties):
+            continue
+        props = (*route.properties, ("flush.interval.time", "arrival"))
+        statements[i] = render(dataclasses.replace(route, properties=props))
+
+
+_PADDING_TYPES = {p.value.lower(): p.value for p in kcql.Padding}
+
+
+def _lenses_padding(settings: dict[str, str], result: Imported) -> None:
+    """``connect.s3.padding.strategy`` (and ``.length``, default 12) into each statement's
+    ``padding.*``, as stream-reactor's PaddingService reads them: the connector's strategy
+    pads the offset alone, with '0'; without a strategy the length does nothing; a statement
+    with ``padding.*`` properties beside the connector's strategy stops the connector."""
+    strategy = settings.pop("connect.s3.padding.strategy", "").strip()
+    length = settings.pop("connect.s3.padding.length", "").strip()
+    chosen = _PADDING_TYPES.get(strategy.lower()) if strategy else None
+    if strategy and chosen is None:
+        result.warnings.append(
+            f"connect.s3.padding.strategy={strategy}: not LeftPad, RightPad or NoOp, which "
+            "Lenses ignores; offsets are padded to 12 digits (the default)"
+        )
+    if chosen is None:
+        if length and int(length) >= 0:
+            result.warnings.append(
+                f"connect.s3.padding.length={length}: no effect without "
+                "connect.s3.padding.strategy (as in Lenses); offsets are padded to 12 digits"
+            )
+        return
+    width = int(length) if length and int(length) >= 0 else 12
+    statements: list[str] = result.config["kcql"]
+    for i, statement in enumerate(statements):
+        try:
+            (route,) = kcql.parse(statement).routes
+        except (kcql.KcqlError, ValueError):
+            continue  # the whole converted text is checked (and its error reported) later
+        stated = [key for key, _ in route.properties if key.startswith("padding.")]
+        if stated:
+            raise ImportError_(
+                f"connect.s3.padding.strategy={strategy} and the statement of {route.topic}'s "
+                f"{stated[0]}: Lenses refuses both (use one or the other)"
+            )
+        props = (
+            *route.properties,
+            ("padding.type", chosen),
+            ("padding.length.offset", str(width)),
+        )
+        statements[i] = render(dataclasses.replace(route, properties=props))
+
+
 def _split(text: str) -> list[str]:
     """KCQL statements split at ``;`` outside quotes and back-ticks."""
     out: list[str] = []
@@ -437,7 +532,11 @@ def _confluent(settings: dict[str, str]) -> Imported:
     if fmt is None:
         result.warnings.append(f"format.class={fmt_class}: unknown; JSON is used")
         fmt = "JSON"
-    props: dict[str, str] = {"layout": "'confluent'"}
+    # Confluent pads the offset in <topic>+<partition>+<offset> to 10 digits by default.
+    props: dict[str, str] = {
+        "layout": "'confluent'",
+        "padding.length.offset": settings.pop("filename.offset.zero.pad.width", "10").strip(),
+    }
     partition_by: list[str] = []
     if "flush.size" in settings:
         props["flush.count"] = settings.pop("flush.size")
@@ -510,9 +609,7 @@ def _confluent(settings: dict[str, str]) -> Imported:
             f"schema.compatibility={compatibility}: applies to AVRO and "
             f"PARQUET; {fmt} objects have no schema to evolve"
         )
-    tolerance = settings.pop("errors.tolerance", None)
-    if tolerance == "all":
-        props["error.policy"] = "'skip'"
+    _tolerance(settings, props, result)
     behavior = settings.pop("behavior.on.null.values", None)
     if behavior is not None and behavior != "fail":
         result.warnings.append(

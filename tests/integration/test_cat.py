@@ -183,3 +183,37 @@ def test_an_archive_without_records_and_a_missing_bucket_say_so(
         *("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint),
     )
     assert code == 14 and "000000000000.json holds no records" in err, err
+
+
+def test_cat_and_restore_of_a_partitionby_archive_without_kcql_point_at_kcql(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An archive written with PARTITIONBY holds records that the default layout does not
+    find: cat and restore without --kcql say to pass it (they said the archive "holds no
+    records yet" while status showed every record archived)."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 30, partitions=1, value=lambda i: {"id": i, "c": "DE" if i % 2 else "FR"})
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY c STOREAS `JSON`"
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    where = ("--from", f"{bkt}:arch", "--topic", name)
+    code, _, err = cli(
+        capsys, "cat", *where, "--partition", "0", "--offset", "0", "--endpoint-url", s3_endpoint
+    )
+    assert code == 13 and "no records yet" not in err, err
+    assert "--kcql" in err and "up to offset 30" in err, err
+    code, _, err = cli(
+        capsys,
+        "restore",
+        *where,
+        "--to-topic",
+        f"{name}-restored",
+        *("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint),
+    )
+    assert code == 13 and "no records yet" not in err and "--kcql" in err, err

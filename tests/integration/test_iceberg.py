@@ -139,6 +139,15 @@ def test_runs_append_each_record_once_with_offsets_in_the_snapshot(
         (1, 400, 0),
     }
     assert all(r["last_commit"] and r["last_commit"].endswith("Z") for r in rows)
+    # Objects and bytes are the table's data files of each partition, as pyiceberg lists
+    # them (status said 0 objects and 0 bytes: it read them from state objects only).
+    expected: dict[int, tuple[int, int]] = {}
+    for file in reader_table(catalog_uri, s3_endpoint).inspect.files().to_pylist():
+        partition = int(file["file_path"].split("/data/", 1)[1].split("/")[1])
+        count, size = expected.get(partition, (0, 0))
+        expected[partition] = (count + 1, size + file["file_size_in_bytes"])
+    assert {r["partition"]: (r["objects"], r["bytes"]) for r in rows} == expected
+    assert sum(count for count, _ in expected.values()) == 10  # 6 files, then 2 a partition
     assert main(["verify", *args[1:]]) == 2
     err = capsys.readouterr().err
     assert "Iceberg table db.orders" in err and len(err.strip().splitlines()) == 1

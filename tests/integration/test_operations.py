@@ -6,12 +6,14 @@ import json
 import os
 import pty
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.cli import main
 
@@ -98,6 +100,7 @@ def test_report_and_metrics_describe_the_run_without_secrets(
     broker: str,
     produce: Callable[..., None],
     s3_endpoint: str,
+    s3_client: Any,
     spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
@@ -110,6 +113,7 @@ def test_report_and_metrics_describe_the_run_without_secrets(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")  # moto accepts any secret
     report, metrics = tmp_path / "out" / "report.json", tmp_path / "out" / "archive.prom"
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    started = time.time()
     code = main(
         [
             *run_args(kcql, broker, s3_endpoint),
@@ -134,6 +138,23 @@ def test_report_and_metrics_describe_the_run_without_secrets(
 
     text = metrics.read_text()
     assert "# TYPE kafka_archive_last_run_success gauge" in text
+    # Read by Prometheus' parser: the run's end to the millisecond (it was rounded to 6
+    # digits, 1.79575e+09: up to ~80 minutes off), the bytes as S3 has them.
+    samples = {
+        (s.name, s.labels.get("partition")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert started <= samples[("kafka_archive_last_run_timestamp_seconds", None)] <= time.time()
+    stored = sum(
+        o["Size"]
+        for o in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]
+        if "/.kafka-archive/" not in o["Key"]
+    )
+    assert (
+        samples[("kafka_archive_run_bytes", "0")] + samples[("kafka_archive_run_bytes", "1")]
+        == stored
+    )
     labels = f'job="{document["job"]}",topic="{name}"'
     assert f'kafka_archive_run_records{{{labels},partition="1"}} 150' in text
     assert f'kafka_archive_lag_records{{{labels},partition="0"}} 0' in text

@@ -15,6 +15,7 @@ import pytest
 from archive_helpers import run_args
 from confluent_kafka import Producer
 
+from kafka_archive import importer
 from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
@@ -198,3 +199,68 @@ def test_hive_time_layout_from_a_value_field_and_verify_passes(
     }
     capsys.readouterr()
     assert main(["verify", *common]) == 0, capsys.readouterr().out
+
+
+def test_a_lenses_interval_imported_gives_a_backfill_count_sized_objects(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Historical records (one a minute over 10 hours) by a header of 4 values, with
+    Lenses' flush.interval 600. Lenses' interval is the wall clock: a backfill read in
+    seconds rolls on count and size alone, an object per group. The imported configuration
+    writes that ('flush.interval.time'='arrival'); it wrote an object per 10 minutes of record
+    time per group (~240, 2.5 records each). Stated as record time (Confluent's
+    rotate.interval.ms), each object spans less than the interval of record time."""
+    name, bkt = topic(partitions=1), bucket()
+    base = 1_700_000_000_000
+    regions = ("eu", "us", "ap", "sa")
+    produce(
+        name,
+        [
+            {
+                "value": json.dumps({"id": i}).encode(),
+                "headers": [("region", regions[i % 4].encode())],
+                "timestamp": base + i * 60_000,
+                "partition": 0,
+            }
+            for i in range(600)
+        ],
+    )
+    lenses = {
+        "connector.class": "io.lenses.streamreactor.connect.aws.s3.sink.S3SinkConnector",
+        "topics": name,
+        "connect.s3.kcql": f"INSERT INTO {bkt}:lenses SELECT * FROM {name} "
+        "PARTITIONBY _header.region STOREAS `JSON` PROPERTIES('flush.interval'=600)",
+    }
+    imported = importer.convert(lenses)
+    (statement,) = imported.config["kcql"]
+
+    def stored(prefix: str) -> dict[str, list[int]]:
+        found = {}
+        for page in s3_client.get_paginator("list_objects_v2").paginate(
+            Bucket=bkt, Prefix=f"{prefix}/"
+        ):
+            for item in page.get("Contents", []):
+                if "/.kafka-archive/" not in item["Key"]:
+                    body = s3_client.get_object(Bucket=bkt, Key=item["Key"])["Body"].read()
+                    found[item["Key"]] = [json.loads(line)["id"] for line in body.splitlines()]
+        return found
+
+    assert main(run_args(statement, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    lenses_objects = stored("lenses")
+    assert len(lenses_objects) == 4, len(lenses_objects)  # one per region
+    assert sorted(i for ids in lenses_objects.values() for i in ids) == list(range(600))
+    record_time = statement.replace("'arrival'", "'record'").replace(":lenses", ":record")
+    assert "'record'" in record_time
+    assert main(run_args(record_time, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    record_objects = stored("record")
+    assert sorted(i for ids in record_objects.values() for i in ids) == list(range(600))
+    for ids in record_objects.values():
+        assert (max(ids) - min(ids)) * 60 < 600, ids  # record time spanned below the interval
+    assert len(record_objects) >= 200

@@ -10,6 +10,7 @@ the new topic (the old objects stay); a new prefix archives the new topic whole.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -20,10 +21,29 @@ from typing import Any
 
 import pytest
 from archive_helpers import KAFKA_ARCHIVE, archived_ids, cli, produce_to, run_args
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_iceberg import catalog_uri, kcql_for, reader_table, table_ids  # noqa: F401
 
 pytestmark = pytest.mark.integration
+
+
+def _kafka_id(admin: AdminClient, name: str) -> str:
+    """The topic's id as Kafka's tools print it (Uuid.toString: URL-safe base64 of the 16
+    bytes, no padding), computed from the id's two longs, not from its text."""
+    deadline = time.monotonic() + 30
+    while True:  # a topic just created may not be known to the broker's metadata yet
+        try:
+            uuid = admin.describe_topics(TopicCollection([name]))[name].result(30).topic_id
+            break
+        except KafkaException:
+            assert time.monotonic() < deadline, "the topic cannot be described"
+            time.sleep(0.5)
+    data = b"".join(
+        (bits % 2**64).to_bytes(8, "big")
+        for bits in (uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    )
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 def _recreate(admin: AdminClient, name: str) -> None:
@@ -60,7 +80,9 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
     before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
     assert f"arch/.kafka-archive/topics/{name}.json" in before
 
+    old_id = _kafka_id(admin, name)
     _recreate(admin, name)
+    new_id = _kafka_id(admin, name)
     # The new topic's records 100..114 at offsets 0..14: past the archive's next offset 10.
     produce_to(broker, name, 15, first=100, partitions=1)
     for command in ("status", "verify", "run"):
@@ -68,6 +90,8 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
         assert code == 17, (command, out, err)
         lines = err.strip().splitlines()
         assert f"topic '{name}' was deleted and re-created" in lines[-1], (command, err)
+        # The ids as kafka-topics.sh --describe prints them (it printed standard base64).
+        assert f"(topic id {old_id}, now {new_id})" in lines[-1], (command, err, old_id)
         assert "new prefix" in lines[-1] and "Traceback" not in err
     # status and verify show every route, the re-created one's rows marked, then exit 17.
     code, out, err = cli(capsys, *run_args(both, broker, s3_endpoint, command="status"))

@@ -5,13 +5,15 @@ under every error policy, and a transform that is not deterministic fails the ru
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import run_args
+from archive_helpers import KAFKA_ARCHIVE, run_args
 
 from kafka_archive.cli import main
 
@@ -138,6 +140,8 @@ def test_a_transform_that_raises_is_a_bad_record_under_the_error_policy(
         assert f"transform {test_module}:fail_on_poison raised ValueError at " in line
         assert "cannot handle" not in err  # the exception's text is never shown
         assert ids == list(range(12))  # what came before the bad record is archived
+        # The unit's progress line names the bad record's offset too (it said offset 0).
+        assert f"{name}[0]: stopped at offset 12 (the error follows)" in err, err
         return
     assert code == 0, err
     assert ids == [i for i in range(40) if i not in (12, 31)]
@@ -173,3 +177,35 @@ def test_a_transform_that_is_not_deterministic_fails_the_run(
     assert code == 22, err
     assert "is not deterministic" in err and "offset 0" in err
     assert objects(s3_client, bkt) == {}
+
+
+def test_the_readme_transform_command_runs_as_written_from_the_samples_directory(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> None:
+    """README, Transforms: `cd samples/transforms && kafka-archive run --kcql "INSERT INTO
+    bkt:orders SELECT * FROM orders PROPERTIES('transform'='pii:drop_pii')" …`, through the
+    installed console script (which, unlike `python -m`, does not put the working directory
+    on sys.path), with the Spark workers importing the module too."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 20, partitions=1, value=lambda i: {"id": i, "email": f"u{i}@example.com"})
+    kcql = f"INSERT INTO {bkt}:orders SELECT * FROM {name} PROPERTIES('transform'='pii:drop_pii')"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    done = subprocess.run(
+        [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint), "--master", "local[1]"],
+        cwd=SAMPLES,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    found = objects(s3_client, bkt, prefix="orders/")
+    assert found and all(key.endswith(".json") for key in found), sorted(found)
+    values = [json.loads(line) for key in sorted(found) for line in found[key].splitlines()]
+    assert values == [{"id": i} for i in range(20)]

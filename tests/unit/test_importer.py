@@ -34,10 +34,11 @@ def test_lenses_statements_are_kept_and_credentials_are_not() -> None:
     for key in (
         "connect.s3.aws.secret.key",
         "tasks.max",
-        "connect.s3.padding.strategy",
         "connect.s3.error.policy",
     ):
         assert key in warned
+    # connect.s3.padding.strategy=LeftPad: the offset padded to 12 digits, carried over.
+    assert all(r.naming == kcql.KeyNaming(offset_width=12) for r in routes)
 
 
 def test_confluent_settings_become_kcql_properties_and_layout() -> None:
@@ -173,9 +174,9 @@ def test_a_properties_file_is_read_as_connect_standalone_reads_it() -> None:
     assert result.config["job_name"] == "orders-archive"
     assert result.config["kcql"] == [
         "INSERT INTO acme-archive:orders SELECT * FROM orders PARTITIONBY _header.country "
-        "STOREAS `AVRO` PROPERTIES('flush.count'=50000)",
+        "STOREAS `AVRO` PROPERTIES('flush.count'=50000, 'flush.interval.time'='arrival')",
         "INSERT INTO acme-archive:payments SELECT * FROM payments STOREAS `JSON` "
-        "PROPERTIES('flush.interval'=600)",
+        "PROPERTIES('flush.interval'=600, 'flush.interval.time'='arrival')",
     ]
     text = result.yaml() + "\n".join(result.warnings)
     assert "example/secret/key" not in text and "AKIAEXAMPLE" not in text
@@ -341,3 +342,100 @@ def test_a_setting_left_out_is_warned_on_one_line() -> None:
     result = importer.convert({**base, "format.bytearray.separator": "\n"})
     (warning,) = [w for w in result.warnings if "separator" in w]
     assert "\n" not in warning and "'\\n'" in warning
+
+
+def _routes(result: importer.Imported) -> list[kcql.Route]:
+    return list(kcql.parse(";".join(result.config["kcql"])).routes)
+
+
+CONFLUENT = {"s3.bucket.name": "bkt", "topics": "orders", "flush.size": "100"}
+
+
+def test_confluent_offsets_are_padded_as_the_connector_pads_them() -> None:
+    """Confluent names objects <topic>+<partition>+<offset>.<ext> with the offset padded to
+    filename.offset.zero.pad.width digits, 10 by default: an import kept 12 (keys of a
+    migrated prefix did not sort with the connector's) and warned the setting away."""
+    (route,) = _routes(importer.convert(CONFLUENT))
+    assert route.naming == kcql.KeyNaming(offset_width=10)
+    result = importer.convert({**CONFLUENT, "filename.offset.zero.pad.width": "6"})
+    (route,) = _routes(result)
+    assert route.naming == kcql.KeyNaming(offset_width=6)
+    assert not any("filename.offset.zero.pad.width" in w for w in result.warnings)
+
+
+LENSES = "INSERT INTO bkt:orders SELECT * FROM orders STOREAS `JSON`"
+
+
+@pytest.mark.parametrize(
+    ("strategy", "length", "naming"),
+    [
+        ("LeftPad", None, kcql.KeyNaming(offset_width=12)),
+        ("noop", "16", kcql.KeyNaming(kcql.Padding.NONE, offset_width=16)),
+        ("leftpad", "8", kcql.KeyNaming(offset_width=8)),
+    ],
+)
+def test_lenses_connector_padding_becomes_each_statements_padding(
+    strategy: str, length: str | None, naming: kcql.KeyNaming
+) -> None:
+    """stream-reactor's PaddingService: connect.s3.padding.strategy (any case) pads the
+    offset only, to connect.s3.padding.length (default 12), with '0'."""
+    settings = {"connect.s3.kcql": f"{LENSES}; {LENSES.replace('orders', 'payments')}"}
+    settings["connect.s3.padding.strategy"] = strategy
+    if length is not None:
+        settings["connect.s3.padding.length"] = length
+    result = importer.convert(settings)
+    assert [r.naming for r in _routes(result)] == [naming, naming]
+    assert not any("padding" in w for w in result.warnings), result.warnings
+
+
+def test_lenses_padding_length_alone_or_with_statement_padding_is_as_lenses_has_it() -> None:
+    # RightPad with '0' (Lenses' only padding character here) names offsets 42 and 420 alike.
+    right = {"connect.s3.kcql": LENSES, "connect.s3.padding.strategy": "RightPad"}
+    with pytest.raises(importer.ImportError_, match="RightPad"):
+        importer.convert(right)
+    # A length without a strategy does nothing in Lenses: said, and the default kept.
+    result = importer.convert({"connect.s3.kcql": LENSES, "connect.s3.padding.length": "5"})
+    assert [r.naming for r in _routes(result)] == [kcql.KeyNaming()]
+    assert any("connect.s3.padding.length=5" in w and "strategy" in w for w in result.warnings)
+    # Both the connector's strategy and a statement's padding.*: Lenses refuses to start.
+    both = f"{LENSES} PROPERTIES('padding.length.offset'=4)"
+    with pytest.raises(importer.ImportError_, match="padding"):
+        importer.convert({"connect.s3.kcql": both, "connect.s3.padding.strategy": "LeftPad"})
+
+
+def test_topics_and_topics_regex_together_are_refused_as_connect_refuses_them() -> None:
+    for base in (CONFLUENT, {"connect.s3.kcql": LENSES.replace("FROM orders", "FROM `*`")}):
+        with pytest.raises(importer.ImportError_, match=r"topics\.regex"):
+            importer.convert({**base, "topics": "orders", "topics.regex": "orders-.*"})
+
+
+def test_errors_tolerance_all_says_what_becomes_of_the_records() -> None:
+    """Connect's errors.tolerance=all drops records it cannot convert, or sends them to the
+    dead letter queue topic: the import says which error policy that is here."""
+    result = importer.convert({**CONFLUENT, "errors.tolerance": "all"})
+    (route,) = _routes(result)
+    assert route.error_policy.value == "skip"
+    (said,) = [w for w in result.warnings if w.startswith("errors.tolerance=all")]
+    assert "dead-letter" in said
+    with_queue = {**CONFLUENT, "errors.tolerance": "all"}
+    with_queue["errors.deadletterqueue.topic.name"] = "orders-dlq"
+    result = importer.convert(with_queue)
+    (route,) = _routes(result)
+    assert route.error_policy.value == "dead-letter"
+    (said,) = [w for w in result.warnings if "orders-dlq" in w]
+    assert "S3" in said
+
+
+def test_a_lenses_interval_is_arrival_time_and_a_confluent_rotation_record_time() -> None:
+    """Lenses' flush.interval (stated or its default) is the wall clock: imported as
+    'flush.interval.time'='arrival' (a backfill is not cut into interval-sized objects);
+    Confluent's rotate.interval.ms with the Record extractor is record time, as here."""
+    other = LENSES.replace("bkt:orders", "bkt:other")
+    result = importer.convert(
+        {"connect.s3.kcql": f"{LENSES}; {other} PROPERTIES('flush.interval'=600)"}
+    )
+    routes = _routes(result)
+    assert [r.flush.interval_by_record_time for r in routes] == [False, False]
+    assert [r.flush.interval_seconds for r in routes] == [3600, 600]
+    (route,) = _routes(importer.convert({**CONFLUENT, "rotate.interval.ms": "600000"}))
+    assert route.flush.interval_by_record_time and route.flush.interval_seconds == 600

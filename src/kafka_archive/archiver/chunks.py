@@ -214,7 +214,7 @@ class ChunkSet:
         ends, data = encoded.ends, memoryview(encoded.data)
         offsets = batch.offsets()
         policy = self._unit.route.flush
-        interval_ms = policy.interval_seconds * 1000
+        interval_ms = flush.rolling_interval_ms(policy)
         timestamps = batch.timestamps()
         n, i = len(ends) - 1, 0
         while i < n:
@@ -227,7 +227,11 @@ class ChunkSet:
             last = min(last, bisect.bisect_left(ends, ends[i] + room, lo=i + 1) - 1)
             full = last < n
             end = min(last + 1, n)
-            cut = _interval_cut(timestamps, i, end, chunk, interval_ms)
+            cut = (
+                None
+                if interval_ms is None
+                else _interval_cut(timestamps, i, end, chunk, interval_ms)
+            )
             if cut is not None:
                 end, full = cut, True
             if end > i:
@@ -260,8 +264,12 @@ class ChunkSet:
             return False
         if chunk.writer.bytes_written() + len(encoded.data) >= policy.size:
             return False
-        first = chunk.first_timestamp
-        if first is not None and batch.latest_timestamp() - first >= policy.interval_seconds * 1000:
+        first, interval_ms = chunk.first_timestamp, flush.rolling_interval_ms(policy)
+        if (
+            first is not None
+            and interval_ms is not None
+            and batch.latest_timestamp() - first >= interval_ms
+        ):
             return False
         cast(BatchWriter, chunk.writer).write_encoded(memoryview(encoded.data))
         chunk.records += n

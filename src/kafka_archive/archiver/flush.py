@@ -22,12 +22,21 @@ def is_full(policy: FlushPolicy, stats: ChunkStats) -> bool:
     return stats.records >= policy.count or stats.bytes >= policy.size
 
 
+def rolling_interval_ms(policy: FlushPolicy) -> int | None:
+    """The record-time span (ms) after which an object rolls, or None when the interval does
+    not roll objects (``'flush.interval.time'='arrival'``)."""
+    return policy.interval_seconds * 1000 if policy.interval_by_record_time else None
+
+
 def interval_elapsed(policy: FlushPolicy, stats: ChunkStats, timestamp: int | None) -> bool:
     """True when a record ``timestamp`` (ms) lies a full interval after the object's first.
 
     The object is rolled before that record is written, so the record starts the next one.
-    Measured on record timestamps, so a retried run chunks identically.
+    Measured on record timestamps, so a retried run chunks identically. Never with
+    ``'flush.interval.time'='arrival'``: there the interval does not roll inside a read.
     """
+    if not policy.interval_by_record_time:
+        return False
     if timestamp is None or stats.first_timestamp is None or stats.records == 0:
         return False
     return timestamp - stats.first_timestamp >= policy.interval_seconds * 1000

@@ -44,6 +44,7 @@ from kafka_archive.archiver.errors import (
     StateConflictError,
 )
 from kafka_archive.archiver.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.partition.values import decode_segment
 from kafka_archive.archiver.settings import S3Settings
 from kafka_archive.archiver.store.s3 import S3Store, credentials
 from kafka_archive.kcql.plan import (
@@ -301,6 +302,30 @@ class TableRoute:
             return None
         moment = dt.datetime.fromtimestamp(snapshot.timestamp_ms / 1000, dt.UTC)
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def files_by_partition(self) -> dict[TopicPartition, tuple[int, int]]:
+        """(data files, bytes) of each Kafka partition in the latest snapshot, told by the
+        files' names (``data/<topic>/<partition>/…``, :func:`data_route`); for ``status``."""
+        if self.table is None or self.table.current_snapshot() is None:
+            return {}
+        with _catalog_errors(f"list the files of table {self.identifier}"):
+            files = self.table.inspect.files().select(["file_path", "file_size_in_bytes"])
+        found: dict[TopicPartition, tuple[int, int]] = {}
+        for row in files.to_pylist():
+            _, sep, rest = str(row["file_path"]).partition(f"/{DATA_DIR}/")
+            parts = rest.split("/")
+            if not sep or len(parts) < 3 or not parts[1].isdigit():
+                continue  # not a file of ours
+            try:
+                topic = decode_segment(parts[0])
+            except ValueError:
+                continue
+            if topic is None:
+                continue
+            tp = TopicPartition(topic, int(parts[1]))
+            count, size = found.get(tp, (0, 0))
+            found[tp] = (count + 1, size + int(row["file_size_in_bytes"]))
+        return found
 
     def turn_off_replay(self) -> None:
         """Set :data:`NO_REPLAY` on a table that does not have it (one metadata commit)."""

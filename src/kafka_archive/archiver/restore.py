@@ -27,6 +27,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_archive.archiver import driver, errors
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.kafka.reader import ClientLog
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.reading import listing
 from kafka_archive.archiver.reading.listing import StoredObject
@@ -152,6 +153,30 @@ def _produce(producer: Any, unit: RestoreUnit, record: FoundRecord) -> None:
             producer.poll(0.1)
 
 
+# librdkafka's lines of states it retries by itself: a transaction coordinator that is still
+# loading (the first transactional producer of a cluster). An error that lasts comes back
+# from the call that waited for it, and is reported as our one line.
+_RETRIED = ("Coordinator load in progress", "COORDINATOR_LOAD_IN_PROGRESS")
+
+
+class _RestoreLog(ClientLog):
+    """The restore producer's librdkafka log: on stderr as librdkafka writes it, without
+    the lines of :data:`_RETRIED`."""
+
+    __slots__ = ()
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        text = " ".join(str(a) for a in args) if args else msg
+        if any(retried in text for retried in _RETRIED):
+            return
+        super().log(level, msg, *args)
+
+
+def client_log() -> ClientLog:
+    """The ``logger`` of restore's producer."""
+    return _RestoreLog()
+
+
 def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     """Restore one archived partition; errors of our taxonomy come back in the result."""
     started = time.monotonic()
@@ -166,7 +191,11 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             # The records came out of Kafka: the target topic's max.message.bytes decides
             # what fits, not librdkafka's default limit (1 MB) on a record before compression.
             defaults={"linger.ms": 20, "compression.type": "lz4", "message.max.bytes": _MAX_BYTES},
-            fixed={"transactional.id": unit.transactional_id, "enable.idempotence": True},
+            fixed={
+                "transactional.id": unit.transactional_id,
+                "enable.idempotence": True,
+                "logger": client_log(),
+            },
         )
     )
     progress: int | None = None

@@ -585,7 +585,7 @@ def reset_state(settings: Settings, plan: Plan) -> int:
     the same targets keep theirs), holding each target's lock (so never under a live run).
     Archived objects stay; the next run starts where ``--start`` says and may archive
     records again. Returns the number of state objects deleted."""
-    iceberg.refuse_tables(plan, "reset")
+    iceberg.refuse_tables(plan, "run --reset-state")
     deleted = 0
     with (
         driver.preflight(settings, plan, kafka=False) as pre,

@@ -61,6 +61,8 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
         opened = iceberg.open_tables(pre.plan, settings.s3)
         tables = iceberg.by_route(opened)
+        # An Iceberg route's objects and bytes: its table's data files (no state objects).
+        files = {id(t): t.files_by_partition() for t in opened}
         for view in driver.partition_states(
             pre, tables=iceberg.offsets_by_route(opened), listed=True
         ):
@@ -87,8 +89,20 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                         if state is not None
                         else None
                     ),
-                    objects=state.objects if state is not None else 0,
-                    bytes=state.bytes if state is not None else 0,
+                    objects=(
+                        files[id(table)].get(view.tp, (0, 0))[0]
+                        if table is not None
+                        else state.objects
+                        if state is not None
+                        else 0
+                    ),
+                    bytes=(
+                        files[id(table)].get(view.tp, (0, 0))[1]
+                        if table is not None
+                        else state.bytes
+                        if state is not None
+                        else 0
+                    ),
                     target=str(view.route.target),
                     lost=lost,
                     recreated=error.message if error is not None else None,

@@ -105,6 +105,15 @@ class Refused:
     letters: deadletter.DeadLetters = field(default_factory=deadletter.DeadLetters)
 
 
+def _failed(sender: ProgressSender, offset: object) -> None:
+    """The unit stopped: at the offset its error names (a bad record's), when it names one
+    (the progress line said where the unit began)."""
+    if isinstance(offset, int):
+        sender.finish(failed=True, offset=offset)
+    else:
+        sender.finish(failed=True)
+
+
 def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
     sender = ProgressSender(
         unit.progress_to,
@@ -115,12 +124,12 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
     store = STORES.take(settings.s3)
     try:
         result = _archive_unit(unit, settings, sender, store)
-    except BaseException:
-        sender.finish(failed=True)
+    except BaseException as exc:
+        _failed(sender, getattr(exc, "offset", None))
         raise
     STORES.give(settings.s3, store)  # after a unit that returned: nothing of it still running
     if isinstance(result, UnitFailure):
-        sender.finish(failed=True)
+        _failed(sender, result.offset)
     else:
         sender.finish(
             offset=result.next_offset,

@@ -18,8 +18,9 @@ dead-letter), named by its offset. Messages name the exception's type and where 
 raised, never its text (it may hold payload).
 
 The driver imports every route's function before the run starts (a bad path fails fast,
-exit 2). Executors import it again: on local masters from the directory the driver found
-it in; ``submit`` ships that module or package with ``--py-files``.
+exit 2), from the working directory when it is not importable otherwise. Executors import it
+again: on local masters from the directory the driver found it in; ``submit`` ships that
+module or package with ``--py-files``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -136,7 +138,9 @@ def load_plan(plan: Plan) -> dict[int, str]:
     for index, route in enumerate(plan.routes):
         if route.transform is None:
             continue
-        load(route.transform)
+        # The working directory, as ``python -m`` has it on sys.path: the console script
+        # does not, and "run it from the module's directory" must work from either.
+        load(route.transform, os.getcwd())
         root = source_root(route.transform)
         roots[index] = "" if root is None else str(root)
     return roots

@@ -206,6 +206,8 @@ class _PartitionChecker:
         self.store = store
         self.problems: list[Discrepancy] = []
         self.notes: list[str] = []
+        # The offsets compared with Kafka (first, last), when they were.
+        self.compared: tuple[tuple[int, int], ...] = ()
         self.counts: dict[str, int] = {}
         self.events = _Events()
         self.unarchivable = 0
@@ -318,7 +320,10 @@ class _PartitionChecker:
                     end - 1,
                 )
             elif after.start_offset > end:
-                for first, last in uncovered(end, after.start_offset - 1, check.passed_gaps):
+                # Offsets compared with Kafka record by record are no guess: a record missing
+                # there is a problem, one the format refused a note of its own.
+                known = (*check.passed_gaps, *self.compared)
+                for first, last in uncovered(end, after.start_offset - 1, known):
                     self.notes.append(
                         f"offsets {first}..{last} are in no object: a hole, unless Kafka "
                         "has no records there (compaction, transaction markers)"
@@ -517,6 +522,8 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
     try:
         if check.low is not None:
             first, last = checker.against_kafka(settings)
+            if first is not None and last is not None and last > first:
+                checker.compared = ((first, last - 1),)
         checker.offline()
         checker.allowed_gaps()
     except BaseException:

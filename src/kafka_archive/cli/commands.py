@@ -68,14 +68,50 @@ class _JsonFormatter(logging.Formatter):
     """One JSON object per line, for log shippers."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(
+        line = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        exit_code = getattr(record, "exit_code", None)
+        if exit_code is not None:
+            line["exit_code"] = exit_code
+        return json.dumps(line)
+
+
+# --log-format json: the lines the CLI writes itself (the final error, warnings, notices)
+# are JSON objects too, not only the log's (set by main and by the group's callback).
+_json_lines = False
+
+
+def _say(message: str, level: int = logging.INFO, exit_code: int | None = None) -> None:
+    """One line on stderr: ``kafka-archive: message``, or under --log-format json one JSON
+    object (its message may hold several lines, a KCQL error's)."""
+    if _json_lines:
+        record = logging.makeLogRecord(
             {
-                "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "message": record.getMessage(),
+                "name": "kafka_archive",
+                "levelno": level,
+                "levelname": logging.getLevelName(level),
+                "msg": message,
+                "exit_code": exit_code,
             }
         )
+        click.echo(_JsonFormatter().format(record), err=True)
+    else:
+        click.echo(f"kafka-archive: {message}", err=True)
+
+
+def _json_requested(args: Sequence[str]) -> bool:
+    """Whether the command line asks for --log-format json (read before click parses it, so
+    that a usage error is a JSON line too)."""
+    for index, arg in enumerate(args):
+        if arg == "--log-format=json" or (
+            arg == "--log-format" and args[index + 1 : index + 2] == ["json"]
+        ):
+            return True
+    return False
 
 
 def _kafka_properties(pairs: Sequence[str]) -> dict[str, str]:
@@ -127,7 +163,9 @@ def _plan(kcql_texts: Sequence[str], loaded: LoadedConfig) -> kcql.Plan:
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, quiet: bool, log_format: str) -> None:
     """Archive Kafka topics into S3 exactly once, driven by KCQL, run on Spark."""
+    global _json_lines
     ctx.obj = {"live": not quiet and log_format == "text"}
+    _json_lines = log_format == "json"
     handler = logging.StreamHandler(_CurrentStderr())
     text = logging.Formatter("kafka-archive: %(message)s")
     handler.setFormatter(_JsonFormatter() if log_format == "json" else text)
@@ -404,7 +442,7 @@ def run(
                 err=True,
             )
         deleted = api.reset_state(settings, plan)
-        click.echo(f"kafka-archive: reset job {job} ({deleted} state object(s) deleted)", err=True)
+        _say(f"reset job {job} ({deleted} state object(s) deleted)")
     if metrics_port is not None and not follow:
         raise click.UsageError(
             "--metrics-port serves a running --follow; for one run use --metrics-file"
@@ -419,7 +457,7 @@ def run(
             options,
             progress=_progress(),
             on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
-            notify=lambda message: click.echo(f"kafka-archive: {message}", err=True),
+            notify=_say,
         )
         click.echo(render_follow(totals))
         return
@@ -454,11 +492,11 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     if report.refused:  # every row shown first; a re-created topic outweighs any lag
         raise report.refused[0]
     if max_lag is not None and report.max_lag > max_lag:
-        click.echo(f"kafka-archive: lag {report.max_lag} exceeds --max-lag {max_lag}", err=True)
+        _say(f"lag {report.max_lag} exceeds --max-lag {max_lag}", logging.WARNING)
         raise click.exceptions.Exit(1)
     gaps = [row for row in report.partitions if row.lost]
     if max_lag is not None and gaps:  # records lost for good: worse than any lag
-        click.echo(f"kafka-archive: {gap_line(gaps[0])}", err=True)
+        _say(gap_line(gaps[0]), logging.WARNING)
         raise click.exceptions.Exit(1)
 
 
@@ -684,7 +722,7 @@ def submit(
         )
         click.echo(submitting.render(argv))
         return
-    click.echo(f"kafka-archive: submitting to {master} ({deploy_mode} mode)", err=True)
+    _say(f"submitting to {master} ({deploy_mode} mode)")
     with submitting.private_files(
         spark, run_args, zip_path, os.environ, transform_files, files=schemas
     ) as argv:
@@ -715,35 +753,43 @@ def import_connector(connector: Path) -> None:
     except importer.ImportError_ as exc:
         raise ConfigError(f"{connector}: {exc}") from None
     for warning in imported.warnings:
-        click.echo(f"kafka-archive: warning: {warning}", err=True)
+        _say(f"warning: {warning}", logging.WARNING)
     click.echo(f"# kafka-archive config imported from {connector.name}")
     click.echo(imported.yaml(), nl=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code instead of raising (tests call this directly)."""
+    global _json_lines
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    _json_lines = _json_requested(args)
     try:
         # Without standalone mode click returns (not raises) the code of an Exit.
         code = cli.main(args=args, prog_name="kafka-archive", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        if not _json_lines:
+            exc.show()
+        else:
+            _say(f"error: {exc.format_message()}", logging.ERROR, exc.exit_code)
         return exc.exit_code
     except click.Abort:
-        click.echo("kafka-archive: aborted", err=True)
+        _say("aborted", logging.ERROR, 130)
         return 130
     except kcql.KcqlError as exc:
         if debug:
             _print_traceback()
-        click.echo(exc.render(), err=True)
+        if _json_lines:
+            _say(exc.render(), logging.ERROR, EXIT_USAGE)
+        else:
+            click.echo(exc.render(), err=True)
         return EXIT_USAGE
     except ArchiveError as exc:
         return _failed(exc, debug)
     except KeyboardInterrupt:
-        click.echo("kafka-archive: interrupted", err=True)
+        _say("interrupted", logging.ERROR, 130)
         return 130
     except Exception as exc:
         ours = task_failure(exc) or (
@@ -753,12 +799,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _failed(ours, debug)
         if debug:
             _print_traceback()
-        click.echo(
+        _say(
             scrub(
-                f"kafka-archive: internal error: {type(exc).__name__}: {error_text(exc)} "
+                f"internal error: {type(exc).__name__}: {error_text(exc)} "
                 "(run again with --debug for a traceback, and please report it)"
             ),
-            err=True,
+            logging.ERROR,
+            EXIT_INTERNAL,
         )
         return EXIT_INTERNAL
     return code if isinstance(code, int) else 0
@@ -775,5 +822,5 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
         _print_traceback()
     if exc.result is not None and (exc.result.units or exc.result.gaps):
         click.echo(render_summary(exc.result))
-    click.echo(scrub(f"kafka-archive: error: {exc}"), err=True)
+    _say(scrub(f"error: {exc}"), logging.ERROR, exc.exit_code)
     return exc.exit_code

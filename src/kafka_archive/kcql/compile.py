@@ -130,6 +130,7 @@ def compile_statement(statement: Statement) -> Route:
             size=settings.integer("flush.size", DEFAULT_FLUSH_SIZE),
             interval_seconds=settings.integer("flush.interval", DEFAULT_FLUSH_INTERVAL_SECONDS),
             interval_set="flush.interval" in settings,
+            interval_by_record_time=settings.text("flush.interval.time", "record") == "record",
         ),
         naming=_naming(settings),
         envelope=envelope,

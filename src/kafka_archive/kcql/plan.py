@@ -128,12 +128,16 @@ class FlushPolicy:
     ``interval_seconds`` is measured on record timestamps (never the wall clock), so that a
     retry chunks identically. ``interval_set`` records whether the user stated it: only an
     explicit interval holds back young tails at the end of a bounded run.
+    ``interval_by_record_time`` (``'flush.interval.time'``): True (``record``), an object
+    also rolls before a record a full interval after its first; False (``arrival``, Lenses'
+    wall-clock interval made deterministic), the interval only holds young objects back.
     """
 
     count: int = DEFAULT_FLUSH_COUNT
     size: int = DEFAULT_FLUSH_SIZE
     interval_seconds: int = DEFAULT_FLUSH_INTERVAL_SECONDS
     interval_set: bool = False
+    interval_by_record_time: bool = True
 
 
 class Padding(enum.Enum):

@@ -109,6 +109,13 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
         "store.envelope.fields.metadata": PropertySpec(Kind.BOOL, "keep metadata in the envelope"),
         "key.suffix": PropertySpec(Kind.KEY_TEXT, "text added to object names"),
         # kafka-archive's own keys, in the same dotted style.
+        "flush.interval.time": PropertySpec(
+            Kind.CHOICE,
+            "what flush.interval measures: record (default: an object rolls when its records' "
+            "timestamps span the interval, backfills too) or arrival (as Lenses' wall clock: "
+            "no roll inside a read; --follow holds young objects back for the interval)",
+            ("record", "arrival"),
+        ),
         "partition.timezone": PropertySpec(
             Kind.TIME_ZONE, "time zone of _date.<pattern> partitions (default UTC)"
         ),

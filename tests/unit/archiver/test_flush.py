@@ -33,6 +33,15 @@ def test_interval_measured_on_record_time() -> None:
     assert interval_elapsed(POLICY, stats, 1_000_000 + 60_000)
 
 
+@given(st.integers(min_value=0, max_value=10**13), st.integers(min_value=1, max_value=10**6))
+def test_an_arrival_interval_never_rolls_inside_a_read(first: int, later: int) -> None:
+    """'flush.interval.time'='arrival' (Lenses' wall-clock interval, made deterministic): the
+    interval does not roll by record time; --follow holds young objects back instead."""
+    arrival = FlushPolicy(count=3, size=100, interval_seconds=60, interval_by_record_time=False)
+    assert not interval_elapsed(arrival, ChunkStats(1, 10, first), first + later * 1000)
+    assert interval_elapsed(POLICY, ChunkStats(1, 10, first), first + 60_000 + later)
+
+
 def test_interval_ignores_records_without_timestamps() -> None:
     assert not interval_elapsed(POLICY, ChunkStats(1, 10, None), 10**12)
     assert not interval_elapsed(POLICY, ChunkStats(1, 10, 0), None)

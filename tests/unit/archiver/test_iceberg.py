@@ -142,3 +142,14 @@ def test_a_table_partitioned_by_date_gets_the_record_time_as_timestamptz() -> No
     ]
     with pytest.raises(iceberg.BadRecordError, match="_timestamp"):
         written(partitioned("_date.uuuu-MM-dd"), [record(0, 5, b'{"_timestamp": 1}')])
+
+
+def test_a_catalog_error_is_one_line() -> None:
+    """SQLAlchemy's (and other drivers') messages span lines ("\\n(Background on this error
+    at: …)"): the error the CLI prints as its one last line must not."""
+    from kafka_archive.archiver.errors import CatalogError
+
+    with pytest.raises(CatalogError) as caught, iceberg._catalog_errors("load table db.t"):
+        raise RuntimeError("(sqlite3.OperationalError) no such table\n(Background on this error)")
+    assert "\n" not in str(caught.value)
+    assert "no such table (Background on this error)" in str(caught.value)

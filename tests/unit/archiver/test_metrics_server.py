@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.errors import ConfigError
 from kafka_archive.archiver.metrics_server import MetricsServer
@@ -96,3 +97,28 @@ def test_a_port_in_use_is_one_line_not_an_internal_error() -> None:
             MetricsServer(port, max_age=60, max_lag=None, host="127.0.0.1")
     assert caught.value.exit_code == 2 and f"port {port}" in str(caught.value)
     assert "--metrics-port" in str(caught.value)
+
+
+def test_metrics_are_exact_past_six_significant_digits(server: MetricsServer) -> None:
+    """`/metrics` read by Prometheus' parser: a byte count and an offset past 999,999 and
+    the time of the batch come out as they are, not rounded to 6 digits."""
+    big = 1_234_567_891
+    unit = UnitResult(0, TopicPartition("orders", 0), 0, 12_345_678, 12_345_678, big, (), 1.0)
+    status = JobStatus(
+        "job-1", (PartitionStatus("orders", 0, 12_345_678, 12_345_679, 1, None, 1, big),)
+    )
+    before = time.time()
+    server.update(RunResult("job-1", "run", (unit,), (), 1.0), status)
+    after = time.time()
+    code, body = _get(server, "/metrics")
+    assert code == 200
+    samples = {
+        (s.name, s.labels.get("partition")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert samples[("kafka_archive_run_bytes", "0")] == big
+    assert samples[("kafka_archive_bytes_total", None)] == big
+    assert samples[("kafka_archive_archived_offset", "0")] == 12_345_678
+    assert samples[("kafka_archive_run_records", "0")] == 12_345_678
+    assert before <= samples[("kafka_archive_last_run_timestamp_seconds", None)] <= after

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.model import BatchTimings, RunResult, TopicPartition, UnitResult
-from kafka_archive.archiver.report import ServiceTotals, commit_age, prometheus_text
+from kafka_archive.archiver.report import ServiceTotals, _sample, commit_age, prometheus_text
 from kafka_archive.archiver.status import JobStatus, PartitionStatus
 from kafka_archive.cli.render import render_summary
 
@@ -110,3 +112,47 @@ def test_the_summary_says_where_the_time_went() -> None:
         "time: plan 0.25 s, Spark job 1.50 s (tasks' work 1.25 s), commit 0.12 s; "
         "overhead 0.62 s; Spark started in 3.50 s"
     )
+
+
+# A time of day, byte counts and offsets past six significant digits: `{value:g}` printed
+# 1.79575e+09 (up to ~80 minutes off), 1.23457e+09 bytes, 1.23457e+07 as an offset.
+EXACT_NOW = 1_795_751_234.567891
+BIG_BYTES = 1_234_567_891
+BIG_OFFSET = 12_345_678
+
+
+def test_samples_are_exact_as_prometheus_reads_them() -> None:
+    unit = UnitResult(0, TopicPartition("orders", 0), 0, BIG_OFFSET, BIG_OFFSET, BIG_BYTES, (), 1.0)
+    result = RunResult("job-1", "run", (unit,), (), 3_601.123456789)
+    status = JobStatus(
+        "job-1",
+        (PartitionStatus("orders", 0, BIG_OFFSET, BIG_OFFSET + 7, 7, None, 1_000_001, BIG_BYTES),),
+    )
+    totals = ServiceTotals(batches=1, records=BIG_OFFSET, bytes=BIG_BYTES * 3)
+    samples = _samples(prometheus_text(result, status, ok=True, now=EXACT_NOW, totals=totals))
+    job = (("job", "job-1"),)
+    p0 = (*job, ("partition", "0"), ("topic", "orders"))
+    assert samples[("kafka_archive_last_run_timestamp_seconds", job)] == EXACT_NOW
+    assert samples[("kafka_archive_last_run_duration_seconds", job)] == 3_601.123456789
+    assert samples[("kafka_archive_run_bytes", p0)] == BIG_BYTES
+    assert samples[("kafka_archive_run_records", p0)] == BIG_OFFSET
+    assert samples[("kafka_archive_archived_offset", p0)] == BIG_OFFSET
+    assert samples[("kafka_archive_archived_bytes_total", p0)] == BIG_BYTES
+    assert samples[("kafka_archive_archived_objects_total", p0)] == 1_000_001
+    assert samples[("kafka_archive_bytes_total", job)] == BIG_BYTES * 3
+    assert samples[("kafka_archive_records_total", job)] == BIG_OFFSET
+
+
+@given(
+    st.one_of(
+        st.integers(min_value=-(2**63), max_value=2**63),
+        st.floats(allow_nan=False),
+    )
+)
+def test_any_sample_value_reads_back_exactly(value: float) -> None:
+    """Integers of any size and every float (both infinities included) reach Prometheus'
+    parser as the value they are."""
+    text = f"# TYPE m gauge\n{_sample('m', {'job': 'j'}, value)}\n"
+    (parsed,) = _samples(text).values()
+    assert parsed == float(value)  # the parser reads a float: an integer past 2**53 rounds
+    assert repr(value) in text or value in (float("inf"), float("-inf"))

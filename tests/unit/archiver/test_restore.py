@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -61,3 +63,27 @@ def test_batches_keep_order_and_bound_size(offsets: list[int], size: int) -> Non
     chunks = list(batches((record(o) for o in offsets), size))
     assert [r.offset for chunk in chunks for r in chunk] == offsets
     assert all(1 <= len(chunk) <= size for chunk in chunks)
+
+
+def test_librdkafka_lines_of_states_it_retries_do_not_reach_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A first restore on a cluster met its transaction coordinator loading: librdkafka
+    logged `GETPID … Coordinator load in progress` on stderr although it retries that by
+    itself (an error that lasts comes back from init_transactions, as our one line). Lines
+    of other trouble still show, in librdkafka's format."""
+    from kafka_archive.archiver import restore
+
+    log = restore.client_log()
+    log.log(
+        logging.WARNING,
+        "%s [%s] %s",
+        "GETPID",
+        "rdkafka#producer-1",
+        "Failed to acquire transactional PID from broker TxnCoordinator/1: Broker: "
+        "Coordinator load in progress: retrying",
+    )
+    log.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "Connect failed")
+    err = capfd.readouterr().err
+    assert "Coordinator load in progress" not in err
+    assert "|FAIL|rdkafka#producer-1| Connect failed" in err

@@ -91,3 +91,47 @@ SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 )
 def test_every_sample_statement_is_valid(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--kcql", path.read_text()]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        # An error of ours (a file given as --kcql): "kafka-archive: error: ..." in text.
+        (["validate", "--kcql", "{file}"], 2, "is a file"),
+        # A KCQL error, several lines in text: one JSON object holding them.
+        (["validate", "--kcql", KCQL.replace("`AVRO`", "`AVOR`")], 2, "Did you mean 'AVRO'?"),
+        # A usage error found by click.
+        (["validate", "--no-such-flag"], 2, "--no-such-flag"),
+    ],
+)
+def test_log_format_json_writes_the_final_error_as_json_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], code: int, says: str
+) -> None:
+    """Every line on stderr under --log-format json is a JSON object, the error included
+    (it was plain text: a log shipper parsing JSON dropped the one line that mattered)."""
+    path = tmp_path / "statements.kcql"
+    path.write_text(KCQL)
+    assert main(["--log-format", "json", *(a.replace("{file}", str(path)) for a in args)]) == code
+    lines = capsys.readouterr().err.splitlines()
+    assert lines, "nothing said"
+    documents = [json.loads(line) for line in lines]
+    last = documents[-1]
+    assert last["level"] == "error" and last["exit_code"] == code, last
+    assert says in last["message"], last
+
+
+def test_reset_state_of_an_iceberg_route_names_the_command_that_exists(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """There is no `reset` command: the refusal names `run --reset-state` (it said "reset
+    works on objects archives"), before Kafka or S3 is reached."""
+    table = (
+        "INSERT INTO bkt:tables/orders SELECT * FROM orders STOREAS PARQUET "
+        "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+    )
+    code = main(
+        ["run", "--kcql", table, "--reset-state", "--yes", "--bootstrap-servers", "127.0.0.1:9"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "run --reset-state works on objects archives" in err, err

@@ -19,7 +19,9 @@ Encoding rules, in order:
    control-like non-ASCII code points listed in ``_ESCAPED_RANGES`` (C1 controls, no-break
    and other odd spaces, zero-width and bidi controls, line/paragraph separators,
    surrogates, private-use and noncharacters) become ``%XX`` escapes of their UTF-8 bytes
-   (upper-case hex; a lone surrogate is encoded as its 3 "surrogatepass" bytes).
+   (upper-case hex; a lone surrogate is encoded as its 3 "surrogatepass" bytes, except
+   bytes that were not valid UTF-8 — U+DC80..U+DCFF of a key read with
+   ``surrogateescape`` — which are escaped as those bytes: ``FF FE`` is ``%FF%FE``).
 3. All other non-ASCII characters are kept as they are (``München`` stays ``München``), so
    Hive, Spark and Athena show the value unchanged: they decode ``%XX`` one character at a
    time, which agrees with UTF-8 decoding for every escape of an ASCII character.
@@ -50,6 +52,7 @@ Examples (see the tests)::
 
 from __future__ import annotations
 
+import codecs
 import functools
 import hashlib
 import re
@@ -122,11 +125,33 @@ def _escape(char: str) -> str:
     return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
 
 
-def _piece(char: str, first: bool) -> str:
-    """Return ``char`` as it appears in a segment: itself, or its ``%XX`` escapes."""
+def _piece(char: str, first: bool, raw: bool = False) -> str:
+    """Return ``char`` as it appears in a segment: itself, or its ``%XX`` escapes (``raw``:
+    a byte that was not valid UTF-8, escaped as that byte)."""
+    if raw:
+        return f"%{ord(char) - 0xDC00:02X}"
     if _escaped(ord(char)) or (first and char in "._"):
         return _escape(char)
     return char
+
+
+# Bytes that are not valid UTF-8, as a key read with ``surrogateescape`` holds them
+# (U+DC80..U+DCFF), escaped as the bytes: ``FF FE`` is ``%FF%FE`` (a URL decoder gives the
+# bytes back), not the UTF-8 of each surrogate (``%ED%B3%BF%ED%B3%BE``, as written before).
+_RAW_RUN = re.compile("[\udc80-\udcff]+")
+
+
+def _raw_bytes(value: str) -> set[int]:
+    """Indexes of ``value``'s characters that are escaped as raw bytes: runs of U+DC80..U+DCFF
+    whose bytes decode back to the run alone (no valid UTF-8 inside, no byte ``ED``, which
+    begins the old escape of a surrogate), so decoding gives the same text."""
+    found: set[int] = set()
+    for match in _RAW_RUN.finditer(value):
+        run = match.group()
+        data = bytes(ord(c) - 0xDC00 for c in run)
+        if 0xED not in data and data.decode("utf-8", "surrogateescape") == run:
+            found.update(range(match.start(), match.end()))
+    return found
 
 
 def _utf8_len(piece: str) -> int:
@@ -186,8 +211,9 @@ def _encode_segment(value: str, max_bytes: int) -> str:
     pieces: list[str] = []
     used = 0
     fit = 0
+    raw = _raw_bytes(value) if _RAW_RUN.search(value) else set()
     for index, char in enumerate(value):
-        piece = _piece(char, first=index == 0)
+        piece = _piece(char, first=index == 0, raw=index in raw)
         used += _utf8_len(piece)
         if used > max_bytes:
             break
@@ -220,4 +246,21 @@ def decode_segment(segment: str) -> str | None:
         return _TOKENS[segment]
     if is_truncated(segment):
         raise ValueError("the value was too long for the key and was cut and hashed")
-    return unquote(segment, encoding="utf-8", errors="surrogatepass")
+    return unquote(segment, encoding="utf-8", errors=_SEGMENT_ERRORS)
+
+
+def _segment_errors(exc: UnicodeError) -> tuple[str, int]:
+    """Bytes of a segment that are not UTF-8: a surrogate's UTF-8 (``ED A0..BF 80..BF``,
+    escaped so before bytes were escaped as bytes) is that surrogate; any other byte is
+    itself, as ``surrogateescape`` reads it."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    data, at = exc.object, exc.start
+    surrogate = bytes(data[at : at + 3])
+    if re.fullmatch(b"\xed[\xa0-\xbf][\x80-\xbf]", surrogate):
+        return surrogate.decode("utf-8", "surrogatepass"), at + 3
+    return chr(0xDC00 + data[at]), at + 1
+
+
+_SEGMENT_ERRORS = "kafka_archive.segment"
+codecs.register_error(_SEGMENT_ERRORS, _segment_errors)

@@ -115,7 +115,16 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
             return Route(
                 target=target, topic=topic, format=_EXTENSION_FORMATS[match["ext"]], codecs=codecs
             )
-    if any(tp.topic == topic for tp in committed_offsets(store, target)):
+    committed = {tp: n for tp, n in committed_offsets(store, target).items() if tp.topic == topic}
+    if any(committed.values()) and _other_layout(store, target):
+        raise NotInArchiveError(
+            f"no objects of {topic} in the default layout under s3://{target.bucket}/{folder}, "
+            f"but {len(committed)} partition(s) of it are archived there (up to offset "
+            f"{max(committed.values()):,}): in another layout",
+            hint="Pass the KCQL that wrote the archive with --kcql (PARTITIONBY or a layout "
+            "template decides where its objects are)",
+        )
+    if committed:
         raise NotInArchiveError(
             f"the archive of {topic} under s3://{target.bucket}/{head} holds no records yet "
             "(its runs found nothing to archive)"
@@ -125,6 +134,18 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         hint="Check --from and --topic; for an archive written with PARTITIONBY or another "
         "layout, pass the KCQL that wrote it with --kcql",
     )
+
+
+def _other_layout(store: S3Store, target: Target) -> bool:
+    """Whether ``target`` holds an object outside the runtime's own that is not in the
+    default layout of some topic (a key the listing of a default-layout route ignores)."""
+    own = f"{target.head}{STATE_DIR}/"
+    for key, _ in store.list_objects(target.bucket, target.head):
+        if not key.startswith(own) and not _LENSES_NAME.match(
+            key[len(target.head) :].partition("/")[2]
+        ):
+            return True
+    return False
 
 
 def archived_route(store: S3Store, plan: Plan | None, target: Target, topic: str) -> Route:

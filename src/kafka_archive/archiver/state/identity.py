@@ -55,6 +55,13 @@ _confirmed: dict[tuple[str, str], str] = {}
 _guard = threading.Lock()
 
 
+def shown(topic_id: str | None) -> str:
+    """A topic id as Kafka's tools print it (``kafka-topics.sh --describe``: URL-safe base64
+    without padding); librdkafka, whose text is what is recorded and compared, writes
+    standard base64 (``+`` and ``/``)."""
+    return "" if topic_id is None else topic_id.replace("+", "-").replace("/", "_").rstrip("=")
+
+
 def recreated(
     store: S3Store, admin: KafkaAdmin | None, routes: Iterable[Route]
 ) -> dict[tuple[Target, str], TopicRecreatedError]:
@@ -135,7 +142,8 @@ def _check_one(
         return None
     return TopicRecreatedError(
         f"topic {topic!r} was deleted and re-created since s3://{target.bucket}/"
-        f"{target.head} archived it (topic id {known}, now {current}): its offsets are "
+        f"{target.head} archived it (topic id {shown(known)}, now {shown(current)}): its "
+        "offsets are "
         "another topic's",
         hint="Archive the new topic into a new prefix (another INSERT INTO target: state "
         "belongs to the target, not to --job-name); continuing here would skip its records "
@@ -176,10 +184,10 @@ class TopicProof:
         now = topic_id_now(self._kafka, unit.tp.topic, self._timeout)
         if now != "" and now != unit.topic_id:
             target = unit.route.target
-            became = f"now {now}" if now is not None else "now none: deleted"
+            became = f"now {shown(now)}" if now is not None else "now none: deleted"
             raise TopicRecreatedError(
                 f"topic {unit.tp.topic!r} was deleted (and re-created) while this run read it "
-                f"for s3://{target.bucket}/{target.head} (topic id {unit.topic_id}, "
+                f"for s3://{target.bucket}/{target.head} (topic id {shown(unit.topic_id)}, "
                 f"{became}): what it read since its last check may be another topic's and was "
                 "not written",
                 tp=unit.tp,

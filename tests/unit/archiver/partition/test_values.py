@@ -180,3 +180,35 @@ def test_huge_values_are_cut_without_encoding_them_whole() -> None:
     digest = hashlib.sha256(value.encode()).hexdigest()[:16]
     assert segment == "%2F" * 79 + "~" + digest  # 237 bytes of escapes fit before the hash
     assert len(segment) <= SEGMENT_MAX_BYTES
+
+
+def _raw(data: bytes) -> str:
+    """A key's bytes as PARTITIONBY reads them (partition/fields.py: surrogateescape)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("data", "segment"),
+    [
+        (b"\xff\xfe", "%FF%FE"),  # was %ED%B3%BF%ED%B3%BE: a surrogate's UTF-8 per byte
+        (b"a\x80b", "a%80b"),
+        (b"\xc3", "%C3"),  # a lead byte without its continuation
+        (b"\xc3\xa9\xff", "é%FF"),
+    ],
+)
+def test_bytes_that_are_not_utf8_are_escaped_as_the_bytes(data: bytes, segment: str) -> None:
+    """A key of bytes that are not valid UTF-8 is percent-encoded byte for byte, as a URL
+    decoder (Hive, Spark, Athena, urllib) gives those bytes back."""
+    assert safe_segment(_raw(data)) == segment
+    assert decode_segment(segment) == _raw(data)
+    assert unquote(segment, errors="surrogateescape") == _raw(data)
+
+
+def test_segments_written_before_bytes_were_escaped_as_bytes_still_decode() -> None:
+    assert decode_segment("%ED%B3%BF%ED%B3%BE") == _raw(b"\xff\xfe")
+
+
+@given(st.binary(max_size=40))
+def test_any_key_bytes_round_trip(data: bytes) -> None:
+    segment = safe_segment(_raw(data))
+    assert decode_segment(segment) == _raw(data)
