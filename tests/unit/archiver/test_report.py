@@ -154,5 +154,6 @@ def test_any_sample_value_reads_back_exactly(value: float) -> None:
     parser as the value they are."""
     text = f"# TYPE m gauge\n{_sample('m', {'job': 'j'}, value)}\n"
     (parsed,) = _samples(text).values()
-    assert parsed == float(value)  # the parser reads a float: an integer past 2**53 rounds
+    # The parser reads a whole number as an int (exactly, past 2**53 too), the rest as floats.
+    assert parsed == value and type(parsed) is type(value)
     assert repr(value) in text or value in (float("inf"), float("-inf"))
