@@ -174,6 +174,13 @@ def select_path(draw: st.DrawFn) -> str:
     return "_value"
 
 
+def _partition_source(path: str) -> str:
+    """What a PARTITIONBY entry names: ``A`` and ``_value.A`` are one entry (the compiler
+    refuses the second as a duplicate)."""
+    plain = path.replace("`", "")
+    return plain[len("_value.") :] if plain.lower().startswith("_value.") else plain
+
+
 @st.composite
 def partition_path(draw: st.DrawFn) -> str:
     kind = draw(st.sampled_from(["select", "date"]))
@@ -250,7 +257,7 @@ def statements(draw: st.DrawFn) -> str:
     if not bare_topic or topic.lower() in KEYWORDS or draw(st.booleans()):
         topic = f"`{topic}`"
     parts = [f"INSERT INTO {target}", f"SELECT {fields}", f"FROM {topic}"]
-    partition = draw(st.lists(partition_path(), max_size=3, unique_by=lambda p: p.replace("`", "")))
+    partition = draw(st.lists(partition_path(), max_size=3, unique_by=_partition_source))
     if not structured:
         not_value = ("_key", "_header.", "_topic", "_partition", "_date.")
         partition = [p for p in partition if p.startswith(not_value)]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from kafka_archive.archiver.model import TopicPartition
 from kafka_archive.archiver.partition.keys import object_group, object_key
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import ParsedKey, listing_prefix, parse_key
+from kafka_archive.archiver.partition.values import is_truncated, safe_segment
 from kafka_archive.kcql.plan import KeyNaming, Padding, Route
 
 from .partition_helpers import COUNTRY, KIND, T, route
@@ -27,6 +28,9 @@ def test_parse_inverts_object_key(
 ) -> None:
     r, values = case
     _accepted(r)
+    # A topic whose escaped name passes a segment's 255 bytes is cut and hashed (no Kafka
+    # topic is: 249 characters of [A-Za-z0-9._-]); such a key is not read back.
+    assume(not is_truncated(safe_segment(tp.topic)))
     layout = layout_for(r)
     group = object_group(r, values, timestamp_ms=timestamp_ms)
     key = object_key(r, tp, offset, values, timestamp_ms=timestamp_ms)
