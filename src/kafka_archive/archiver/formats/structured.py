@@ -67,6 +67,18 @@ class ValueSchema:
         self._mode = route.schema_compatibility
         self._inherited: tuple[schema.Type, int | None] | None = None
         self._successor: schema.Type | None = None  # the newer, merged schema (BACKWARD)
+        # Whether fields null so far may still take a type (schema.refined): until the
+        # writer has written something under the schema (PARQUET: its first row group).
+        self._open = False
+
+    def hold_open(self) -> None:
+        """Let later values type the fields the schema has no type for yet (null so far),
+        until :meth:`freeze`: for a writer that buffers its first rows."""
+        self._open = True
+
+    def freeze(self) -> None:
+        """The schema is written: from now on a value fits it or rolls the object."""
+        self._open = False
 
     def inherit(self, state: tuple[schema.Type, int | None] | None) -> None:
         """Start from the schema the unit's previous object of this group had (or the newer
@@ -99,6 +111,15 @@ class ValueSchema:
         the projected value."""
         if self.schema is None:
             return True
+        if self._open and self.schema_id is None:
+            try:
+                value = self.decode(record)
+            except BadRecordError:
+                return True
+            typed = schema.refined(self.schema, value)
+            if typed is not None:
+                self.schema = typed
+                return True
         return self._joins(record, self.schema, self.schema_id)
 
     def _joins(self, record: Record, current: schema.Type, current_id: int | None) -> bool:
