@@ -63,6 +63,7 @@ class AvroWriter:
         self._inherited_id: int | None = None  # schema.compatibility: the previous object's
         self._projected: tuple[Record, Any] | None = None  # a datum resolved onto the object's
         self._held: list[dict[str, Any]] = []  # values of the open inferred schema
+        self._first: Record | None = None  # the first of them
         self._held_bytes = 0
 
     def _open(self, avro_schema: Any) -> Writer:
@@ -158,6 +159,7 @@ class AvroWriter:
             schemas.to_avro(schemas.infer(value))  # may raise: nothing held
             if self._values.schema is None:
                 self._values.first(value, record)  # may raise: nothing held
+                self._first = record
                 self._values.hold_open()
             value = self._values.decode(record)  # projected onto the object's schema, if it was
             self._held.append(value)
@@ -174,6 +176,7 @@ class AvroWriter:
         assert self._values.schema is not None
         writer = self._open(schemas.to_avro(self._values.schema))
         self._values.freeze()
+        schemas.log_untyped(self._values.schema, self._first)
         for value in self._held:
             writer.write(value)
         self._held.clear()

@@ -73,6 +73,7 @@ class ParquetWriter:
         self._rows: list[dict[str, Any]] = []
         self._buffered = 0
         self._record_time = route.iceberg is not None and route.iceberg.time is not None
+        self._first: Record | None = None  # the object's first record (inferred schemas)
 
     def inherit(self, state: tuple[Any, int | None] | None) -> None:
         """Start from the previous object's schema (``schema.compatibility``)."""
@@ -109,6 +110,7 @@ class ParquetWriter:
         else:
             if self._values.schema is None:
                 self._values.first(self._values.decode(record), record)
+                self._first = record
                 # Fields null so far take their type from later rows of the first group.
                 self._values.hold_open()
             # Projected onto the object's schema under 'schema.compatibility', if it was.
@@ -139,6 +141,7 @@ class ParquetWriter:
             assert self._values.schema is not None
             self._schema = schemas.to_arrow(self._values.schema)
             self._values.freeze()
+            schemas.log_untyped(self._values.schema, self._first)
         if self._record_time and self._schema.get_field_index(RECORD_TIME_COLUMN) < 0:
             self._schema = self._schema.append(pa.field(RECORD_TIME_COLUMN, RECORD_TIME_TYPE))
         return self._schema

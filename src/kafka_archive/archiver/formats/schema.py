@@ -31,14 +31,18 @@ The same tree gives the Avro schema (:func:`to_avro`) and the Arrow schema (:fun
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.records import Record
 
 if TYPE_CHECKING:  # pyarrow starts a thread when imported: not before the daemon forks
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +157,37 @@ def refined(schema: Type, value: Any) -> Type | None:
                 return None
         return Type("array", items=items)
     return schema if fits(value, schema) else None
+
+
+def untyped(schema: Type, path: str = "") -> list[str]:
+    """The fields (dotted paths; ``[]`` for array items) that have no type yet: stored as
+    :data:`NULL_DEFAULT`, where another object may have given them another type."""
+    if schema.kind == "null":
+        return [path or "<value>"]
+    if schema.kind == "array":
+        assert schema.items is not None
+        return untyped(schema.items, f"{path}[]")
+    out: list[str] = []
+    for name, kind in schema.fields:
+        out += untyped(kind, f"{path}.{name}" if path else name)
+    return out
+
+
+def log_untyped(schema: Type, record: Record | None) -> None:
+    """Say (log, INFO) which fields of the object that starts with ``record`` are stored
+    as strings for want of a type: the objects that may differ from others (names only,
+    never values)."""
+    fields = untyped(schema)
+    if fields and record is not None:
+        log.info(
+            "%s[%d] object from offset %d: field(s) %s null in every record of its schema, "
+            "stored as strings; objects where they hold numbers or booleans differ "
+            "(declare the schema with 'avro.schema.file')",
+            record.topic,
+            record.partition,
+            record.offset,
+            ", ".join(fields[:10]),
+        )
 
 
 def _exact_double(value: int) -> bool:

@@ -169,3 +169,20 @@ def test_parquet_types_a_field_null_in_its_first_records_from_later_ones() -> No
 def test_an_integer_a_double_would_round_is_a_bad_record_that_names_the_way_out() -> None:
     with pytest.raises(BadRecordError, match=r"avro\.schema\.file"):
         schema.value_schema({"id": 2**53 + 1})
+
+
+@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
+def test_the_objects_that_may_differ_are_named(fmt: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A field null in every record of an object's schema is stored as a string: the log
+    names the object (topic, partition, first offset) and the fields, never a value."""
+    caplog.set_level("INFO", logger="kafka_archive.archiver.formats.schema")
+    values = [{"id": 1, "qty": None, "secret": "s3cr3t"}, {"id": 2, "more": {"x": None}}]
+    sink = io.BytesIO()
+    writer = writer_for(Format[fmt])(sink, route(fmt))
+    for offset, value in enumerate(values, start=40):
+        assert writer.accepts(rec(offset, value))
+        writer.write(rec(offset, value))
+    writer.close()
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert "t[0] object from offset 40" in message and "qty, more.x" in message
+    assert "s3cr3t" not in message
