@@ -2,8 +2,9 @@
 object, and the envelope as columns.
 
 Without the envelope a value must be a JSON object; its object's schema is inferred from
-the first value (:mod:`.schema`), and :meth:`ValueSchema.accepts` tells the chunking
-runtime to roll the object before a value that does not fit. With the envelope, key, value
+the first value and grows with the next ones while the writer holds it open
+(:mod:`.schema`'s type rules), and :meth:`ValueSchema.accepts` tells the chunking runtime
+to roll the object before a value that does not fit. With the envelope, key, value
 and header values are stored as bytes under one fixed schema, so any record fits.
 """
 
@@ -54,9 +55,10 @@ def decode_value(record: Record, registry: SchemaRegistry | None = None) -> dict
 
 
 class ValueSchema:
-    """The schema of one open object, fixed by its first value (projected by the SELECT
-    list, if the route has one) — or, under ``schema.compatibility``, by the schema the
-    previous object of the unit handed on (:meth:`inherit`, :mod:`.evolution`)."""
+    """The schema of one open object, begun by its first value (projected by the SELECT
+    list, if the route has one) and refined by later ones until :meth:`freeze` — or, under
+    ``schema.compatibility``, by the schema the previous object of the unit handed on
+    (:meth:`inherit`, :mod:`.evolution`)."""
 
     def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
         self.schema: schema.Type | None = None
