@@ -369,7 +369,7 @@ def test_partitionby_date_becomes_day_and_hour_partitions_of_the_record_time(
         for f in files:
             key = f["file_path"].removeprefix(f"s3://{bkt}/")
             body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
-            ids = pq.read_table(io.BytesIO(body)).column("id").to_pylist()
+            ids = [int(i) for i in pq.read_table(io.BytesIO(body)).column("id").to_pylist()]
             assert {of(i) for i in ids} == {tuple(f["partition"].values())}, key
         assert sum(f["record_count"] for f in files) == count
         assert {tuple(f["partition"].values()) for f in files} == {of(i) for i in range(count)}
@@ -381,19 +381,24 @@ def test_partitionby_date_becomes_day_and_hour_partitions_of_the_record_time(
     ]
 
 
-def test_an_existing_table_widens_int_and_float_and_refuses_long_into_double(
+def test_an_existing_table_of_whole_number_columns_takes_a_declared_schema(
     broker: str,
     produce: Callable[..., None],
     s3_endpoint: str,
+    s3_client: Any,
     spark: Any,
     catalog_uri: str,
     topic: Callable[..., str],
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
-    """A table made by another tool with int and float columns: our long and double files
-    widen them (Iceberg's allowed promotions) and the old rows still read. A whole number
-    (long) for a double column is not a promotion: exit 10, nothing committed."""
+    """A table made by another tool with int, float and double columns. Inferred schemas
+    store every JSON number as a double, which Iceberg does not promote to int: exit 10,
+    one line naming the column and the way out, nothing committed. With the schema declared
+    ('avro.schema.file': id long) the files widen int to long and float to double (Iceberg's
+    promotions), a whole number in a double column is fine, the old rows still read, and
+    the failed run's files are gone (removed by the next run, before it writes)."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType, NestedField
@@ -429,29 +434,44 @@ def test_an_existing_table_widens_int_and_float_and_refuses_long_into_double(
         name,
         (
             {
-                "value": json.dumps({"id": i, "price": i + 0.5, "rate": i / 4}).encode(),
+                "value": json.dumps({"id": i, "price": i + 0.5, "rate": i // 4}).encode(),
                 "partition": 0,
             }
-            for i in range(1, 20)  # rate 0.25, 0.5, 0.75, 1.0 ...: doubles (1.0 too)
+            for i in range(1, 20)  # rate 0, 0, 0, 1, ...: whole numbers for a double column
         ),
     )
     args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
-    assert main(args) == 0, capsys.readouterr().err
-    table = reader_table(catalog_uri, s3_endpoint)
-    fields = {f.name: f.field_type for f in table.schema().fields}
-    assert fields == {"id": LongType(), "price": DoubleType(), "rate": DoubleType()}
-    rows = table.scan().to_arrow().to_pylist()
-    assert sorted((r["id"], r["price"], r["rate"]) for r in rows) == [(-1, 0.5, 0.25)] + [
-        (i, i + 0.5, i / 4) for i in range(1, 20)
-    ]
-
-    produce(name, [{"value": json.dumps({"id": 20, "rate": 5}).encode(), "partition": 0}])
     assert main(args) == 10
     err = capsys.readouterr().err.strip().splitlines()
-    assert "does not fit Iceberg table" in err[-1] and "rate" in err[-1], err
+    assert "does not fit Iceberg table" in err[-1] and "id" in err[-1], err
+    assert "avro.schema.file" in err[-1], err
     assert "Traceback" not in "\n".join(err)
+    assert len(reader_table(catalog_uri, s3_endpoint).snapshots()) == 1
+    assert data_keys(s3_client, bkt) - referenced(made, bkt)  # the failed run's files
+
+    avsc = tmp_path / "orders.avsc"
+    fields = [("id", "long"), ("price", "double"), ("rate", "double")]
+    avsc.write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Order",
+                "fields": [{"name": n, "type": ["null", t], "default": None} for n, t in fields],
+            }
+        )
+    )
+    kcql = kcql_for(name, bkt, 100).replace(
+        "PROPERTIES(", f"PROPERTIES('avro.schema.file'='{avsc}', "
+    )
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
     table = reader_table(catalog_uri, s3_endpoint)
-    assert len(table.snapshots()) == 2 and len(table.scan().to_arrow()) == 20
+    types = {f.name: f.field_type for f in table.schema().fields}
+    assert types == {"id": LongType(), "price": DoubleType(), "rate": DoubleType()}
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["price"], r["rate"]) for r in rows) == [(-1, 0.5, 0.25)] + [
+        (i, i + 0.5, i // 4) for i in range(1, 20)
+    ]
+    assert data_keys(s3_client, bkt) == referenced(table, bkt)  # no file left behind
 
 
 @pytest.mark.full

@@ -428,6 +428,8 @@ def _create(table: TableRoute, first_file: str) -> Any:
         io = load_file_io(catalog.properties, first_file)
         with io.new_input(first_file).open() as stream:
             schema = pq.read_schema(stream)
+    _check_types(table, schema.remove_metadata())
+    with _catalog_errors(f"create table {table.identifier}"):
         namespace = table.identifier.rsplit(".", 1)[0]
         with contextlib.suppress(NamespaceAlreadyExistsError):
             catalog.create_namespace(namespace)
@@ -444,6 +446,26 @@ def _create(table: TableRoute, first_file: str) -> Any:
         except TableAlreadyExistsError:
             pass
         return catalog.load_table(table.identifier)
+
+
+def _check_types(table: TableRoute, schema: Any) -> None:
+    """Refuse a first file whose columns Iceberg has no type for as what it is: a type
+    problem of the records (exit 10, one line), not of the catalog. Our writers give every
+    column a type Iceberg holds (formats/schema.py: no Null type); a schema declared with
+    'avro.schema.file' is what can still bring one.
+
+    Raises:
+        BadRecordError: a column Iceberg cannot type.
+    """
+    try:
+        table.catalog._convert_schema_if_needed(schema)
+    except (ValueError, TypeError) as exc:
+        reason = " ".join(str(exc).split())
+        raise BadRecordError(
+            f"the records' schema cannot make Iceberg table {table.identifier}: {reason}",
+            hint="Give the column a type Iceberg holds: declare the schema with "
+            "'avro.schema.file' (README: Formats), or reshape the records with a 'transform'",
+        ) from None
 
 
 def partition_spec(route: Route) -> list[tuple[str, str, str]]:
@@ -580,7 +602,10 @@ def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
 
 def _evolve(tx: Any, table: Any, files: list[str]) -> None:
     """Add the columns the files have and the table does not, widen types (Iceberg schema
-    evolution; an incompatible change fails the commit)."""
+    evolution; an incompatible change fails the commit). Files of inferred schemas agree
+    with each other (formats/schema.py); a table made otherwise (another tool, an older
+    kafka-archive that stored whole numbers as long) may not: the error says how to declare
+    the schema."""
     import pyarrow.parquet as pq
     from pyiceberg.exceptions import ValidationError
 
@@ -596,12 +621,13 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             with tx.update_schema() as update:
                 update.union_by_name(schema)
         except (ValidationError, ValueError) as exc:
+            reason = " ".join(str(exc).split())
             raise BadRecordError(
-                f"the records' schema does not fit Iceberg table {table.name()}: {exc}",
+                f"the records' schema does not fit Iceberg table {table.name()}: {reason}",
                 hint="Iceberg takes new columns and wider types (int to long, float to "
-                "double), not long to double or any other change; archive such records into "
-                "a new table, or reshape them with a 'transform' (a whole number inferred as "
-                "long goes into a double column when written as 10.0)",
+                "double), nothing else; inferred schemas store every JSON number as a double: "
+                "declare the schema with 'avro.schema.file' (a long field for an int or long "
+                "column), or archive into a new table",
             ) from None
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -153,3 +156,31 @@ def test_a_catalog_error_is_one_line() -> None:
         raise RuntimeError("(sqlite3.OperationalError) no such table\n(Background on this error)")
     assert "\n" not in str(caught.value)
     assert "no such table (Background on this error)" in str(caught.value)
+
+
+def test_a_first_file_iceberg_cannot_type_is_a_one_line_type_error_not_catalog_advice(
+    tmp_path: Any,
+) -> None:
+    """A file of a column Iceberg (format version 2) has no type for: exit 10 saying so, in
+    one line, with the way out; not exit 23's "check the catalog's configuration … and that
+    it is reachable" (the catalog is fine). Nothing is created."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from kafka_archive.archiver.errors import BadRecordError
+
+    first = tmp_path / "first.parquet"
+    pq.write_table(pa.table({"id": [1.0], "note": pa.array([None], pa.null())}), first)
+    catalog = SqlCatalog("default", uri=f"sqlite:///{tmp_path / 'catalog.db'}")
+    source = cast(iceberg.CatalogSource, SimpleNamespace(catalog=catalog))  # no AWS chain
+    table = iceberg.TableRoute("db.orders", source, {0: route()})
+    with pytest.raises(BadRecordError) as caught:
+        iceberg._create(table, str(first))
+    error = caught.value
+    assert error.exit_code == 10
+    text = f"{error} {error.hint}"
+    assert "note" in str(error) and "\n" not in text
+    assert "catalog's configuration" not in text and "reachable" not in text
+    assert "avro.schema.file" in text
+    assert ("db",) not in catalog.list_namespaces() or catalog.list_tables("db") == []

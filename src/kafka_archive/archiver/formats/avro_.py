@@ -5,7 +5,9 @@ bzip2, xz. The object's schema is, in this order: the fixed envelope schema with
 ``store.envelope``; for values in the Confluent wire format (with a Schema Registry and no
 SELECT list), their writer schema from the registry, each datum stored as it was written (an
 object holds one schema id; a value of another id starts a new object); else the schema
-inferred from the object's first JSON value (see :mod:`.structured`).
+inferred from the object's JSON values (see :mod:`.schema`): they are held, the schema
+open, until :data:`HOLD_RECORDS` records or :data:`HOLD_BYTES` bytes, then the file begins
+with the schema they typed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from fastavro.write import Writer
 
 from kafka_archive.archiver.formats import avsc, evolution
 from kafka_archive.archiver.formats import schema as schemas
+from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
     envelope_avro_schema,
@@ -28,6 +31,10 @@ from kafka_archive.archiver.schema_registry import SchemaRegistry, schema_id
 from kafka_archive.kcql.plan import Route, SchemaCompatibility
 
 CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")
+# Values of an inferred schema are held (the schema open: fields null so far take a type,
+# new fields join, see .schema) until this many records or bytes, then the file is begun.
+HOLD_RECORDS = 1000
+HOLD_BYTES = 1024 * 1024
 
 
 class AvroWriter:
@@ -55,6 +62,9 @@ class AvroWriter:
         self._mode = route.schema_compatibility
         self._inherited_id: int | None = None  # schema.compatibility: the previous object's
         self._projected: tuple[Record, Any] | None = None  # a datum resolved onto the object's
+        self._held: list[dict[str, Any]] = []  # values of the open inferred schema
+        self._first: Record | None = None  # the first of them
+        self._held_bytes = 0
 
     def _open(self, avro_schema: Any) -> Writer:
         if not isinstance(avro_schema, dict) or "__fastavro_parsed" not in avro_schema:
@@ -80,12 +90,24 @@ class AvroWriter:
         return self._values.successor()
 
     def accepts(self, record: Record) -> bool:
-        if self._envelope is not None or self._writer is None or self._user is not None:
+        if self._envelope is not None or self._user is not None:
+            return True
+        if self._writer is None and not self._held:
             return True
         ident = self._id_of(record)
         if ident is not None or self._schema_id is not None:
             return ident == self._schema_id or self._resolves(record, ident, self._schema_id)
+        if self._held and not self._avro_names(record):
+            return True  # write refuses it, and it must not grow the open schema
         return self._values.accepts(record)
+
+    def _avro_names(self, record: Record) -> bool:
+        """Whether the record's value can be stored in Avro at all (its field names)."""
+        try:
+            schemas.to_avro(schemas.infer(self._values.decode(record)))
+        except BadRecordError:
+            return False
+        return True
 
     def _resolves(self, record: Record, ident: int | None, current: int | None) -> bool:
         """Whether a registry value of another schema id joins an object of ``current`` by
@@ -132,18 +154,40 @@ class AvroWriter:
             assert self._writer is not None
             self._writer.write(datum)
             return
+        value = self._values.decode(record)
         if self._writer is None:
-            first = self._values.first(self._values.decode(record), record)
-            avro_schema = schemas.to_avro(first)  # may raise: nothing written
-            self._open(avro_schema)
+            schemas.to_avro(schemas.infer(value))  # may raise: nothing held
+            if self._values.schema is None:
+                self._values.first(value, record)  # may raise: nothing held
+                self._first = record
+                self._values.hold_open()
+            value = self._values.decode(record)  # projected onto the object's schema, if it was
+            self._held.append(value)
+            self._held_bytes += len(record.value or b"")
+            if len(self._held) >= HOLD_RECORDS or self._held_bytes >= HOLD_BYTES:
+                self._begin()
+            return
         value = self._values.decode(record)  # projected onto the object's schema, if it was
-        assert self._writer is not None
         self._writer.write(value)
 
+    def _begin(self) -> None:
+        """Fix the open schema (fields null in every held value: strings) and write what
+        was held under it."""
+        assert self._values.schema is not None
+        writer = self._open(schemas.to_avro(self._values.schema))
+        self._values.freeze()
+        schemas.log_untyped(self._values.schema, self._first)
+        for value in self._held:
+            writer.write(value)
+        self._held.clear()
+        self._held_bytes = 0
+
     def bytes_written(self) -> int:
-        return self._sink.tell() - self._start
+        return self._sink.tell() - self._start + self._held_bytes
 
     def close(self) -> None:
+        if self._held:
+            self._begin()
         if self._writer is not None:
             self._writer.flush()
         self._sink.flush()

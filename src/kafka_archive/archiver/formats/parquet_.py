@@ -3,7 +3,8 @@
 Rows are buffered and written as a row group every ``parquet.row.group.records`` records
 (default 10,000) or ~64 MB of buffered values, whichever comes first, so memory per open
 object is bounded. Codec: ``PROPERTIES('parquet.codec'='…')``, one of snappy (default),
-zstd, gzip, lz4, brotli, none. Schema as for AVRO (:mod:`.structured`); with
+zstd, gzip, lz4, brotli, none. Schema as for AVRO (:mod:`.schema`: open, growing with the
+records, until the first row group is written); with
 ``avro.schema.file`` every object has the columns of that schema, and a value that does not
 match it is refused.
 """
@@ -72,6 +73,7 @@ class ParquetWriter:
         self._rows: list[dict[str, Any]] = []
         self._buffered = 0
         self._record_time = route.iceberg is not None and route.iceberg.time is not None
+        self._first: Record | None = None  # the object's first record (inferred schemas)
 
     def inherit(self, state: tuple[Any, int | None] | None) -> None:
         """Start from the previous object's schema (``schema.compatibility``)."""
@@ -81,7 +83,17 @@ class ParquetWriter:
         return self._values.successor()
 
     def accepts(self, record: Record) -> bool:
-        return self._envelope is not None or self._user is not None or self._values.accepts(record)
+        if self._envelope is not None or self._user is not None:
+            return True
+        if self._record_time and self._has_record_time(record):
+            return True  # write refuses it, and it must not grow the open schema
+        return self._values.accepts(record)
+
+    def _has_record_time(self, record: Record) -> bool:
+        try:
+            return RECORD_TIME_COLUMN in self._values.decode(record)
+        except BadRecordError:
+            return False
 
     def write(self, record: Record) -> None:
         if self._envelope is not None:
@@ -96,9 +108,11 @@ class ParquetWriter:
                 self._schema = schemas.to_arrow(columns)
             self._rows.append(row)
         else:
-            if self._schema is None:
-                first = self._values.first(self._values.decode(record), record)
-                self._schema = schemas.to_arrow(first)
+            if self._values.schema is None:
+                self._values.first(self._values.decode(record), record)
+                self._first = record
+                # Fields null so far take their type from later rows of the first group.
+                self._values.hold_open()
             # Projected onto the object's schema under 'schema.compatibility', if it was.
             self._rows.append(self._values.decode(record))
         if self._record_time:
@@ -108,8 +122,8 @@ class ParquetWriter:
             self._write_group()
 
     def _add_record_time(self, record: Record) -> None:
-        """Add :data:`RECORD_TIME_COLUMN` to the row just buffered (and to the schema)."""
-        assert self._schema is not None
+        """Add :data:`RECORD_TIME_COLUMN` to the row just buffered (the schema gets it when
+        it is made, :meth:`_arrow_schema`)."""
         row = self._rows[-1]
         if RECORD_TIME_COLUMN in row:
             self._rows.pop()
@@ -117,21 +131,32 @@ class ParquetWriter:
                 f"the value has a field {RECORD_TIME_COLUMN!r}, the column that holds the "
                 "record timestamp in a table partitioned by _date"
             )
-        if self._schema.get_field_index(RECORD_TIME_COLUMN) < 0:
-            self._schema = self._schema.append(pa.field(RECORD_TIME_COLUMN, RECORD_TIME_TYPE))
         millis = record.timestamp
         self._rows[-1] = {**row, RECORD_TIME_COLUMN: None if millis is None else millis * 1000}
 
+    def _arrow_schema(self) -> pa.Schema:
+        """The object's schema, fixed when its first row group is written: the values'
+        schema as the buffered rows typed it (fields null in all of them: strings)."""
+        if self._schema is None:
+            assert self._values.schema is not None
+            self._schema = schemas.to_arrow(self._values.schema)
+            self._values.freeze()
+            schemas.log_untyped(self._values.schema, self._first)
+        if self._record_time and self._schema.get_field_index(RECORD_TIME_COLUMN) < 0:
+            self._schema = self._schema.append(pa.field(RECORD_TIME_COLUMN, RECORD_TIME_TYPE))
+        return self._schema
+
     def _write_group(self) -> None:
-        if not self._rows or self._schema is None:
+        if not self._rows:
             return
+        schema = self._arrow_schema()
         if self._writer is None:
             self._writer = pq.ParquetWriter(
                 self._sink,
-                self._schema,
+                schema,
                 compression=self._codec.upper() if self._codec != "none" else "NONE",
             )
-        table = pa.Table.from_pylist(self._rows, schema=self._schema)
+        table = pa.Table.from_pylist(self._rows, schema=schema)
         self._writer.write_table(table)
         self._rows.clear()
         self._buffered = 0

@@ -1,27 +1,48 @@
 """Schemas of structured objects (AVRO, PARQUET), inferred from JSON record values.
 
-An object's value schema is inferred from its first record: JSON null, booleans, integers,
-floats, strings, objects and arrays become ``null``, ``boolean``, ``long``, ``double``,
-``string``, records and arrays; every field is nullable. A later record belongs in the same
-object when it *fits* the schema: each of its fields is in the schema with a value of that
-type (or null, or absent; an integer fits a ``double``). A record that does not fit rolls
-the object and starts a new one with its own schema, as the Confluent sink does with
-``schema.compatibility=NONE``; so no object ever holds a record its schema disagrees with,
-and object boundaries still depend on the records alone.
+The type rules, chosen so that every object of a route agrees with every other on the type
+of each column they share, whatever records each holds (readers that merge a prefix's
+objects, pyarrow.dataset, Spark, polars, DuckDB, Iceberg, refuse two types for one column):
+
+- every JSON number is a ``double``, whole or not: ``10`` in one record and ``10.5`` in the
+  next must not make a ``long`` object and a ``double`` one (Spark does not merge them,
+  Iceberg does not promote ``long`` to ``double``). An integer a double would round (beyond
+  ±2**53) is a bad record: a route with such numbers declares its schema
+  (``avro.schema.file``, whose ``long`` fields stay ``long``);
+- booleans, strings, objects and arrays are ``boolean``, ``string``, records and arrays;
+- while an object's schema is open (PARQUET: until its first row group is written) it
+  grows with its records (:func:`refined`): a field null so far takes the type a later
+  record gives it, a new field is added as a column (null in the records without it);
+- a field that is null (or an empty array) in every record the schema was fixed from is
+  stored as a ``string`` column (:data:`NULL_DEFAULT`), never as the Null type, which
+  most readers cannot merge and Iceberg cannot store;
+- every field is nullable: a field absent from a record is null in it.
+
+A later record belongs in the same object when it *fits* the schema: each of its fields is
+in the schema with a value of that type (or null, or absent; a string fits a field still
+null). A record that does not fit rolls the object and starts a new one with its own schema,
+as the Confluent sink does with ``schema.compatibility=NONE``; so no object ever holds a
+record its schema disagrees with, and object boundaries still depend on the records alone.
+Schemas given by Avro schemas (a Schema Registry writer schema, ``avro.schema.file``:
+:func:`from_avro`) keep their declared types.
 
 The same tree gives the Avro schema (:func:`to_avro`) and the Arrow schema (:func:`to_arrow`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.records import Record
 
 if TYPE_CHECKING:  # pyarrow starts a thread when imported: not before the daemon forks
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +58,12 @@ NULL, BOOLEAN, LONG, DOUBLE, STRING = (
     Type(k) for k in ("null", "boolean", "long", "double", "string")
 )
 
+NULL_DEFAULT = STRING
+"""How a field with no type yet (null in every record so far) is stored: a string column.
+Text is what such fields most often hold (notes, optional names), and any JSON value has a
+text form; a field that turns out to be another type in a later object differs there (the
+README says so, and how to declare the schema instead)."""
+
 
 def infer(value: Any) -> Type:
     """The schema of one JSON value.
@@ -48,10 +75,8 @@ def infer(value: Any) -> Type:
         return NULL
     if isinstance(value, bool):
         return BOOLEAN
-    if isinstance(value, int):
-        return LONG
-    if isinstance(value, float):
-        return DOUBLE
+    if isinstance(value, (int, float)):
+        return DOUBLE  # whole or not: one type for every number (the module's rules)
     if isinstance(value, str):
         return STRING
     if isinstance(value, dict):
@@ -77,7 +102,7 @@ def fits(value: Any, schema: Type) -> bool:
         if isinstance(value, float):
             return True
         return isinstance(value, int) and not isinstance(value, bool) and _exact_double(value)
-    if kind == "string":
+    if kind in ("string", "null"):  # null: no type yet, stored as NULL_DEFAULT (a string)
         return isinstance(value, str)
     if kind == "record":
         if not isinstance(value, dict):
@@ -87,7 +112,82 @@ def fits(value: Any, schema: Type) -> bool:
     if kind == "array":
         assert schema.items is not None
         return isinstance(value, list) and all(fits(v, schema.items) for v in value)
-    return False  # null: only None fits
+    return False
+
+
+def refined(schema: Type, value: Any) -> Type | None:
+    """``schema`` grown by ``value``: the fields it has no type for yet (null so far) typed
+    by the value's, the value's new fields added after the others (first-seen order). None
+    when ``value`` cannot join it (a field of another type, a number a double would
+    round). An object whose schema is still open takes the refined schema."""
+    if value is None:
+        return schema
+    if schema.kind == "null":
+        try:
+            typed = infer(value)
+        except BadRecordError:
+            return None
+        return typed if fits(value, typed) else None
+    if schema.kind == "record":
+        if not isinstance(value, dict):
+            return None
+        fields: list[tuple[str, Type]] = []
+        for name, kind in schema.fields:
+            field = refined(kind, value.get(name))
+            if field is None:
+                return None
+            fields.append((name, field))
+        names = dict(schema.fields)
+        for name, item in value.items():
+            if name not in names:
+                field = refined(NULL, item)
+                if field is None:
+                    return None
+                fields.append((str(name), field))
+        return Type("record", tuple(fields))
+    if schema.kind == "array":
+        if not isinstance(value, list):
+            return None
+        assert schema.items is not None
+        items: Type | None = schema.items
+        for item in value:
+            assert items is not None
+            items = refined(items, item)
+            if items is None:
+                return None
+        return Type("array", items=items)
+    return schema if fits(value, schema) else None
+
+
+def untyped(schema: Type, path: str = "") -> list[str]:
+    """The fields (dotted paths; ``[]`` for array items) that have no type yet: stored as
+    :data:`NULL_DEFAULT`, where another object may have given them another type."""
+    if schema.kind == "null":
+        return [path or "<value>"]
+    if schema.kind == "array":
+        assert schema.items is not None
+        return untyped(schema.items, f"{path}[]")
+    out: list[str] = []
+    for name, kind in schema.fields:
+        out += untyped(kind, f"{path}.{name}" if path else name)
+    return out
+
+
+def log_untyped(schema: Type, record: Record | None) -> None:
+    """Say (log, INFO) which fields of the object that starts with ``record`` are stored
+    as strings for want of a type: the objects that may differ from others (names only,
+    never values)."""
+    fields = untyped(schema)
+    if fields and record is not None:
+        log.info(
+            "%s[%d] object from offset %d: field(s) %s null in every record of its schema, "
+            "stored as strings; objects where they hold numbers or booleans differ "
+            "(declare the schema with 'avro.schema.file')",
+            record.topic,
+            record.partition,
+            record.offset,
+            ", ".join(fields[:10]),
+        )
 
 
 def _exact_double(value: int) -> bool:
@@ -185,11 +285,12 @@ def value_schema(value: Any) -> Type:
             "(or use PROPERTIES('store.envelope'=true) to keep any value as bytes)"
         )
     schema = infer(value)
-    if not fits(value, schema):  # a long out of range, or an integer a double would round
+    if not fits(value, schema):  # an integer a double would round
         raise BadRecordError(
-            "a number does not fit its column: an integer beyond 64 bits, or one that a "
-            "double (the column of an array or field mixing integers and decimals) would "
-            "round; store the value as JSON or in the envelope"
+            "a number does not fit its column: an integer beyond 2**53, which a double (the "
+            "type of every JSON number in an inferred schema) would round; declare the "
+            "field a long with 'avro.schema.file', or store the value as JSON or in the "
+            "envelope"
         )
     return schema
 
@@ -209,9 +310,10 @@ def normalized(value: Any) -> Any:
 
 # -- Avro ------------------------------------------------------------------------------
 
+_AVRO_NULL_DEFAULT = "string"  # NULL_DEFAULT
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _AVRO_PRIMITIVE = {
-    "null": "null",
+    "null": _AVRO_NULL_DEFAULT,
     "boolean": "boolean",
     "long": "long",
     "double": "double",
@@ -237,8 +339,7 @@ def _avro_record(schema: Type, name: str) -> dict[str, Any]:
                 "([A-Za-z_][A-Za-z0-9_]*); store as PARQUET or JSON, or use the envelope"
             )
         avro = _avro_type(field_type, f"{name}_{field_name}")
-        nullable = avro if avro == "null" else ["null", avro]
-        fields.append({"name": field_name, "type": nullable, "default": None})
+        fields.append({"name": field_name, "type": ["null", avro], "default": None})
     return {"type": "record", "name": name, "fields": fields}
 
 
@@ -248,7 +349,7 @@ def _avro_type(schema: Type, name: str) -> Any:
     if schema.kind == "array":
         assert schema.items is not None
         items = _avro_type(schema.items, f"{name}_item")
-        return {"type": "array", "items": items if items == "null" else ["null", items]}
+        return {"type": "array", "items": ["null", items]}
     return _AVRO_PRIMITIVE[schema.kind]
 
 
@@ -256,7 +357,8 @@ def _avro_type(schema: Type, name: str) -> Any:
 
 
 EMPTY_FIELD = "__empty__"
-"""The one null column of an empty JSON object: Parquet has no struct without columns."""
+"""The one column of an empty JSON object (always null, typed NULL_DEFAULT): Parquet has no
+struct without columns."""
 
 
 def to_arrow(schema: Type) -> pa.Schema:
@@ -264,7 +366,7 @@ def to_arrow(schema: Type) -> pa.Schema:
     import pyarrow as pa
 
     if not schema.fields:
-        return pa.schema([pa.field(EMPTY_FIELD, pa.null())])
+        return pa.schema([pa.field(EMPTY_FIELD, pa.string())])
     return pa.schema([pa.field(n, _arrow_type(t)) for n, t in schema.fields])
 
 
@@ -274,13 +376,13 @@ def _arrow_type(schema: Type) -> pa.DataType:
     kind = schema.kind
     if kind == "record":
         if not schema.fields:
-            return pa.struct([pa.field(EMPTY_FIELD, pa.null())])
+            return pa.struct([pa.field(EMPTY_FIELD, pa.string())])
         return pa.struct([pa.field(n, _arrow_type(t)) for n, t in schema.fields])
     if kind == "array":
         assert schema.items is not None
         return pa.list_(_arrow_type(schema.items))
     return {
-        "null": pa.null(),
+        "null": pa.string(),  # NULL_DEFAULT: never the Null type
         "boolean": pa.bool_(),
         "long": pa.int64(),
         "double": pa.float64(),

@@ -2,8 +2,9 @@
 object, and the envelope as columns.
 
 Without the envelope a value must be a JSON object; its object's schema is inferred from
-the first value (:mod:`.schema`), and :meth:`ValueSchema.accepts` tells the chunking
-runtime to roll the object before a value that does not fit. With the envelope, key, value
+the first value and grows with the next ones while the writer holds it open
+(:mod:`.schema`'s type rules), and :meth:`ValueSchema.accepts` tells the chunking runtime
+to roll the object before a value that does not fit. With the envelope, key, value
 and header values are stored as bytes under one fixed schema, so any record fits.
 """
 
@@ -54,9 +55,10 @@ def decode_value(record: Record, registry: SchemaRegistry | None = None) -> dict
 
 
 class ValueSchema:
-    """The schema of one open object, fixed by its first value (projected by the SELECT
-    list, if the route has one) — or, under ``schema.compatibility``, by the schema the
-    previous object of the unit handed on (:meth:`inherit`, :mod:`.evolution`)."""
+    """The schema of one open object, begun by its first value (projected by the SELECT
+    list, if the route has one) and refined by later ones until :meth:`freeze` — or, under
+    ``schema.compatibility``, by the schema the previous object of the unit handed on
+    (:meth:`inherit`, :mod:`.evolution`)."""
 
     def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
         self.schema: schema.Type | None = None
@@ -67,6 +69,18 @@ class ValueSchema:
         self._mode = route.schema_compatibility
         self._inherited: tuple[schema.Type, int | None] | None = None
         self._successor: schema.Type | None = None  # the newer, merged schema (BACKWARD)
+        # Whether fields null so far may still take a type (schema.refined): until the
+        # writer has written something under the schema (PARQUET: its first row group).
+        self._open = False
+
+    def hold_open(self) -> None:
+        """Let later values type the fields the schema has no type for yet (null so far),
+        until :meth:`freeze`: for a writer that buffers its first rows."""
+        self._open = True
+
+    def freeze(self) -> None:
+        """The schema is written: from now on a value fits it or rolls the object."""
+        self._open = False
 
     def inherit(self, state: tuple[schema.Type, int | None] | None) -> None:
         """Start from the schema the unit's previous object of this group had (or the newer
@@ -99,6 +113,15 @@ class ValueSchema:
         the projected value."""
         if self.schema is None:
             return True
+        if self._open and self.schema_id is None:
+            try:
+                value = self.decode(record)
+            except BadRecordError:
+                return True
+            typed = schema.refined(self.schema, value)
+            if typed is not None:
+                self.schema = typed
+                return True
         return self._joins(record, self.schema, self.schema_id)
 
     def _joins(self, record: Record, current: schema.Type, current_id: int | None) -> bool:

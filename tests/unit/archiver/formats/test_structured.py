@@ -72,9 +72,20 @@ def test_every_codec_round_trips(fmt: str, codec: str) -> None:
     assert [s.value["id"] for s in read_object(Format[fmt], data)] == list(range(200))
 
 
-@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
-def test_a_value_with_another_schema_is_not_accepted(fmt: str) -> None:
-    writer = writer_for(Format[fmt])(io.BytesIO(), route(fmt))
+@pytest.mark.parametrize(
+    ("fmt", "properties"),
+    [("AVRO", ""), ("PARQUET", "'parquet.row.group.records'=1")],
+    ids=["AVRO-begun", "PARQUET-written"],
+)
+def test_a_value_with_another_schema_is_not_accepted(
+    fmt: str, properties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the object's schema is written (PARQUET: its first row group; AVRO: the file
+    begun after the values it holds) a new field or type rolls the object."""
+    from kafka_archive.archiver.formats import avro_
+
+    monkeypatch.setattr(avro_, "HOLD_RECORDS", 1)
+    writer = writer_for(Format[fmt])(io.BytesIO(), route(fmt, properties))
     first = rec(0, {"id": 1, "name": "a"})
     assert writer.accepts(first)
     writer.write(first)
@@ -82,6 +93,27 @@ def test_a_value_with_another_schema_is_not_accepted(fmt: str) -> None:
     assert writer.accepts(rec(1, {"id": 2, "name": None}))
     assert not writer.accepts(rec(1, {"id": "two", "name": "b"}))  # a new type
     assert not writer.accepts(rec(1, {"id": 2, "extra": 1}))  # a new field
+
+
+@pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
+def test_an_object_takes_new_fields_while_its_schema_is_open(fmt: str) -> None:
+    sink = io.BytesIO()
+    writer = writer_for(Format[fmt])(sink, route(fmt))
+    values = [{"id": 1, "name": "a"}, {"id": 2, "extra": 1}, {"id": 3, "name": None}]
+    for offset, value in enumerate(values):
+        assert writer.accepts(rec(offset, value))
+        writer.write(rec(offset, value))
+    assert not writer.accepts(rec(3, {"id": "four"}))  # a type conflict still rolls
+    writer.close()
+    if fmt == "AVRO":
+        rows = list(fastavro.reader(io.BytesIO(sink.getvalue())))
+    else:
+        rows = pq.read_table(pa.BufferReader(sink.getvalue())).to_pylist()
+    assert rows == [
+        {"id": 1.0, "name": "a", "extra": None},
+        {"id": 2.0, "name": None, "extra": 1.0},
+        {"id": 3.0, "name": None, "extra": None},
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["AVRO", "PARQUET"])
