@@ -122,6 +122,11 @@ class ChunkSet:
             self._factory = cast(
                 WriterFactory, functools.partial(structured, user_schema=unit.value_schema)
             )
+        elif unit.table_schema is not None:  # an existing Iceberg table (PARQUET)
+            seeded: Any = self._factory
+            self._factory = cast(
+                WriterFactory, functools.partial(seeded, table_schema=unit.table_schema)
+            )
         self._layout = layout_for(unit.route)
         self._codec = compression.codec_of(unit.route)
         blocks = unit.route.codecs.gzip_block_bytes

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import logging
 import re
 import urllib.parse
@@ -101,14 +102,46 @@ def location(route: Route) -> str:
     return f"s3://{target.bucket}/{target.prefix}" if target.prefix else f"s3://{target.bucket}"
 
 
-def with_data_layout(units: Sequence[WorkUnit]) -> tuple[WorkUnit, ...]:
-    """The units, each Iceberg route's given the layout of :func:`data_route`."""
+def with_data_layout(
+    units: Sequence[WorkUnit], tables: Sequence[TableRoute] = ()
+) -> tuple[WorkUnit, ...]:
+    """The units, each Iceberg route's given the layout of :func:`data_route` and the
+    columns of its table, if it exists (:func:`table_schema`)."""
+    schemas: dict[int, str | None] = {}
+    for table in tables:
+        text = table_schema(table.table) if table.table is not None else None
+        schemas.update((index, text) for index in table.routes)
     return tuple(
-        dataclasses.replace(u, route=data_route(u.route, u.run_id, u.job))
+        dataclasses.replace(
+            u,
+            route=data_route(u.route, u.run_id, u.job),
+            table_schema=schemas.get(u.route_index),
+        )
         if u.route.iceberg is not None
         else u
         for u in units
     )
+
+
+def table_schema(table: Any) -> str | None:
+    """The table's columns as an Avro record schema (JSON), those of a type an inferred
+    field can take (formats.schema.from_avro: numbers, booleans, strings, records, arrays
+    of them); None when there is none. Files start from their types (int and long as long,
+    float and double as double): a table made by another tool or an older kafka-archive
+    with long columns takes whole numbers as they are, not as doubles it cannot promote."""
+    from pyiceberg.utils.schema_conversion import AvroSchemaConversion
+
+    from kafka_archive.archiver.formats import schema
+
+    avro = AvroSchemaConversion().iceberg_to_avro(table.schema(), schema_name="Table")
+    fields = [
+        f
+        for f in (avro.get("fields", ()) if isinstance(avro, dict) else ())
+        if schema.from_avro({"type": "record", "name": "Table", "fields": [f]}) is not None
+    ]
+    if not fields:
+        return None
+    return json.dumps({"type": "record", "name": "Table", "fields": fields}, sort_keys=True)
 
 
 def data_route(route: Route, run_id: str, job: str) -> Route:

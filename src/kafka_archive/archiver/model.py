@@ -72,6 +72,9 @@ class WorkUnit:
     # The topic's Kafka id the plan confirmed (None: the cluster tells none); the task
     # confirms it again before it marks or commits (archiver.state.identity.TopicProof).
     topic_id: str | None = None
+    # An Iceberg route's table as the batch was planned, if it exists: its columns (Avro
+    # JSON) type the inferred fields the files share with it (iceberg.table_schema).
+    table_schema: str | None = None
 
     @property
     def deferred(self) -> bool:

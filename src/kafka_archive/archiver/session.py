@@ -307,7 +307,7 @@ class Session:
             )
         assert self.spark is not None, "batch() runs inside session()"
         units = transforms.with_roots(work.units, self.transform_roots)
-        units = iceberg.with_data_layout(units)
+        units = iceberg.with_data_layout(units, self.tables)
         planned = time.monotonic()
         spark_start = 0.0
         if units and not self.spark.started:

@@ -59,7 +59,10 @@ class ParquetWriter:
         route: Route,
         registry: SchemaRegistry | None = None,
         user_schema: str | None = None,
+        table_schema: str | None = None,
     ) -> None:
+        """``table_schema``: an existing Iceberg table's columns (Avro JSON), the types of
+        the inferred fields values share with it (:class:`.structured.ValueSchema`)."""
         self._user = user_schema
         self._registry = registry
         self._sink = sink
@@ -67,7 +70,7 @@ class ParquetWriter:
         self._codec = route.codecs.parquet
         self._group_records = route.codecs.parquet_row_group_records
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema(route, registry)
+        self._values = ValueSchema(route, registry, table_schema)
         self._schema: pa.Schema | None = None
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []

@@ -273,6 +273,28 @@ def from_avro(avro: Any) -> Type | None:
     return converted if converted is not None and converted.kind == "record" else None
 
 
+def seeded(typed: Type, seed: Type, value: Any, before: Type | None = None) -> Type:
+    """``typed`` (inferred from ``value``, or grown by it from ``before``) with the types
+    ``seed`` (an existing Iceberg table's columns) gives the fields ``value`` typed, where
+    the value fits them: a whole number in a long column stays a long. Fields the seed
+    lacks, or values that do not fit it, keep the inferred type."""
+    if typed.kind != "record" or seed.kind != "record" or not isinstance(value, dict):
+        return typed
+    given = dict(seed.fields)
+    old = dict(before.fields) if before is not None and before.kind == "record" else {}
+    fields: list[tuple[str, Type]] = []
+    for name, kind in typed.fields:
+        want, was = given.get(name), old.get(name)
+        if want is None:
+            pass
+        elif kind.kind == "record" and want.kind == "record":
+            kind = seeded(kind, want, value.get(name), was)
+        elif (was is None or was.kind == "null") and kind.kind in ("null", "double"):
+            kind = want if fits(value.get(name), want) else kind
+        fields.append((name, kind))
+    return Type("record", tuple(fields))
+
+
 def value_schema(value: Any) -> Type:
     """The schema of an object whose first value is ``value`` (a JSON object).
 

@@ -10,6 +10,7 @@ and header values are stored as bytes under one fixed schema, so any record fits
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from kafka_archive.archiver import jsontext
@@ -60,8 +61,13 @@ class ValueSchema:
     ``schema.compatibility``, by the schema the previous object of the unit handed on
     (:meth:`inherit`, :mod:`.evolution`)."""
 
-    def __init__(self, route: Route, registry: SchemaRegistry | None = None) -> None:
+    def __init__(
+        self, route: Route, registry: SchemaRegistry | None = None, seed: str | None = None
+    ) -> None:
         self.schema: schema.Type | None = None
+        # An existing Iceberg table's columns (Avro JSON, WorkUnit.table_schema): the types
+        # of the fields values share with it, where they fit (schema.seeded).
+        self._seed = schema.from_avro(json.loads(seed)) if seed is not None else None
         self.schema_id: int | None = None  # the registry id the schema was taken from
         self._registry = registry
         self._last: tuple[Record, dict[str, Any]] | None = None
@@ -119,6 +125,8 @@ class ValueSchema:
             except BadRecordError:
                 return True
             typed = schema.refined(self.schema, value)
+            if typed is not None and self._seed is not None:
+                typed = schema.seeded(typed, self._seed, value, self.schema)
             if typed is not None:
                 self.schema = typed
                 return True
@@ -178,6 +186,8 @@ class ValueSchema:
                 self.schema, self.schema_id = from_registry, ident
                 return from_registry
         self.schema = schema.value_schema(value)
+        if self._seed is not None:
+            self.schema = schema.seeded(self.schema, self._seed, value)
         return self.schema
 
 

@@ -326,3 +326,45 @@ def test_an_integer_a_double_column_would_round_is_a_bad_record(fmt: str) -> Non
     writer = writer_for(Format[fmt])(sink, route(fmt))
     writer.write(rec(0, {"price": 0.5}))
     assert not writer.accepts(rec(1, {"price": 2**53 + 1}))  # rolls, then infers a long
+
+
+TABLE_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "Table",
+        "fields": [
+            {"name": "id", "type": ["null", "long"], "default": None},
+            {"name": "name", "type": ["null", "string"], "default": None},
+            {"name": "at", "type": ["null", "long"], "default": None},  # in no record
+        ],
+    }
+)
+
+
+def test_an_iceberg_tables_columns_seed_the_types_of_its_files() -> None:
+    """The table's long column takes whole numbers as long (in the first value, null in the
+    first value, new while the schema is open); a column the table lacks is inferred (a
+    double); a fractional number for the long column does not fit: the object rolls."""
+    sink = io.BytesIO()
+    writer = writer_for(Format.PARQUET)(sink, route("PARQUET"), None, table_schema=TABLE_SCHEMA)
+    values = [{"id": 1, "price": 2}, {"id": None, "name": "b"}, {"id": 3, "price": 0.5}]
+    for offset, value in enumerate(values):
+        assert writer.accepts(rec(offset, value))
+        writer.write(rec(offset, value))
+    assert not writer.accepts(rec(3, {"id": 4.5}))
+    writer.close()
+    table = pq.read_table(pa.BufferReader(sink.getvalue()))
+    assert table.schema.field("id").type == pa.int64()
+    assert table.schema.field("price").type == pa.float64()
+    assert table.to_pylist() == [
+        {"id": 1, "price": 2.0, "name": None},
+        {"id": None, "price": None, "name": "b"},
+        {"id": 3, "price": 0.5, "name": None},
+    ]
+    late = io.BytesIO()
+    writer = writer_for(Format.PARQUET)(late, route("PARQUET"), None, table_schema=TABLE_SCHEMA)
+    for offset, value in enumerate([{"name": "a"}, {"name": "b", "id": 2}]):
+        assert writer.accepts(rec(offset, value))
+        writer.write(rec(offset, value))
+    writer.close()
+    assert pq.read_table(pa.BufferReader(late.getvalue())).schema.field("id").type == pa.int64()
