@@ -125,8 +125,8 @@ def with_data_layout(
 
 def table_schema(table: Any) -> str | None:
     """The table's columns as an Avro record schema (JSON), those of a type an inferred
-    field can take (formats.schema.from_avro: numbers, booleans, strings, records, arrays
-    of them); None when there is none. Files start from their types (int and long as long,
+    field can take (:func:`_plain`: numbers, booleans, strings, structs and lists of
+    them); None when there is none. Files start from their types (int and long as long,
     float and double as double): a table made by another tool or an older kafka-archive
     with long columns takes whole numbers as they are, not as doubles it cannot promote."""
     from pyiceberg.utils.schema_conversion import AvroSchemaConversion
@@ -137,11 +137,31 @@ def table_schema(table: Any) -> str | None:
     fields = [
         f
         for f in (avro.get("fields", ()) if isinstance(avro, dict) else ())
-        if schema.from_avro({"type": "record", "name": "Table", "fields": [f]}) is not None
+        if _plain(f["type"])
+        and schema.from_avro({"type": "record", "name": "Table", "fields": [f]}) is not None
     ]
     if not fields:
         return None
     return json.dumps({"type": "record", "name": "Table", "fields": fields}, sort_keys=True)
+
+
+_PLAIN = frozenset(("null", "boolean", "int", "long", "float", "double", "string"))
+
+
+def _plain(node: Any) -> bool:
+    """Whether an Avro type (of pyiceberg's conversion) holds only types an inferred field
+    can take: no logical type (dates, times, decimals, UUIDs, maps), bytes or fixed."""
+    if isinstance(node, str):
+        return node in _PLAIN
+    if isinstance(node, list):
+        return all(_plain(branch) for branch in node)
+    if not isinstance(node, dict) or "logicalType" in node:
+        return False
+    if node.get("type") == "record":
+        return all(_plain(f["type"]) for f in node.get("fields", ()))
+    if node.get("type") == "array":
+        return _plain(node.get("items"))
+    return _plain(node.get("type"))
 
 
 def data_route(route: Route, run_id: str, job: str) -> Route:
@@ -636,9 +656,9 @@ def _append(table: Any, files: list[str], props: dict[str, str]) -> None:
 def _evolve(tx: Any, table: Any, files: list[str]) -> None:
     """Add the columns the files have and the table does not, widen types (Iceberg schema
     evolution; an incompatible change fails the commit). Files of inferred schemas agree
-    with each other (formats/schema.py); a table made otherwise (another tool, an older
-    kafka-archive that stored whole numbers as long) may not: the error says how to declare
-    the schema."""
+    with each other and take the table's column types where the values fit them
+    (:func:`table_schema`); a value that does not (a fractional number for a long column)
+    fails here: the error says how to declare the schema."""
     import pyarrow.parquet as pq
     from pyiceberg.exceptions import ValidationError
 
@@ -658,9 +678,9 @@ def _evolve(tx: Any, table: Any, files: list[str]) -> None:
             raise BadRecordError(
                 f"the records' schema does not fit Iceberg table {table.name()}: {reason}",
                 hint="Iceberg takes new columns and wider types (int to long, float to "
-                "double), nothing else; inferred schemas store every JSON number as a double: "
-                "declare the schema with 'avro.schema.file' (a long field for an int or long "
-                "column), or archive into a new table",
+                "double), nothing else; a file takes the table's column types where the "
+                "values fit them: declare the schema with 'avro.schema.file', reshape the "
+                "records, or archive into a new table",
             ) from None
 
 

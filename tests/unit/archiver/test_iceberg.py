@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -184,3 +185,52 @@ def test_a_first_file_iceberg_cannot_type_is_a_one_line_type_error_not_catalog_a
     assert "catalog's configuration" not in text and "reachable" not in text
     assert "avro.schema.file" in text
     assert ("db",) not in catalog.list_namespaces() or catalog.list_tables("db") == []
+
+
+def test_a_tables_schema_gives_its_files_the_columns_an_inferred_field_can_take() -> None:
+    """int and long are long, float and double double, a struct a record; a map, a
+    timestamp, a decimal (no type an inferred field takes) are left out, and a table of
+    none of them gives no schema."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import (
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        MapType,
+        NestedField,
+        StringType,
+        StructType,
+        TimestamptzType,
+    )
+
+    from kafka_archive.archiver.formats import schema
+
+    def of(*fields: NestedField) -> Any:
+        return SimpleNamespace(schema=lambda: Schema(*fields))
+
+    table = of(
+        NestedField(1, "id", IntegerType(), required=False),
+        NestedField(2, "n", LongType(), required=True),
+        NestedField(3, "price", FloatType(), required=False),
+        NestedField(4, "rate", DoubleType(), required=False),
+        NestedField(5, "attrs", MapType(6, StringType(), 7, StringType()), required=False),
+        NestedField(8, "addr", StructType(NestedField(9, "zip", IntegerType(), required=False))),
+        NestedField(10, "at", TimestamptzType(), required=False),
+        NestedField(11, "cost", DecimalType(9, 2), required=False),
+    )
+    text = iceberg.table_schema(table)
+    assert text is not None
+    assert schema.from_avro(json.loads(text)) == schema.Type(
+        "record",
+        (
+            ("id", schema.LONG),
+            ("n", schema.LONG),
+            ("price", schema.DOUBLE),
+            ("rate", schema.DOUBLE),
+            ("addr", schema.Type("record", (("zip", schema.LONG),))),
+        ),
+    )
+    only_map = of(NestedField(1, "m", MapType(2, StringType(), 3, LongType()), required=False))
+    assert iceberg.table_schema(only_map) is None

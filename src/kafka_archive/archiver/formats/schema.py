@@ -24,7 +24,9 @@ null). A record that does not fit rolls the object and starts a new one with its
 as the Confluent sink does with ``schema.compatibility=NONE``; so no object ever holds a
 record its schema disagrees with, and object boundaries still depend on the records alone.
 Schemas given by Avro schemas (a Schema Registry writer schema, ``avro.schema.file``:
-:func:`from_avro`) keep their declared types.
+:func:`from_avro`) keep their declared types. An existing Iceberg table's columns seed the
+inferred schemas of its files (:func:`seeded`): a field the table has takes its type where
+the value fits it (a whole number in a long column stays a long).
 
 The same tree gives the Avro schema (:func:`to_avro`) and the Arrow schema (:func:`to_arrow`).
 """

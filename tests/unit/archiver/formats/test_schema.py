@@ -186,3 +186,36 @@ def test_the_objects_that_may_differ_are_named(fmt: str, caplog: pytest.LogCaptu
     (message,) = [r.getMessage() for r in caplog.records]
     assert "t[0] object from offset 40" in message and "qty, more.x" in message
     assert "s3cr3t" not in message
+
+
+SEED = schema.Type(
+    "record",
+    (
+        ("id", schema.LONG),
+        ("qty", schema.LONG),
+        ("note", schema.STRING),
+        ("tags", schema.Type("array", items=schema.STRING)),
+        ("gone", schema.LONG),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=record_value())
+def test_a_seeded_schema_holds_its_value_and_takes_the_seed_where_it_fits(
+    value: dict[str, Any],
+) -> None:
+    """An existing Iceberg table's columns (the seed) type the fields the value shares with
+    them where the value fits (a whole number in a long column: long); other fields keep
+    their inferred types; no field is added that the value lacks; the value always fits."""
+    inferred = schema.value_schema(value)
+    typed = schema.seeded(inferred, SEED, value)
+    assert schema.fits(value, typed)
+    seed, fields, by_inference = dict(SEED.fields), dict(typed.fields), dict(inferred.fields)
+    assert list(fields) == list(by_inference)
+    for name, kind in fields.items():
+        if name in seed and by_inference[name].kind in ("null", "double"):
+            fits_seed = schema.fits(value[name], seed[name])
+            assert kind == (seed[name] if fits_seed else by_inference[name]), name
+        else:
+            assert kind == by_inference[name], name
