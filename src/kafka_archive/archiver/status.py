@@ -75,6 +75,13 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
             lag = marks.high - max(since, marks.low)
             lost = marks.low - archived if archived is not None and archived < marks.low else 0
             lost = 0 if error is not None else lost
+            objects, size = (
+                files[id(table)].get(view.tp, (0, 0))
+                if table is not None
+                else (state.objects, state.bytes)
+                if state is not None
+                else (0, 0)
+            )
             rows.append(
                 PartitionStatus(
                     topic=view.tp.topic,
@@ -89,20 +96,8 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                         if state is not None
                         else None
                     ),
-                    objects=(
-                        files[id(table)].get(view.tp, (0, 0))[0]
-                        if table is not None
-                        else state.objects
-                        if state is not None
-                        else 0
-                    ),
-                    bytes=(
-                        files[id(table)].get(view.tp, (0, 0))[1]
-                        if table is not None
-                        else state.bytes
-                        if state is not None
-                        else 0
-                    ),
+                    objects=objects,
+                    bytes=size,
                     target=str(view.route.target),
                     lost=lost,
                     recreated=error.message if error is not None else None,
