@@ -49,7 +49,7 @@ test: $(STAMP)
 	$(TESTBED)
 	$(BIN)/python -m pytest -m "not full"
 
-# The whole product of the read-side matrix (tests/integration/test_read_matrix.py).
+# The whole product of the read-side matrix (tests/integration/read/test_read_matrix.py).
 test-full: $(STAMP)
 	@$(KAFKA_TOOLS)
 	$(TESTBED)

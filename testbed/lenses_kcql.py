@@ -1,4 +1,4 @@
-"""Lenses' own KCQL parser as a test oracle (tests/kcql/test_lenses_parity.py).
+"""Lenses' own KCQL parser as a test oracle (tests/unit/kcql/test_lenses_parity.py).
 
 ``com.datamountaineer:kcql`` from Maven Central is the ANTLR parser (``Kcql.parse``) of the
 stream-reactor connectors; 3.0.0 is its last release and the first with ``PROPERTIES(…)``.

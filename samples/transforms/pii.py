@@ -18,7 +18,7 @@ import dataclasses
 import json
 from typing import Any
 
-from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.core.record import Record
 
 PII_FIELDS = frozenset({"email", "phone", "ssn", "card_number"})
 PII_HEADERS = frozenset({"x-user-email"})

@@ -1,4 +1,4 @@
-// Lenses' KCQL parser (com.datamountaineer:kcql) as an oracle for tests/kcql/test_lenses_parity.py.
+// Lenses' KCQL parser (com.datamountaineer:kcql) as an oracle for tests/unit/kcql/test_lenses_parity.py.
 //
 // Reads statements from stdin, one JSON string per line, and prints for each one JSON object
 // per line: {"ok": false, "error": "..."} when Kcql.parse throws, else what the parsed Kcql

@@ -175,7 +175,7 @@ def spark(stack: Stack) -> Iterator[Any]:
         .set("spark.driver.host", "127.0.0.1")
         .set("spark.pyspark.python", sys.executable)
         # As the CLI runs it: workers forked from kafka-archive's preloading daemon.
-        .set("spark.python.daemon.module", "kafka_archive.archiver.spark_daemon")
+        .set("spark.python.daemon.module", "kafka_archive.archiver.spark.daemon")
     )
     context = SparkContext(conf=conf)
     context.setLogLevel("ERROR")
@@ -226,3 +226,11 @@ def spool_dir(tmp_path: Path) -> Path:
     path = tmp_path / "spool"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def catalog_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh SQL catalog (SQLite) configured the pyiceberg way, for the runs of the test."""
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEFAULT__URI", uri)
+    return uri

@@ -3,7 +3,7 @@
 - :mod:`.commands`: the click commands; flags -> Settings + Plan, the library called, errors
   mapped to one line and an exit code;
 - :mod:`.render`: every text a command prints for a result; :mod:`.console`: progress;
-- :mod:`.submit` and :mod:`.spark_entry`: ``submit``, the same run on a Spark cluster.
+- :mod:`.cluster.submit` and :mod:`.cluster.entry`: ``submit``, the same run on a Spark cluster.
 """
 
 import gc

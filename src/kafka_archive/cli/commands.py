@@ -20,16 +20,17 @@ from typing import Any
 import click
 
 from kafka_archive import __version__, kcql
-from kafka_archive.archiver import api
-from kafka_archive.archiver.errors import ArchiveError, ConfigError, kafka_client_error
-from kafka_archive.archiver.job import job_name_for
-from kafka_archive.archiver.positions import parse_timestamp
-from kafka_archive.archiver.restore import RestoreFilter
-from kafka_archive.archiver.settings import LoadedConfig, load_settings, require_bootstrap
-from kafka_archive.archiver.spark import error_text, task_failure
-from kafka_archive.archiver.verify import to_json as verify_json
+from kafka_archive.archiver.commands import api
+from kafka_archive.archiver.commands.restore import RestoreFilter
+from kafka_archive.archiver.commands.verify import to_json as verify_json
+from kafka_archive.archiver.config.secrets import scrub
+from kafka_archive.archiver.config.settings import LoadedConfig, load_settings, require_bootstrap
+from kafka_archive.archiver.core.errors import ArchiveError, ConfigError, kafka_client_error
+from kafka_archive.archiver.plan.start import parse_timestamp
+from kafka_archive.archiver.plan.units import job_name_for
+from kafka_archive.archiver.spark.context import error_text, task_failure
 from kafka_archive.cli.console import LiveProgress, LogProgress
-from kafka_archive.cli.render import (
+from kafka_archive.cli.output import (
     gap_line,
     render_follow,
     render_plan,
@@ -38,7 +39,6 @@ from kafka_archive.cli.render import (
     render_summary,
     render_verify,
 )
-from kafka_archive.secrets import scrub
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -699,8 +699,8 @@ def submit(
     if params.get("config") is None and not params.get("kcql_texts"):
         raise click.UsageError("give the job with --kcql or --config, as for run")
     plan = _plan(params["kcql_texts"], _load(params["config"], {}))  # KCQL errors first
-    from kafka_archive import shipping  # imported by the commands that use them only
-    from kafka_archive.cli import submit as submitting
+    from kafka_archive.cli.cluster import shipping  # imported by the commands that use them only
+    from kafka_archive.cli.cluster import submit as submitting
 
     spark = submitting.SparkOptions(
         master=master,
@@ -746,7 +746,7 @@ def _pairs(items: Sequence[str], flag: str) -> list[tuple[str, str]]:
 def import_connector(connector: Path) -> None:
     """Print the config file equivalent to a Lenses or Confluent S3 sink's config (the
     Connect REST JSON or a connect-standalone .properties file)."""
-    from kafka_archive import importer
+    from kafka_archive.cli.connector import importer
 
     try:
         imported = importer.convert(importer.load(connector.read_text(encoding="utf-8")))

@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_archive.archiver.progress import UnitProgress
-from kafka_archive.cli.render import human_bytes
+from kafka_archive.archiver.spark.progress import UnitProgress
+from kafka_archive.cli.output import human_bytes
 
 log = logging.getLogger("kafka_archive.progress")
 

@@ -79,7 +79,7 @@ def parse(text: str, *, source: str = "kcql") -> Plan:
         KcqlSemanticError: it parses but cannot be archived as written.
     """
     # Imported here: the plan types above are all a Spark worker needs, and the parser
-    # (Lark and the grammar) is no part of that (``archiver/spark_daemon.py``).
+    # (Lark and the grammar) is no part of that (``archiver/spark/daemon.py``).
     from kafka_archive.kcql.compile import compile_statements
     from kafka_archive.kcql.parser import parse_tree, refuse_glued_comments
     from kafka_archive.kcql.transform import ToSyntax

@@ -6,7 +6,7 @@ and message. ``{found}`` in a message is replaced by what was found (``'x'``, ``
 ``end of input``). Errors that match no example fall back to "unexpected X, expected Y".
 
 To teach the parser a new message: add a label and one or more examples that fail at the
-same point, then a block to ``tests/kcql/fixtures/errors.kcql``. (An unterminated quote is
+same point, then a block to ``tests/unit/kcql/fixtures/errors.kcql``. (An unterminated quote is
 recognised by ``parser.py`` directly: it can happen in any state.)
 """
 

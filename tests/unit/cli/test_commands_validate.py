@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from kafka_archive import kcql
-from kafka_archive.archiver import api
-from kafka_archive.archiver.errors import ArchiveError
+from kafka_archive.archiver.commands import api
+from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.cli import commands, main
 
-FIXTURES = Path(__file__).parents[2] / "kcql" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "kcql" / "fixtures"
 NOWHERE = ("--bootstrap-servers", "127.0.0.1:9", "--endpoint-url", "http://127.0.0.1:9")
 
 

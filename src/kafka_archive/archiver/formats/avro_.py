@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 import fastavro
 from fastavro.write import Writer
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import avsc, evolution
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
@@ -25,9 +26,8 @@ from kafka_archive.archiver.formats.structured import (
     envelope_avro_schema,
     envelope_row,
 )
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, schema_id
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry, schema_id
 from kafka_archive.kcql.plan import Route, SchemaCompatibility
 
 CODECS = ("null", "deflate", "snappy", "zstandard", "bzip2", "xz")

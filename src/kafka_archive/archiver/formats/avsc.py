@@ -20,10 +20,10 @@ from fastavro import parse_schema
 from fastavro.schema import SchemaParseException
 from fastavro.validation import validate
 
-from kafka_archive.archiver.errors import ConfigError
+from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.schema_registry import jsonable
+from kafka_archive.archiver.kafka.schema_registry import jsonable
 from kafka_archive.kcql.plan import Format, Plan
 
 PROPERTY = "avro.schema.file"

@@ -8,12 +8,12 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
-from kafka_archive.archiver.errors import BadRecordError
-from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.core.errors import BadRecordError
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.kcql.plan import Route
 
 if TYPE_CHECKING:
-    from kafka_archive.archiver.schema_registry import SchemaRegistry
+    from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 
 __all__ = [
     "BadRecordError",

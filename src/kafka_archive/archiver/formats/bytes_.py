@@ -7,9 +7,9 @@ import struct
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import EncodedBatch
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Route
 
 _LENGTH = struct.Struct(">q")

@@ -15,10 +15,10 @@ import io
 import json
 from typing import Any, BinaryIO
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.structured import decode_value
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Format, Route
 
 

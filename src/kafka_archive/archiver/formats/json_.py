@@ -12,12 +12,12 @@ from typing import BinaryIO, cast
 
 import simdjson
 
-from kafka_archive.archiver import jsontext
-from kafka_archive.archiver.envelope import to_json_document
+from kafka_archive.archiver.core import jsontext
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, decoded
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry, decoded
+from kafka_archive.archiver.write.envelope import to_json_document
 from kafka_archive.kcql.plan import Route
 
 

@@ -16,12 +16,12 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import RECORD_TIME_COLUMN, Envelope, Route
 
 CODECS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")

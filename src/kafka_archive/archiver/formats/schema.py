@@ -38,8 +38,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.records import Record
 
 if TYPE_CHECKING:  # pyarrow starts a thread when imported: not before the daemon forks
     import pyarrow as pa

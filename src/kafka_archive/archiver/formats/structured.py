@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafka_archive.archiver import jsontext
+from kafka_archive.archiver.core import jsontext
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import evolution, schema
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import (
+from kafka_archive.archiver.kafka.schema_registry import (
     SchemaRegistry,
     decoded,
     jsonable,
     schema_id,
 )
+from kafka_archive.archiver.partition.fields import projector_for
 from kafka_archive.kcql.plan import Envelope, Route, SchemaCompatibility
 
 ENVELOPE_NAME = "KafkaArchiveEnvelope"

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import BinaryIO
 
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.schema_registry import SchemaRegistry
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import Route
 
 

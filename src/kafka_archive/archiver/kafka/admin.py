@@ -16,16 +16,16 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
-from kafka_archive.archiver.errors import KafkaUnavailableError, TopicNotFoundError
+from kafka_archive.archiver.config.settings import KafkaSettings
+from kafka_archive.archiver.core.errors import KafkaUnavailableError, TopicNotFoundError
+from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.pooling import Pool
 from kafka_archive.archiver.kafka.reader import (
     consumer_config,
     consumer_key,
     is_transient,
     reads_committed,
 )
-from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.pooling import Pool
-from kafka_archive.archiver.settings import KafkaSettings
 
 # librdkafka's own log lines of the driver's clients (a refused connection logs every 50 ms):
 # the CLI shows them with --debug; what fails reaches the user as one error.

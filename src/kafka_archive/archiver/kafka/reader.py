@@ -14,11 +14,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from kafka_archive.archiver.errors import KafkaReadError
-from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.pooling import Pool
-from kafka_archive.archiver.records import Record
-from kafka_archive.archiver.settings import KafkaSettings
+from kafka_archive.archiver.config.settings import KafkaSettings
+from kafka_archive.archiver.core.errors import KafkaReadError
+from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.pooling import Pool
+from kafka_archive.archiver.core.record import Record
 
 # librdkafka's consume() waits for the full timeout when a batch is not filled, even after a
 # partition EOF event, so poll in short slices and decide when to stop ourselves.
@@ -276,7 +276,7 @@ def consumer_pool(max_idle_seconds: float = MAX_IDLE_SECONDS) -> ConsumerPool:
     unassigned and its log muted (:class:`ClientLog`); one that failed is closed, never
     given back (:class:`KafkaReader`). Idle ones are closed after ``max_idle_seconds``,
     at exit, and forgotten by a forked child
-    (:mod:`kafka_archive.archiver.pooling`).
+    (:mod:`kafka_archive.archiver.core.pooling`).
     """
     return Pool(
         PooledConsumer,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.kcql.plan import Route
 

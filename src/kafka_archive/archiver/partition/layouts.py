@@ -51,15 +51,8 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from types import MappingProxyType
 
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.formats import compression
-from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.partition.dates import (
-    DatePattern,
-    compile_pattern,
-    field_name,
-    local_time,
-    time_zone,
-)
 from kafka_archive.archiver.partition.values import (
     HIVE_NULL_SEGMENT,
     MIN_SEGMENT_BYTES,
@@ -67,6 +60,13 @@ from kafka_archive.archiver.partition.values import (
     SEGMENT_MAX_BYTES,
     escape_text,
     safe_segment,
+)
+from kafka_archive.kcql.dates import (
+    DatePattern,
+    compile_pattern,
+    field_name,
+    local_time,
+    time_zone,
 )
 from kafka_archive.kcql.plan import (
     FieldRef,

@@ -13,7 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.partition.layouts import (
     MAX_OFFSET,
     MAX_PARTITION,

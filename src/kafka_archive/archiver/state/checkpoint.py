@@ -7,8 +7,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_archive.archiver.errors import StateConflictError
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.errors import StateConflictError
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import lease, versions
 from kafka_archive.archiver.state.paths import legacy_root, state_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store

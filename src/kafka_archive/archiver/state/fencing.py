@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from kafka_archive.archiver.model import WorkUnit
+from kafka_archive.archiver.core.model import WorkUnit
 from kafka_archive.archiver.state import checkpoint, lease
 from kafka_archive.archiver.state.paths import lock_key
 from kafka_archive.archiver.state.pending import (

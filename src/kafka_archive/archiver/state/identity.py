@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from kafka_archive.archiver.errors import TopicRecreatedError
+from kafka_archive.archiver.core.errors import TopicRecreatedError
+from kafka_archive.archiver.core.model import WorkUnit
 from kafka_archive.archiver.kafka.admin import topic_id_now
-from kafka_archive.archiver.model import WorkUnit
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import now_iso
 from kafka_archive.archiver.state.paths import topic_identity_key
@@ -44,8 +44,8 @@ from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Route, Target
 
 if TYPE_CHECKING:
+    from kafka_archive.archiver.config.settings import KafkaSettings
     from kafka_archive.archiver.kafka.admin import KafkaAdmin
-    from kafka_archive.archiver.settings import KafkaSettings
 
 FORMAT_VERSION = versions.TOPIC_ID_VERSION
 

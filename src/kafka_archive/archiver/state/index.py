@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state.checkpoint import LoadedState, PartitionState
 from kafka_archive.archiver.state.paths import index_key, state_root
 from kafka_archive.archiver.store.s3 import S3Store

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_archive.archiver.errors import FencedError
+from kafka_archive.archiver.core.errors import FencedError
 
 
 def safety_margin_ms(ttl_seconds: int) -> int:

@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver.errors import JobLockedError, StateConflictError
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.errors import JobLockedError, StateConflictError
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import lease
 from kafka_archive.archiver.state.paths import (
     legacy_root,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from kafka_archive.archiver.errors import ArchiveError, JobLockedError
+from kafka_archive.archiver.core.errors import ArchiveError, JobLockedError
 from kafka_archive.archiver.state import lease, versions
 from kafka_archive.archiver.state.paths import lock_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store

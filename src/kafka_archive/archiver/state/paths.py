@@ -14,7 +14,7 @@ Hive-style readers (Athena, Spark, Presto) from treating these as data.
 
 from __future__ import annotations
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.kcql.plan import Target
 
 STATE_DIR = ".kafka-archive"

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import PartitionState, committed_by
 from kafka_archive.archiver.state.paths import (

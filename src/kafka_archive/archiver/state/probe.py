@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from kafka_archive.archiver.errors import ConditionalWritesError
+from kafka_archive.archiver.core.errors import ConditionalWritesError
 from kafka_archive.archiver.state.paths import probe_key
 from kafka_archive.archiver.store.s3 import ConditionalWritesIgnored, S3Store
 from kafka_archive.kcql.plan import Plan

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kafka_archive.archiver.errors import FormatVersionError
+from kafka_archive.archiver.core.errors import FormatVersionError
 
 STATE_VERSION = 1
 MARKER_VERSION = 1

@@ -34,7 +34,9 @@ from botocore.exceptions import (
     SSLError,
 )
 
-from kafka_archive.archiver.errors import (
+from kafka_archive.archiver.config.secrets import redact_url
+from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.core.errors import (
     AccessDeniedError,
     ArchiveError,
     BucketNotFoundError,
@@ -42,10 +44,8 @@ from kafka_archive.archiver.errors import (
     S3UnavailableError,
     UploadError,
 )
-from kafka_archive.archiver.pooling import Pool
-from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.core.pooling import Pool
 from kafka_archive.archiver.state.paths import STATE_DIR
-from kafka_archive.secrets import redact_url
 
 try:
     # zlib-ng's CRC32 (carry-less multiplication): ~0.04 CPU-s per GiB against ~0.26 for
@@ -860,7 +860,7 @@ def store_pool() -> StorePool:
     A boto3 client of a warm session still costs ~16 ms of CPU (measured, bench/RESULTS.md),
     a good part of a tiny unit. A store serves one unit at a time; given back, its per-unit
     state (retry count, writer metadata, part checksums) is reset. Made lazily in the
-    process that writes, forgotten by a forked child (:mod:`kafka_archive.archiver.pooling`).
+    process that writes, forgotten by a forked child (:mod:`kafka_archive.archiver.core.pooling`).
     """
     return Pool(S3Store, store_key, reset=_reset, max_idle=16)
 

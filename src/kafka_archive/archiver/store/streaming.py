@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from kafka_archive.archiver.errors import UploadError
+from kafka_archive.archiver.core.errors import UploadError
 from kafka_archive.archiver.store.s3 import S3Store
 
 MAX_IN_FLIGHT = 2

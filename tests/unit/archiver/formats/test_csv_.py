@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from kafka_archive import kcql
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.reading.decoding import read_object, stored_form
-from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.read.decoding import read_object, stored_form
 
 
 def route(text: str) -> kcql.Route:

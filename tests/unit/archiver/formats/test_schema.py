@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.writers import writer_for
-from kafka_archive.archiver.records import Record
 from kafka_archive.kcql.plan import Format
 
 

@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import schema
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.formats.writers import writer_for
-from kafka_archive.archiver.reading.decoding import read_object, stored_form
-from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.read.decoding import read_object, stored_form
 from kafka_archive.kcql.plan import Format
 
 
@@ -287,7 +287,7 @@ def test_parquet_with_a_schema_file_has_its_columns_and_refuses_what_does_not_ma
 
 
 def test_a_schema_file_without_fixed_columns_is_refused_for_parquet_only(tmp_path: Any) -> None:
-    from kafka_archive.archiver.errors import ConfigError
+    from kafka_archive.archiver.core.errors import ConfigError
     from kafka_archive.archiver.formats import avsc
 
     path = tmp_path / "attrs.avsc"

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import bytes_, text
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.records import Record
 
 value = st.one_of(
     st.binary(max_size=12),

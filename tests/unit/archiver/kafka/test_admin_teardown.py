@@ -14,7 +14,7 @@ _SCRIPT = textwrap.dedent(
     import gc, threading
     from confluent_kafka import TopicCollection
     from kafka_archive.archiver.kafka.admin import KafkaAdmin
-    from kafka_archive.archiver.settings import KafkaSettings
+    from kafka_archive.archiver.config.settings import KafkaSettings
 
     gc.disable()  # collected only where the test says
     admin = KafkaAdmin(KafkaSettings("127.0.0.1:1"), "g")

@@ -13,7 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_archive.archiver.errors import ConfigError, KafkaReadError
+from kafka_archive.archiver.commands.report import prometheus_text, report_json
+from kafka_archive.archiver.config.settings import KafkaSettings, load_settings
+from kafka_archive.archiver.core.errors import ConfigError, KafkaReadError
+from kafka_archive.archiver.core.model import Gap, RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import (
     BATCH_BYTES,
@@ -25,10 +28,7 @@ from kafka_archive.archiver.kafka.reader import (
     is_transient,
     reads_committed,
 )
-from kafka_archive.archiver.model import Gap, RunResult, TopicPartition, UnitResult
-from kafka_archive.archiver.report import prometheus_text, report_json
-from kafka_archive.archiver.settings import KafkaSettings, load_settings
-from kafka_archive.cli.render import render_summary
+from kafka_archive.cli.output import render_summary
 
 TP = TopicPartition("orders", 0)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.partition.dates import compile_pattern, local_time, time_zone
+from kafka_archive.kcql.dates import compile_pattern, local_time, time_zone
 
 UTC = time_zone("UTC")
 # 2024-05-06T13:53:00Z

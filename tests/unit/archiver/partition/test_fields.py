@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.partition.fields import partition_values
-from kafka_archive.archiver.records import Record
 
 
 def route(partition_by: str, fmt: str = "JSON") -> kcql.Route:

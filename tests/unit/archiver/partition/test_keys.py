@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, example, given, reject, settings
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.partition import keys
 from kafka_archive.archiver.partition.keys import object_group, object_key
 from kafka_archive.archiver.partition.layouts import LayoutError, layout_for

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.partition.keys import object_key
 from kafka_archive.archiver.partition.layouts import LayoutError, LayoutKind, layout_for
 from kafka_archive.archiver.partition.values import HIVE_NULL_SEGMENT, MISSING_SEGMENT

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state.checkpoint import GAPS_KEPT, PartitionState, append_gap
 
 TP = TopicPartition("orders", 0)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kafka_archive import kcql
-from kafka_archive.archiver.errors import FormatVersionError, TopicRecreatedError
-from kafka_archive.archiver.model import TopicPartition, WorkUnit
-from kafka_archive.archiver.settings import KafkaSettings
+from kafka_archive.archiver.config.settings import KafkaSettings
+from kafka_archive.archiver.core.errors import FormatVersionError, TopicRecreatedError
+from kafka_archive.archiver.core.model import TopicPartition, WorkUnit
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import index, paths
 from kafka_archive.archiver.state.checkpoint import LoadedState, PartitionState
 from kafka_archive.archiver.state.pending import marker_key

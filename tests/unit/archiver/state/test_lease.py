@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.deadletter import DeadLetters
-from kafka_archive.archiver.errors import FencedError
-from kafka_archive.archiver.records import Record
+from kafka_archive.archiver.core.errors import FencedError
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.state import lease
 from kafka_archive.archiver.state.checkpoint import append_commit, committed_by
+from kafka_archive.archiver.write.deadletter import DeadLetters
 
 HERE = lease.Identity(host="node-1", boot_id="boot-a", pid_ns="pid:[4026531836]", pid=100)
 NOW = 1_800_000_000_000

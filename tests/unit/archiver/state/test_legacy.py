@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kafka_archive.archiver.errors import JobLockedError
+from kafka_archive.archiver.core.errors import JobLockedError
 from kafka_archive.archiver.state import legacy
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target
@@ -63,6 +63,8 @@ def _earlier_lock_module(commit: str, tmp_path: Path) -> ModuleType:
         if shown.returncode != 0:
             continue  # (lease.py came later)
         source = shown.stdout.replace("kafka_archive.archiver.state", package)
+        for moved in ("errors", "model"):  # (to core/ since, by issue 36's regrouping)
+            source = source.replace(f"archiver.{moved} ", f"archiver.core.{moved} ")
         (folder / f"{name}.py").write_text(source)
     sys.path.insert(0, str(tmp_path))
     try:

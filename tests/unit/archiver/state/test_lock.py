@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kafka_archive.archiver.errors import FencedError, FormatVersionError
+from kafka_archive.archiver.core.errors import FencedError, FormatVersionError
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import Document, PreconditionFailed
 from kafka_archive.kcql.plan import Target

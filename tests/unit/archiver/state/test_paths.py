@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import legacy, paths
 from kafka_archive.archiver.state.pending import marker_key
 from kafka_archive.kcql.plan import Target

@@ -7,7 +7,7 @@ import itertools
 import json
 from typing import Any
 
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.state.checkpoint import PartitionState
 from kafka_archive.archiver.store.s3 import ObjectHead

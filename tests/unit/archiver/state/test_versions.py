@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.errors import FormatVersionError
-from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.core.errors import FormatVersionError
+from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import PartitionState
 from kafka_archive.archiver.state.pending import marked_objects, marker_body

@@ -7,7 +7,7 @@ import os
 import pytest
 from botocore.httpchecksum import Crc32Checksum, Sha1Checksum, Sha256Checksum
 
-from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.store.s3 import S3Store, store_pool
 
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_archive.archiver.errors import ConfigError, S3UnavailableError
-from kafka_archive.archiver.settings import S3Settings
+from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.core.errors import ConfigError, S3UnavailableError
 from kafka_archive.archiver.store.s3 import S3Store
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.errors import UploadError
+from kafka_archive.archiver.core.errors import UploadError
 from kafka_archive.archiver.store.s3 import PreconditionFailed
 from kafka_archive.archiver.store.streaming import MemoryUpload, PartBuffers
 

@@ -1,0 +1,46 @@
+"""Library entry points: the CLI calls these; they never print (progress is passed in).
+
+Each command lives in its own module; this facade names them:
+
+- ``compile_plan``, ``check_layouts`` (:mod:`.plan_checks`): KCQL text -> a checked plan;
+- ``run``, ``follow``, ``reset_state`` (:mod:`.session`): archive, once or continuously;
+  ``serve`` (:mod:`.service`): follow with signals and metrics; ``write_outputs``;
+- ``verify`` (:mod:`.verify`), ``status`` (:mod:`.status`): check the archive, show the lag;
+- ``cat`` (:mod:`.reading.rendering`), ``restore`` (:mod:`.restore`): read it back.
+
+They share the driver's seam (:mod:`.driver`): ``preflight``, ``partition_states`` and
+``map_units``; ``Progress`` is how they report while they work.
+"""
+
+from __future__ import annotations
+
+from kafka_archive.archiver.commands.restore import RestoreFilter, RestoreRun, restore
+from kafka_archive.archiver.commands.service import FollowOptions, serve, write_outputs
+from kafka_archive.archiver.commands.session import FollowResult, follow, reset_state, run
+from kafka_archive.archiver.commands.status import JobStatus, status
+from kafka_archive.archiver.commands.verify import VerifyResult, verify
+from kafka_archive.archiver.plan.checks import check_layouts, compile_plan
+from kafka_archive.archiver.read.display import cat
+from kafka_archive.archiver.spark.driver import NullProgress, Progress
+
+__all__ = [
+    "FollowOptions",
+    "FollowResult",
+    "JobStatus",
+    "NullProgress",
+    "Progress",
+    "RestoreFilter",
+    "RestoreRun",
+    "VerifyResult",
+    "cat",
+    "check_layouts",
+    "compile_plan",
+    "follow",
+    "reset_state",
+    "restore",
+    "run",
+    "serve",
+    "status",
+    "verify",
+    "write_outputs",
+]

@@ -1,0 +1,613 @@
+"""``run`` and ``follow``: one job's archiving session on the driver.
+
+A session is the preflight done (:func:`driver.preflight`), the plan checked, the job's
+lease held on each target, and Spark started on first need; each :meth:`Session.batch`
+plans units (:func:`job.plan_work`), runs them (:func:`driver.map_units`) and turns what
+they returned into a :class:`RunResult` or one error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from kafka_archive.archiver import iceberg
+from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.core.errors import (
+    ArchiveError,
+    KafkaUnavailableError,
+    RecordsLostError,
+    SparkStartError,
+    TopicNotFoundError,
+)
+from kafka_archive.archiver.core.model import (
+    BatchTimings,
+    RunResult,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+)
+from kafka_archive.archiver.formats import avsc
+from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.plan import split as subunits
+from kafka_archive.archiver.plan import topics
+from kafka_archive.archiver.plan import units as jobs
+from kafka_archive.archiver.plan.checks import check_layouts
+from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.spark.context import jvm_stopped_error
+from kafka_archive.archiver.spark.progress import UnitProgress
+from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
+from kafka_archive.archiver.state.lock import JobLock
+from kafka_archive.archiver.state.paths import (
+    state_root,
+    topic_pending_prefix,
+    topic_state_prefix,
+)
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.write import transforms
+from kafka_archive.archiver.write.task import UnitFailure, archive_units
+from kafka_archive.kcql.plan import Plan, Target
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _locks(
+    store: S3Store, plan: Plan, job: str, run_id: str, ttl: int
+) -> Iterator[dict[Target, JobLock]]:
+    with contextlib.ExitStack() as stack:
+        yield {
+            target: stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
+            for target in driver.targets_of(plan)
+        }
+
+
+@contextlib.contextmanager
+def _held(lock: JobLock) -> Iterator[JobLock]:
+    """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
+    failed the run) is logged, so that the run's own error is the one reported."""
+    lock.acquire()
+    try:
+        yield lock
+    except BaseException:
+        try:
+            lock.release()
+        except ArchiveError as exc:
+            log.warning(
+                "could not release the job lock (it expires after lock_ttl_seconds): %s", exc
+            )
+        raise
+    lock.release()
+
+
+def _shown(unit: WorkUnit) -> UnitProgress:
+    return UnitProgress(
+        unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop, unit.start
+    )
+
+
+class Session:
+    """One job's open session: preflight done, locks held, Spark started on first need."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pre: driver.Preflight,
+        run_id: str,
+        progress: driver.Progress,
+        written: Plan | None = None,
+    ) -> None:
+        """``written``: the plan as written (FROM `*` unresolved), for :meth:`discover`."""
+        self.settings, self.pre, self.store, self.admin = settings, pre, pre.store, pre.kafka
+        self.written = written
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
+        self.job, self.run_id, self.progress = pre.job, run_id, progress
+        self.spark: driver.SparkOnDemand | None = None  # set once the locks are held
+        self._adopt(pre.plan)
+        self.partitions = self.admin.partitions(tuple(sorted({r.topic for r in self.plan.routes})))
+        self.locks: dict[Target, JobLock] = {}
+        self.tables: list[iceberg.TableRoute] = []
+        # The states the last batch left as it knew them (see :meth:`batch`), and the
+        # leases' lapse counts they are good for.
+        self._known: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
+        self._known_under: tuple[int, ...] | None = None
+        # The state ETags that units of failed batches planned from and did not commit, by
+        # (route index, partition): the next batch fences a partition still at one again
+        # (a straggling attempt of such a unit must not pass for one of the later batch).
+        self._unsettled: dict[tuple[int, TopicPartition], str] = {}
+        # Each target's state index as read and proven at the start (:mod:`.state.index`).
+        self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
+
+    def _adopt(self, plan: Plan) -> None:
+        """``plan`` as the session's (at the start, and with the topics :meth:`discover`
+        adds): its layouts checked, its value schemas and transforms loaded."""
+        check_layouts(plan)
+        self.plan = plan
+        self.value_schemas = avsc.load(plan)
+        self.transform_roots = transforms.load_plan(plan)
+
+    def check_leases(self) -> None:
+        for lock in self.locks.values():
+            lock.check()
+
+    def _tenure(self) -> tuple[int, ...]:
+        return tuple(lock.lapses for lock in self.locks.values())
+
+    def know_states(self, etags: dict[Target, dict[TopicPartition, str]]) -> None:
+        """Under the leases, at the start: what the targets' listings (``etags``, each
+        state's ETag) and state indexes prove of the plan's partitions
+        (:func:`.driver.learn_states`), kept for the first batch as a batch keeps what it
+        leaves (:meth:`batch`); the rest is read there."""
+        proofs = driver.learn_states(self.store, etags)
+        self._indexed = {target: proof.indexed() for target, proof in proofs.items()}
+        wanted = driver.wanted_partitions(self.plan, self.partitions)
+        self._known, self._known_under = driver.proven_states(proofs, wanted), self._tenure()
+
+    def save_states(self) -> None:
+        """After the last batch, under the leases: each target's state index, from what the
+        session knows of the states now (unchanged ones are not written again). Best
+        effort: the index is a cache."""
+        if self._known_under != self._tenure() or not self._known:
+            return  # a failed batch or a lapse: what is known is not kept
+        for target, before in self._indexed.items():
+            after = dict(before)  # other routes' states under the target stay as proven
+            after.update(
+                (tp, loaded)
+                for (number, tp), loaded in self._known.items()
+                if self.plan.routes[number].target == target and loaded.state is not None
+            )
+            if after == before:
+                continue
+            try:
+                self.locks[target].check()
+                index.write(self.store, target, after, self.job)
+            except ArchiveError as exc:
+                log.info("could not write the state index (the next run reads more): %s", exc)
+
+    def discover(self) -> None:
+        """A follow session of a FROM `*` statement with a topics regex: the topics that
+        match it since the session began join it (looked for at most every
+        DISCOVER_SECONDS, one metadata request), as routes after the others (their numbers
+        stay). They begin as a topic matched after the statement's first run does
+        (:func:`.job.plan_work`). Not for Iceberg routes (their tables are prepared at the
+        start): those join at the next start.
+
+        First, at every call (each batch), partitions added to the session's topics join it
+        (:meth:`_take_in_partitions`)."""
+        self._take_in_partitions()
+        written = self.written
+        if (
+            written is None
+            or not self.settings.topics_regex
+            or time.monotonic() < self._discover_at
+        ):
+            return
+        self._discover_at = time.monotonic() + DISCOVER_SECONDS
+        if any(r.all_topics and r.iceberg is not None for r in written.routes):
+            return
+        have = {(r.target, r.topic) for r in self.plan.routes}
+        try:
+            resolved = topics.resolve(written, self.settings, self.admin.topic_names, quiet=True)
+            new = tuple(r for r in resolved.routes if r.matched and (r.target, r.topic) not in have)
+            if not new:
+                return
+            found = self.admin.partitions(tuple(sorted({r.topic for r in new})))
+        except (KafkaUnavailableError, TopicNotFoundError):
+            return  # an outage is the batch's to meet; a topic gone again is not new
+        plan = Plan(self.plan.routes + new)
+        self._adopt(plan)
+        self.partitions.update(found)
+        self.pre = dataclasses.replace(self.pre, plan=plan)
+        for route in new:
+            log.info("%s: FROM `*` matches it now; it joins the session", route.topic)
+
+    def _take_in_partitions(self) -> None:
+        """Partitions added to the session's topics since it began join it: one metadata
+        request, each batch. They begin at offset 0 (:func:`.job.plan_work`: a partition
+        without state on a route that has begun)."""
+        topics = tuple(sorted(t for t, found in self.partitions.items() if found))
+        if not topics:
+            return
+        try:
+            now = self.admin.partitions(topics)
+        except (KafkaUnavailableError, TopicNotFoundError):
+            return  # an outage or a deleted topic is the batch's to meet
+        for topic, numbers in now.items():
+            added = sorted(set(numbers) - set(self.partitions[topic]))
+            if added:
+                self.partitions[topic] = tuple(sorted({*self.partitions[topic], *added}))
+                log.info(
+                    "%s: partition(s) %s added to the topic; they join the session",
+                    topic,
+                    ", ".join(map(str, added)),
+                )
+
+    def _leave_deleted_topics(self) -> bool:
+        """After the offsets could not be read: whether a topic of the session was deleted
+        since it began (its partitions were found once, at the start). A topic a FROM `*`
+        statement matched is left out from here on, as it no longer matches (True); one a
+        statement names ends the session, as a run's preflight would refuse it (exit 4)."""
+        try:
+            existing = set(self.admin.topic_names())
+        except KafkaUnavailableError:
+            return False  # Kafka itself is out of reach: the batch's error stands
+        gone = sorted(t for t, found in self.partitions.items() if found and t not in existing)
+        for topic in gone:
+            if any(r.topic == topic and not r.matched for r in self.plan.routes):
+                raise TopicNotFoundError(
+                    f"topic {topic!r} was deleted while this session archived it (archived "
+                    "up to its last commit)",
+                    hint="Remove its statement, or archive a topic re-created under its name "
+                    "into a new prefix, and start again",
+                )
+            log.warning(
+                "%s: the topic was deleted; FROM `*` archives it no more (archived up to its "
+                "last commit)",
+                topic,
+            )
+            self.partitions[topic] = ()
+        return bool(gone)
+
+    def batch(self, *, hold_tails: bool) -> RunResult:
+        """Archive from each committed offset to the end as of now; raise the first failure.
+
+        A batch reads the state of each partition the session does not know: at the first
+        batch all of them; then those the last batch ran units for (their tasks committed),
+        wrote (a pin), or left with intent markers. A partition that had nothing new keeps
+        the state and ETag the last batch read or fenced: while the session holds its
+        leases, renewed each on the ETag of the one before, no other run writes under its
+        targets, and every write is conditional on that ETag all the same (a stale one is
+        refused: exit 18 or 9). Everything is read again after a failed batch, and when a
+        lease renewal came late (a process frozen or starved past its safety margin)."""
+        started = time.monotonic()
+        self.check_leases()
+        tenure = self._tenure()
+        known = self._known if tenure == self._known_under else {}
+        self._known = {}  # kept again only when this batch succeeds
+        try:
+            views = driver.partition_states(
+                self.pre,
+                partitions=self.partitions,
+                tables=iceberg.offsets_by_route(self.tables),
+                legacy=False,  # adopted at the session's start, under its lease
+                known=known,
+            )
+        except (KafkaUnavailableError, TopicNotFoundError):
+            if not self._leave_deleted_topics():
+                raise
+            return self.batch(hold_tails=hold_tails)
+        work = jobs.plan_work(
+            views,
+            store=self.store,
+            admin=self.admin,
+            settings=self.settings,
+            job=self.job,
+            run_id=self.run_id,
+            now_ms=int(time.time() * 1000),
+            hold_tails=hold_tails,
+            value_schemas=self.value_schemas,
+            epochs={target: lock.epoch for target, lock in self.locks.items()},
+            check_lease=lambda target: self.locks[target].check(),
+            unsettled=self._unsettled,
+        )
+        # Until this batch ends well, attempts of its units may outlive it (a speculative
+        # copy, a task on an executor the scheduler gave up on): same run, epoch and lease.
+        self._unsettled.update(
+            ((u.route_index, u.tp), u.state_etag)
+            for u in work.units
+            if u.state_etag is not None and u.epoch
+        )
+        if work.units:
+            partitions = len({(u.route_index, u.tp) for u in work.units})
+            pieces = len(work.units) - partitions
+            split = f", {len(work.units)} pieces" if pieces else ""
+            self.progress.step(
+                f"archiving {partitions} partition(s){split} with Spark ({self.settings.master})"
+            )
+        assert self.spark is not None, "batch() runs inside session()"
+        units = transforms.with_roots(work.units, self.transform_roots)
+        units = iceberg.with_data_layout(units, self.tables)
+        planned = time.monotonic()
+        spark_start = 0.0
+        if units and not self.spark.started:
+            self.spark.context  # noqa: B018  (started here, timed apart from the job)
+            spark_start = time.monotonic() - planned
+        # Asked of the JVM before the job: a JVM stopped just after it (a signal to the whole
+        # process group) must not turn a committed batch into a failure before its pieces
+        # and tables are committed.
+        slots = self.spark.context.defaultParallelism if units else 1
+        job_started = time.monotonic()
+        busy: list[float] = []
+        results = driver.map_units(
+            self.spark,
+            units,
+            functools.partial(archive_units, settings=self.settings),
+            progress=self.progress,
+            shown=_shown,
+            pack=jobs.pack,
+            busy=busy,
+        )
+        job_ended = time.monotonic()
+        # The pieces of split partitions are committed here, in offset order, and merged.
+        results = subunits.settle(units, results, self.settings)
+        failures = [r for r in results if isinstance(r, UnitFailure)]
+        done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
+        done += [f.committed for f in failures if f.committed is not None]
+        iceberg.commit_all(
+            self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
+        )
+        _commit_group(self.admin, done)
+        clear_markers(self.store, self.plan, done)
+        ended = time.monotonic()
+        outcome = RunResult(
+            job=self.job,
+            run_id=self.run_id,
+            units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
+            skipped=work.skipped,
+            seconds=ended - started,
+            gaps=work.gaps,
+            targets=tuple(str(r.target) for r in self.plan.routes),
+            timings=BatchTimings(
+                plan=planned - started,
+                spark_start=spark_start,
+                spark_job=job_ended - job_started,
+                # The tasks' own time spread over the task slots, at least the longest task.
+                work=max(max(busy, default=0.0), sum(busy) / max(slots, 1)),
+                commit=ended - job_ended,
+            ),
+        )
+        error = driver.first_error(failures, prefer="FencedError")
+        if error is not None:
+            error.result = outcome
+            raise error
+        lost = [lock for lock in self.locks.values() if lock.lost]
+        if lost:
+            error = lease.fenced("another run took the job's lease over during this batch")
+            error.result = outcome
+            raise error
+        unpassed = [g for g in work.gaps if not g.passed]
+        if unpassed:
+            gaps = RecordsLostError(
+                "Kafka deleted records before they were archived: "
+                + ", ".join(f"{g.tp} offsets {g.first}..{g.last}" for g in unpassed),
+                hint="Those partitions were left where they were (everything else was "
+                "archived). To accept the loss and continue from the earliest retained "
+                "offset, run again with --allow-gaps (config allow_gaps: true)",
+            )
+            gaps.result = outcome
+            raise gaps
+        # What this batch left as it knows it: the partitions planning settled, and those
+        # whose units committed (the state written, with the ETag their PUT returned).
+        kept = dict(work.settled)
+        kept.update({(u.route_index, u.tp): u.state for u in done if u.state is not None})
+        self._known, self._known_under = kept, tenure
+        for unit in work.units:  # committed, or nothing to commit that any attempt makes
+            self._unsettled.pop((unit.route_index, unit.tp), None)
+        return outcome
+
+
+@contextlib.contextmanager
+def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterator[Session]:
+    """Preflight, the conditional-write probe, the job's lease on every target, and the
+    multipart uploads of crashed runs aborted; Spark is stopped at the end."""
+    run_id = jobs.new_run_id()
+    with driver.preflight(settings, plan, spool_dir=True) as pre:
+        archiver = Session(settings, pre, run_id, progress, written=plan)
+        probe.check_conditional_writes(
+            pre.store,
+            archiver.plan,
+            pre.job,
+            run_id,
+            unsafe=settings.unsafe_single_writer_without_conditional_writes,
+        )
+        with (
+            _locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
+            driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
+        ):
+            archiver.locks = locks
+            etags = _open_targets(pre.store, archiver.plan, pre.job, run_id, locks)
+            archiver.know_states(etags)
+            archiver.check_leases()  # an aborted upload must not be a newer run's
+            aborted = jobs.abort_stale_uploads(pre.store, plan.routes)
+            if aborted:
+                log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+            archiver.tables = iceberg.prepare(
+                archiver.plan, pre.store, settings.s3, run_id, pre.job, archiver.check_leases
+            )
+            yield archiver
+            archiver.save_states()
+
+
+def _open_targets(
+    store: S3Store, plan: Plan, job: str, run_id: str, locks: dict[Target, JobLock]
+) -> dict[Target, dict[TopicPartition, str]]:
+    """Under the targets' leases: one listing of each target's ``.kafka-archive/``, which
+    gives the state an earlier version kept per job (taken over here) and the ETag of every
+    partition state (returned, by target)."""
+    etags: dict[Target, dict[TopicPartition, str]] = {}
+    for target, lock in locks.items():
+        listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
+        found = legacy.scan(store, target, [key for key, _ in listing])
+        legacy.retire_locks(store, target, found, run_id, lock.epoch)
+        topics = {r.topic for r in plan.routes if r.target == target}
+        lock.check()
+        if legacy.adopt(store, target, topics, job, found):
+            log.info(
+                "adopted partition states of an earlier version under s3://%s/%s",
+                target.bucket,
+                target.prefix,
+            )
+            listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
+        etags[target] = index.state_etags(target, listing)
+    return etags
+
+
+def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = None) -> RunResult:
+    """Archive every route of the plan from its committed offset to the current end.
+
+    Raises an :class:`ArchiveError` subclass for every failure a user can act on. Units
+    that succeeded before another failed keep their commits (each partition is its own
+    exactly-once stream), and the error of the first failed unit is raised.
+    """
+    started = time.monotonic()
+    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+        result = archiver.batch(hold_tails=False)
+    return dataclasses.replace(result, seconds=time.monotonic() - started)
+
+
+FOLLOW_BATCH_LIMIT = 1_000_000
+# How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).
+DISCOVER_SECONDS = 10.0
+FOLLOW_MAX_BACKOFF = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowResult:
+    job: str
+    run_id: str
+    batches: int
+    records: int
+    bytes: int
+    objects: int
+    seconds: float
+
+
+def follow(
+    settings: Settings,
+    plan: Plan,
+    *,
+    poll_seconds: float,
+    stop: threading.Event,
+    on_batch: Callable[[RunResult], None],
+    progress: driver.Progress | None = None,
+    on_error: Callable[[ArchiveError, float], None] | None = None,
+    started: Callable[[Session], None] | None = None,
+) -> FollowResult:
+    """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
+
+    A micro-batch starts every ``poll_seconds`` (start to start; at once after one that
+    took longer). Each micro-batch is a bounded run (at most ``max_records_per_partition``
+    offsets per partition, default 1,000,000, so a stop request is served soon) that holds
+    back young tails (the route's flush interval, default one hour, on the driver's clock):
+    objects roll by count and size as records arrive, and by interval even when none do. The
+    lock and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
+    finish and commit.
+
+    With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
+    upload or read that ran out of retries) is reported to it with the back-off delay
+    (poll interval doubling per failure in a row, at most a minute) and tried again; what
+    its units committed before the failure is in the error's ``result``. ``started`` is
+    told the session once it is open (to cancel its Spark jobs from another thread).
+    """
+    if settings.max_records_per_partition is None:
+        settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
+    begun = time.monotonic()
+    batches = records = size = objects = 0
+    failed_in_a_row = 0
+    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+        if started is not None:
+            started(archiver)
+        while True:
+            batch_started = time.monotonic()
+            try:
+                archiver.discover()
+                result = archiver.batch(hold_tails=True)
+            except ArchiveError as exc:
+                if stop.is_set() and isinstance(exc, SparkStartError):
+                    # The stop signal reached the JVM too as it started (a signal to the
+                    # whole process group): not a start that failed (no Java), a JVM stopped.
+                    raise jvm_stopped_error() from exc
+                # A service rides out an S3 or Kafka outage: what units committed stays
+                # committed, the rest is read again by the next batch. Anything else (a bad
+                # record under the fail policy, a fenced run, access denied) ends the run.
+                if not exc.retriable or on_error is None:
+                    raise
+                failed_in_a_row += 1
+                delay = min(poll_seconds * 2**failed_in_a_row, FOLLOW_MAX_BACKOFF)
+                on_error(exc, delay)
+                if stop.wait(delay):
+                    break
+                continue
+            failed_in_a_row = 0
+            batches += 1
+            records, size, objects = (
+                records + result.records,
+                size + result.bytes,
+                objects + result.objects,
+            )
+            on_batch(result)
+            # A batch starts every poll interval (start to start, as Spark's processing-time
+            # trigger): one that took longer is followed at once. A record then waits at most
+            # max(interval, batch) for its batch to start, not the interval plus the batch.
+            if stop.wait(max(poll_seconds - (time.monotonic() - batch_started), 0.0)):
+                break
+    return FollowResult(
+        job=archiver.job,
+        run_id=archiver.run_id,
+        batches=batches,
+        records=records,
+        bytes=size,
+        objects=objects,
+        seconds=time.monotonic() - begun,
+    )
+
+
+def clear_markers(store: S3Store, plan: Plan, done: list[UnitResult]) -> None:
+    """Delete the intent markers of what the units committed: one bulk delete per bucket
+    (up to 1,000 keys a request), not one per unit. Stale markers are harmless (recovery
+    ignores those below the committed offset): a failure to delete them is logged, and the
+    next batch's recovery removes them."""
+    by_bucket: dict[str, list[str]] = {}
+    for unit in done:
+        if unit.committed_markers:
+            bucket = plan.routes[unit.route_index].target.bucket
+            by_bucket.setdefault(bucket, []).extend(unit.committed_markers)
+    for bucket, keys in by_bucket.items():
+        try:
+            store.delete(bucket, keys)
+        except ArchiveError as exc:
+            log.warning("could not clear %d stale intent marker(s): %s", len(keys), exc)
+
+
+def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
+    """Mirror the S3 commits into the consumer group, for lag tools. S3 stays the truth."""
+    offsets = {u.tp: u.next_offset for u in done if u.next_offset > u.start}
+    try:
+        admin.commit_group(offsets)
+    except Exception as exc:  # the archive is committed; a lag-tool mirror must not fail it
+        log.warning("could not commit offsets to the consumer group: %s", exc)
+
+
+def reset_state(settings: Settings, plan: Plan) -> int:
+    """Forget what the plan's routes archived: delete their partition states and intent
+    markers (also those of the layout before routes owned their state; other topics under
+    the same targets keep theirs), holding each target's lock (so never under a live run).
+    Archived objects stay; the next run starts where ``--start`` says and may archive
+    records again. Returns the number of state objects deleted."""
+    iceberg.refuse_tables(plan, "run --reset-state")
+    deleted = 0
+    with (
+        driver.preflight(settings, plan, kafka=False) as pre,
+        _locks(pre.store, plan, pre.job, jobs.new_run_id(), settings.lock_ttl_seconds),
+    ):
+        for target in driver.targets_of(plan):
+            topics = {r.topic for r in plan.routes if r.target == target}
+            every = any(r.all_topics for r in plan.routes if r.target == target)
+            folders = (
+                [f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
+                if every
+                else [
+                    f(target, t) for t in topics for f in (topic_state_prefix, topic_pending_prefix)
+                ]
+            )
+            keys = [key for folder in folders for key in pre.store.list_keys(target.bucket, folder)]
+            keys += legacy.forget(pre.store, target, topics, every=every)
+            if keys:
+                pre.store.delete(target.bucket, keys)
+            deleted += len(keys)
+    return deleted

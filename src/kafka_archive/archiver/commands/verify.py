@@ -1,0 +1,654 @@
+"""``verify``: is every record in the archive exactly once, and does it match Kafka?
+
+Per topic-partition (one Spark task each, like ``run``):
+
+- **Offline** (always): every object decodes in its format and is not empty; no object
+  starts at or beyond the committed offset (a crashed run's leftover); no two objects share
+  a start offset; in a layout with a single group (no PARTITIONBY, no time folders) objects
+  do not overlap, and a gap between two objects is reported as a note (Kafka may have no
+  records there: compaction, transaction markers), or as the allowed gap a run passed
+  (allow_gaps, recorded in the state); the objects the state names exist.
+- **Against Kafka** (unless ``offline``): over the offsets both Kafka still retains and the
+  archive claims (from the first object's start to the committed offset), each record's
+  object is worked out from the key naming itself (the object of its group with the greatest
+  start offset at or below the record's offset, which is how the writer chunked it), and
+  the object's records are compared with Kafka's one by one in the format's stored form:
+  a record missing from the archive, an extra or different record, or an object whose
+  first record is not at its key's start offset is a discrepancy.
+
+Cost: one listing per route, one GET of every object, and one read of the checked offset
+range from Kafka; memory holds one decoded object per open group.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_archive.archiver import iceberg
+from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.core.errors import TopicRecreatedError
+from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.record import Record
+from kafka_archive.archiver.formats import avsc
+from kafka_archive.archiver.formats.compression import decompress
+from kafka_archive.archiver.kafka.reader import KafkaReader
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
+from kafka_archive.archiver.partition.fields import projector_for, reader_for
+from kafka_archive.archiver.partition.keys import object_group
+from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.partition.parse import parse_key
+from kafka_archive.archiver.read.decoding import (
+    StoredRecord,
+    UnreadableObject,
+    read_object,
+    same_value,
+    stored_form,
+)
+from kafka_archive.archiver.read.listing import StoredObject, list_partition_objects
+from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.spark.progress import ProgressSender, UnitProgress
+from kafka_archive.archiver.state import identity
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.kcql.plan import Plan, Route, Target
+
+# Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
+_GROUP = "kafka-archive.verify"
+
+
+@dataclass(frozen=True, slots=True)
+class Discrepancy:
+    """Something wrong in the archive: where (offsets, object) and what."""
+
+    first_offset: int | None
+    last_offset: int | None
+    key: str | None
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCheck:
+    """One verify task: a partition's objects, its state, and Kafka's retained range."""
+
+    route_index: int
+    route: Route
+    tp: TopicPartition
+    committed: int | None
+    state_objects: tuple[str, ...]
+    objects: tuple[StoredObject, ...]
+    low: int | None = None  # None: offline
+    high: int | None = None
+    value_schema: str | None = None  # the text of the route's 'avro.schema.file'
+    state_object_count: int = 0  # how many objects the state says were written
+    progress_to: str | None = None  # the driver's progress listener
+    # The topic compacts (cleanup.policy): Kafka may have removed records since they were
+    # archived, so the archive holds Kafka's records in order, and maybe more between them.
+    compacted: bool = False
+    # Why the route's topic is not the one archived (deleted and re-created): checked
+    # offline only, its Kafka offsets being another topic's.
+    recreated: str | None = None
+    # (first, last) offsets Kafka deleted before they were archived that runs passed with
+    # allow_gaps, as the partition's state records them: not holes.
+    passed_gaps: tuple[tuple[int, int], ...] = ()
+
+    def span(self) -> tuple[int, int]:
+        """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
+        still has (empty offline or when they do not meet)."""
+        live = [
+            o.start_offset
+            for o in self.objects
+            if self.committed is not None and o.start_offset < self.committed
+        ]
+        if self.low is None or self.high is None or self.committed is None or not live:
+            return 0, 0
+        first, last = max(self.low, live[0]), min(self.committed, self.high)
+        return (first, last) if first < last else (0, 0)
+
+    def progress(self) -> UnitProgress:
+        first, last = self.span()
+        return UnitProgress(self.route_index, self.tp.topic, self.tp.partition, first, last, first)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionVerdict:
+    route_index: int
+    tp: TopicPartition
+    committed: int | None
+    objects: int
+    records: int
+    checked_from: int | None
+    checked_to: int | None
+    unverifiable_objects: int
+    unarchivable_records: int
+    discrepancies: tuple[Discrepancy, ...]
+    notes: tuple[str, ...]
+    recreated: str | None = None  # the topic was deleted and re-created (checked offline)
+    allowed_gaps: tuple[tuple[int, int], ...] = ()  # passed with allow_gaps (the state's)
+
+    @property
+    def clean(self) -> bool:
+        return not self.discrepancies
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    job: str
+    offline: bool
+    partitions: tuple[PartitionVerdict, ...]
+    seconds: float
+    targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
+    # One per route whose topic was deleted and re-created (exit 17 after the report).
+    refused: tuple[TopicRecreatedError, ...] = dataclasses.field(default=(), compare=False)
+
+    @property
+    def clean(self) -> bool:
+        return all(p.clean for p in self.partitions)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def objects(self) -> int:
+        return sum(p.objects for p in self.partitions)
+
+
+def group_of(
+    route: Route, record: Record, registry: SchemaRegistry | None = None
+) -> tuple[str | None, ...]:
+    """The object group a record was written to (what places its object, apart from tp)."""
+    values, time_ms = reader_for(route).place(record, registry)
+    return object_group(route, values, timestamp_ms=time_ms)
+
+
+class _Events:
+    """Problems found record by record, merged into ranges of consecutive offsets."""
+
+    def __init__(self) -> None:
+        self.out: list[Discrepancy] = []
+        self._open: dict[tuple[str | None, str], tuple[int, int]] = {}
+
+    def add(self, offset: int, key: str | None, problem: str) -> None:
+        span = self._open.get((key, problem))
+        if span is not None and span[1] == offset - 1:
+            self._open[(key, problem)] = (span[0], offset)
+            return
+        if span is not None:
+            self.out.append(Discrepancy(span[0], span[1], key, problem))
+        self._open[(key, problem)] = (offset, offset)
+
+    def close(self) -> list[Discrepancy]:
+        for (key, problem), (first, last) in self._open.items():
+            self.out.append(Discrepancy(first, last, key, problem))
+        self._open.clear()
+        return sorted(self.out, key=lambda d: (d.first_offset or 0, d.key or ""))
+
+
+@dataclass
+class _Cursor:
+    obj: StoredObject
+    records: list[StoredRecord] | None
+    index: int = 0
+    searched: int = 0  # records compared looking past compacted ones (bounded per object)
+
+
+class _PartitionChecker:
+    """Mutable, local to one task: reads objects once, compares, collects problems."""
+
+    registry: SchemaRegistry | None = None
+
+    def __init__(self, check: PartitionCheck, store: S3Store) -> None:
+        self.check = check
+        self.store = store
+        self.problems: list[Discrepancy] = []
+        self.notes: list[str] = []
+        # The offsets compared with Kafka (first, last), when they were.
+        self.compared: tuple[tuple[int, int], ...] = ()
+        self.counts: dict[str, int] = {}
+        self.events = _Events()
+        self.unarchivable = 0
+        self.unverifiable = 0
+        self.compacted_away = 0  # archived records Kafka's log cleaner removed since
+        self.size = 0
+        self.sender = ProgressSender(check.progress_to, check.progress())
+
+    def report(self, offset: int, *, done: bool = False) -> None:
+        """Tell the progress display the next offset to compare, and the records and bytes
+        read and objects loaded so far."""
+        update = self.sender.finish if done else self.sender.update
+        update(
+            offset=offset,
+            records=sum(self.counts.values()),
+            size=self.size,
+            objects=len(self.counts),
+        )
+
+    def problem(
+        self, obj: StoredObject | None, text: str, first: int | None = None, last: int | None = None
+    ) -> None:
+        self.problems.append(Discrepancy(first, last, obj.key if obj else None, text))
+
+    def load(self, obj: StoredObject) -> list[StoredRecord] | None:
+        data = self.store.get_bytes(self.check.route.target.bucket, obj.key)
+        if data is None:
+            self.problem(obj, "object disappeared while verifying", obj.start_offset)
+            return None
+        self.size += len(data)
+        try:
+            data = decompress(obj.key, data)
+            records = read_object(self.check.route.format, data, self.check.route.envelope)
+        except (UnreadableObject, ValueError) as exc:
+            self.problem(
+                obj, f"unreadable {self.check.route.format.value} object: {exc}", obj.start_offset
+            )
+            return None
+        self.counts[obj.key] = len(records)
+        if not records:
+            self.problem(obj, "empty object", obj.start_offset)
+        offsets = [r.offset for r in records if r.offset is not None]
+        if offsets and (offsets[0] != obj.start_offset or offsets != sorted(set(offsets))):
+            self.problem(
+                obj,
+                "stored offsets do not start at the key's offset or are not strictly increasing",
+                obj.start_offset,
+            )
+        return records
+
+    # -- offline ----------------------------------------------------------------------
+
+    def offline(self) -> None:
+        check = self.check
+        committed = check.committed
+        starts: dict[int, StoredObject] = {}
+        for obj in check.objects:
+            if committed is None:
+                self.problem(
+                    obj,
+                    "object exists but the job has no committed state for this partition",
+                    obj.start_offset,
+                )
+            elif obj.start_offset >= committed:
+                self.problem(
+                    obj,
+                    f"object starts at or beyond the committed offset "
+                    f"{committed} (left by a crashed run; the next run removes it)",
+                    obj.start_offset,
+                )
+            other = starts.get(obj.start_offset)
+            if other is not None:
+                self.problem(
+                    obj,
+                    f"starts at the same offset as {other.key}: the record at "
+                    "that offset is archived twice",
+                    obj.start_offset,
+                )
+            starts[obj.start_offset] = obj
+        keys = {o.key for o in check.objects}
+        for key in check.state_objects:
+            if key not in keys:
+                first, last = self._missing_offsets(key)
+                self.problem(None, f"the state names {key}, which does not exist", first, last)
+        below = sum(1 for o in check.objects if committed is None or o.start_offset < committed)
+        if below < check.state_object_count:
+            self.problem(
+                None,
+                f"the state counts {check.state_object_count} object(s) written, "
+                f"but {below} exist: {check.state_object_count - below} object(s) "
+                "were deleted",
+            )
+        for obj in check.objects:
+            if obj.key not in self.counts:
+                self.load(obj)
+        layout = layout_for(check.route)
+        if layout.fields or layout.times:
+            return
+        for before, after in zip(check.objects, check.objects[1:], strict=False):
+            count = self.counts.get(before.key)
+            if count is None:
+                continue
+            end = before.start_offset + count
+            if after.start_offset < end:
+                self.problem(
+                    after,
+                    f"overlaps {before.key}, which holds {count} records from "
+                    f"offset {before.start_offset}",
+                    after.start_offset,
+                    end - 1,
+                )
+            elif after.start_offset > end:
+                # Offsets compared with Kafka record by record are no guess: a record missing
+                # there is a problem, one the format refused a note of its own.
+                known = (*check.passed_gaps, *self.compared)
+                for first, last in uncovered(end, after.start_offset - 1, known):
+                    self.notes.append(
+                        f"offsets {first}..{last} are in no object: a hole, unless Kafka "
+                        "has no records there (compaction, transaction markers)"
+                    )
+
+    def allowed_gaps(self) -> None:
+        """Name the gaps runs passed (the state's record), which are in no object."""
+        for first, last in self.check.passed_gaps:
+            self.notes.append(
+                f"offsets {first}..{last}: an allowed gap, deleted by Kafka before they were "
+                "archived and passed by a run with --allow-gaps (recorded in the partition's "
+                "state)"
+            )
+
+    def _missing_offsets(self, key: str) -> tuple[int | None, int | None]:
+        """The offsets a missing object held, from its key: from its start offset up to the
+        next object of its group (or the committed offset)."""
+        parsed = parse_key(layout_for(self.check.route), key)
+        if parsed is None or parsed.tp != self.check.tp:
+            return None, None
+        later = [
+            o.start_offset
+            for o in self.check.objects
+            if o.group == parsed.group and o.start_offset > parsed.start_offset
+        ]
+        end = min(later) if later else self.check.committed
+        return parsed.start_offset, None if end is None else end - 1
+
+    # -- against Kafka ----------------------------------------------------------------
+
+    def against_kafka(self, settings: Settings) -> tuple[int | None, int | None]:
+        check = self.check
+        assert check.low is not None and check.high is not None
+        committed = check.committed
+        live = [o for o in check.objects if committed is not None and o.start_offset < committed]
+        self.unverifiable = sum(1 for o in live if o.start_offset < check.low)
+        first, last = check.span()
+        if first >= last:
+            return None, None
+        by_group: dict[tuple[str | None, ...], list[StoredObject]] = {}
+        for obj in live:
+            by_group.setdefault(obj.group, []).append(obj)
+        starts = {g: [o.start_offset for o in objs] for g, objs in by_group.items()}
+        cursors: dict[tuple[str | None, ...], _Cursor] = {}
+        reached: set[str] = set()
+        fmt = check.route.format
+        url = settings.schema_registry_url
+        registry = self.registry = SchemaRegistry(url) if url else None
+        with KafkaReader(
+            settings.kafka,
+            check.tp,
+            start=first,
+            stop=last,
+            group=_GROUP,
+            idle_timeout=settings.read_timeout_seconds,
+        ) as reader:
+            for batch in reader.batches():
+                for record in batch:
+                    try:
+                        expected = stored_form(
+                            fmt,
+                            record,
+                            check.route.envelope,
+                            projector_for(check.route),
+                            registry,
+                            check.value_schema,
+                        )
+                    except ValueError:
+                        self.unarchivable += 1  # refused by the format; never archived
+                        continue
+                    self._compare(record, expected, by_group, starts, cursors, reached, first)
+                    if self.sender.due():
+                        self.report(record.offset + 1)
+        for cursor in cursors.values():
+            self._finish(cursor)
+        for obj in live:
+            if obj.start_offset >= first and obj.key not in reached and self.counts.get(obj.key):
+                if check.compacted and obj.start_offset < last:
+                    self.compacted_away += self.counts[obj.key]
+                    continue
+                self.problem(
+                    obj,
+                    "holds records that belong to no offset of its group in Kafka (a copy?)",
+                    obj.start_offset,
+                )
+        if self.compacted_away:
+            self.notes.append(
+                f"{self.compacted_away} archived record(s) are no longer in Kafka: the topic "
+                "is compacted, and its log cleaner removed them after they were archived"
+            )
+        return first, last
+
+    def _compare(
+        self,
+        record: Record,
+        expected: Any,
+        by_group: dict[tuple[str | None, ...], list[StoredObject]],
+        starts: dict[tuple[str | None, ...], list[int]],
+        cursors: dict[tuple[str | None, ...], _Cursor],
+        reached: set[str],
+        first: int,
+    ) -> None:
+        group = group_of(self.check.route, record, self.registry)
+        index = bisect.bisect_right(starts.get(group, []), record.offset) - 1
+        if index < 0:
+            self.events.add(record.offset, None, "record is in no object")
+            return
+        obj = by_group[group][index]
+        if obj.start_offset < first:
+            return  # the object began before Kafka's retained range
+        cursor = cursors.get(group)
+        if cursor is None or cursor.obj is not obj:
+            if cursor is not None:
+                self._finish(cursor)
+            reached.add(obj.key)
+            cursor = cursors[group] = _Cursor(obj, self.load(obj))
+            if record.offset != obj.start_offset and not self.check.compacted:
+                self.problem(
+                    obj,
+                    f"the key says the first record is at offset "
+                    f"{obj.start_offset}, but its group's first record from there is "
+                    f"at {record.offset}",
+                    obj.start_offset,
+                )
+        if cursor.records is None:
+            return
+        if self.check.compacted:
+            self._skip_compacted(cursor, record, expected)
+        if cursor.index >= len(cursor.records):
+            self.events.add(record.offset, obj.key, "record missing from its object")
+            return
+        stored = cursor.records[cursor.index]
+        cursor.index += 1
+        if not same_value(stored.value, expected) or stored.offset not in (None, record.offset):
+            self.events.add(record.offset, obj.key, "archived record differs from Kafka")
+
+    def _skip_compacted(self, cursor: _Cursor, record: Record, expected: Any) -> None:
+        """Move ``cursor`` past the archived records Kafka's log cleaner removed before
+        ``record``: those at lower offsets (the envelope keeps offsets), else those before
+        the next one equal to it (the archive holds Kafka's records as a subsequence, in
+        order: the first equal one is as good as any). Nothing equal: left where it is, and
+        the comparison reports the difference. An honest object costs one comparison per
+        archived record; the search stops at twice that (an object that differs throughout,
+        a transform's, is not searched quadratically)."""
+        records = cursor.records
+        assert records is not None
+        index = cursor.index
+        if records[index:] and records[index].offset is not None:
+            while index < len(records) and (records[index].offset or 0) < record.offset:
+                index += 1
+        else:
+            end = min(len(records), index + max(0, 2 * len(records) - cursor.searched))
+            for i in range(index, end):
+                if same_value(records[i].value, expected):
+                    cursor.searched += i - index + 1
+                    index = i
+                    break
+            else:
+                cursor.searched += end - index
+        self.compacted_away += index - cursor.index
+        cursor.index = index
+
+    def _finish(self, cursor: _Cursor) -> None:
+        if cursor.records is not None and cursor.index < len(cursor.records):
+            extra = len(cursor.records) - cursor.index
+            if self.check.compacted:
+                self.compacted_away += extra
+                return
+            self.problem(
+                cursor.obj,
+                f"holds {extra} record(s) more than Kafka has for its range (duplicates?)",
+                cursor.obj.start_offset,
+            )
+
+
+def uncovered(first: int, last: int, gaps: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges of offsets ``first..last`` that no gap of ``gaps`` (``(first, last)``
+    each) covers, in order."""
+    left: list[tuple[int, int]] = []
+    at = first
+    for gap_first, gap_last in sorted(gaps):
+        if gap_last < at or gap_first > last:
+            continue
+        if gap_first > at:
+            left.append((at, gap_first - 1))
+        at = max(at, gap_last + 1)
+    if at <= last:
+        left.append((at, last))
+    return left
+
+
+def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
+    """Verify one partition (runs in a Spark task, or in-process)."""
+    checker = _PartitionChecker(check, S3Store(settings.s3))
+    first = last = None
+    try:
+        if check.low is not None:
+            first, last = checker.against_kafka(settings)
+            if first is not None and last is not None and last > first:
+                checker.compared = ((first, last - 1),)
+        checker.offline()
+        checker.allowed_gaps()
+    except BaseException:
+        checker.sender.finish(failed=True)
+        raise
+    checker.report(check.span()[1], done=True)
+    return PartitionVerdict(
+        route_index=check.route_index,
+        tp=check.tp,
+        committed=check.committed,
+        objects=len(check.objects),
+        records=sum(checker.counts.values()),
+        checked_from=first,
+        checked_to=last,
+        unverifiable_objects=checker.unverifiable,
+        unarchivable_records=checker.unarchivable,
+        discrepancies=tuple(checker.problems + checker.events.close()),
+        notes=tuple(checker.notes),
+        recreated=check.recreated,
+        allowed_gaps=check.passed_gaps,
+    )
+
+
+def check_all(checks: Iterable[PartitionCheck], settings: Settings) -> Iterator[PartitionVerdict]:
+    """The Spark ``mapPartitions`` function: one verdict per check of the Spark partition."""
+    for check in checks:
+        yield check_partition(check, settings)
+
+
+def plan_checks(
+    pre: driver.Preflight,
+    refused: Mapping[tuple[Target, str], TopicRecreatedError] | None = None,
+) -> tuple[PartitionCheck, ...]:
+    """One check per (route, partition): Kafka's partitions (unless the preflight ran
+    offline) and the archive's. A route in ``refused`` (its topic re-created) is checked
+    offline only."""
+    value_schemas = avsc.load(pre.plan)
+    routes = enumerate(pre.plan.routes)
+    compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
+    objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
+    checks: list[PartitionCheck] = []
+    for view in driver.partition_states(pre, also=objects, listed=True):
+        error = (refused or {}).get((view.route.target, view.tp.topic))
+        marks = view.marks if error is None else None
+        checks.append(
+            PartitionCheck(
+                route_index=view.route_index,
+                route=view.route,
+                tp=view.tp,
+                committed=view.committed,
+                state_objects=view.state.last_objects if view.state else (),
+                objects=objects[view.route_index].get(view.tp, ()),
+                low=marks.low if marks else None,
+                high=marks.high if marks else None,
+                value_schema=value_schemas.get(view.route_index),
+                state_object_count=view.state.objects if view.state else 0,
+                compacted=view.tp.topic in compacted,
+                recreated=error.message if error is not None else None,
+                passed_gaps=view.state.gaps if view.state else (),
+            )
+        )
+    return tuple(checks)
+
+
+def verify(
+    settings: Settings, plan: Plan, *, offline: bool, progress: driver.Progress | None = None
+) -> VerifyResult:
+    """Check the archive of every route: offline (objects and state), or also against Kafka.
+
+    The checks run as Spark tasks, one per partition, like ``run``; Spark is started only
+    when there is something to check. Fails fast on a missing bucket or topic.
+    """
+    progress = progress or driver.NullProgress()
+    started = time.monotonic()
+    iceberg.refuse_tables(plan, "verify")
+    with driver.preflight(settings, plan, kafka=not offline) as pre:
+        refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
+        checks = plan_checks(pre, refused)
+    with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:
+        if checks:
+            progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")
+        verdicts = driver.map_units(
+            spark,
+            checks,
+            functools.partial(check_all, settings=settings),
+            progress=progress,
+            shown=PartitionCheck.progress,
+        )
+    ordered = tuple(sorted(verdicts, key=lambda v: (v.route_index, v.tp)))
+    targets = tuple(str(r.target) for r in pre.plan.routes)
+    ordered_refused = tuple(
+        e
+        for _, e in sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))
+    )
+    return VerifyResult(
+        pre.job, offline, ordered, time.monotonic() - started, targets, ordered_refused
+    )
+
+
+def to_json(result: VerifyResult) -> dict[str, Any]:
+    """The JSON contract of ``kafka-archive verify --output json``."""
+    return {
+        "job": result.job,
+        "offline": result.offline,
+        "clean": result.clean,
+        "partitions": [
+            {
+                "topic": v.tp.topic,
+                "partition": v.tp.partition,
+                "target": result.targets[v.route_index] if result.targets else None,
+                "committed_offset": v.committed,
+                "checked_from": v.checked_from,
+                "checked_to": v.checked_to,
+                "objects": v.objects,
+                "records": v.records,
+                "unverifiable_objects": v.unverifiable_objects,
+                "unarchivable_records": v.unarchivable_records,
+                "discrepancies": [dataclasses.asdict(d) for d in v.discrepancies],
+                "notes": list(v.notes),
+                "recreated": v.recreated,
+                "allowed_gaps": [
+                    {"first_offset": first, "last_offset": last} for first, last in v.allowed_gaps
+                ],
+            }
+            for v in result.partitions
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Run settings: the option table, settings merged from file, environment and flags, secrets."""

@@ -1,0 +1,2 @@
+"""Spark plumbing: the context, mapping units over tasks, the worker daemon, the JVM
+cache, progress."""

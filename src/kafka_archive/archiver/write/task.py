@@ -1,0 +1,258 @@
+"""Executor side: archive one work unit. Runs inside a Spark task (or in-process in tests).
+
+A task builds its own Kafka and S3 clients from picklable settings, reads ``[start, stop)``
+of its partition, writes objects, and commits the partition state after every object up to
+the committed offset is uploaded (a sub-unit of a split partition leaves the commit to the
+driver: :mod:`.subunits`). Errors of our taxonomy come back as a :class:`UnitFailure`
+value (they are not worth a Spark retry); anything else propagates so Spark retries the task.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.core import errors
+from kafka_archive.archiver.core.errors import BadRecordError as EncodeError
+from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.kafka.reader import CONSUMERS, Batch, KafkaReader
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
+from kafka_archive.archiver.spark.progress import ProgressSender, UnitProgress
+from kafka_archive.archiver.state.identity import TopicProof
+from kafka_archive.archiver.store.s3 import STORES, S3Store
+from kafka_archive.archiver.write import deadletter, transforms
+from kafka_archive.archiver.write.chunks import ChunkSet
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class UnitFailure:
+    """A unit that stopped on an error of our taxonomy; rebuilt into the error on the driver.
+
+    ``committed`` is the partial result when the unit committed what it cleanly wrote before
+    the failure (a bad record under the ``fail`` policy), else None.
+    """
+
+    route_index: int
+    tp: TopicPartition
+    error_type: str
+    message: str
+    offset: int | None
+    hint: str | None
+    committed: UnitResult | None = None
+
+    def to_error(self) -> errors.ArchiveError:
+        return errors.rebuild(
+            self.error_type, self.message, tp=self.tp, offset=self.offset, hint=self.hint
+        )
+
+
+def _commit(
+    unit: WorkUnit,
+    store: S3Store,
+    chunks: ChunkSet,
+    next_offset: int,
+    started: float,
+    refused: Refused | None = None,
+) -> UnitResult:
+    refused = refused or Refused()
+    # Records at or past the commit cut are read again by the next run: so are their
+    # refusals, which are not this run's to write.
+    letters = refused.letters.below(next_offset)
+    dead_key = None
+    lifecycle = chunks.lifecycle
+    if letters.first_offset is not None:
+        dead_key = deadletter.dead_letter_key(unit.route, unit.tp, letters.first_offset)
+        key, body = dead_key, letters.body()
+        lifecycle.mark([key], letters.first_offset)
+        lifecycle.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
+    written = lifecycle.uploaded()
+    records = sum(o.records for o in written)
+    size = sum(o.size for o in written)
+    state = None
+    if next_offset > unit.start and lifecycle.commits_here:
+        state = lifecycle.commit(next_offset)
+    return UnitResult(
+        route_index=unit.route_index,
+        tp=unit.tp,
+        start=unit.start,
+        next_offset=next_offset,
+        records=records,
+        bytes=size,
+        objects=written,
+        seconds=time.monotonic() - started,
+        skipped_records=refused.skipped,
+        dead_letters=len(letters.lines),
+        dead_letter_key=dead_key,
+        s3_retries=store.retries,
+        # A sub-unit leaves its markers to the driver, which commits it in offset order.
+        marker_keys=lifecycle.markers() if unit.deferred else (),
+        state=state,
+        committed_markers=lifecycle.committed_markers,
+    )
+
+
+@dataclass
+class Refused:
+    """Records of one unit that the error policy kept out of the archive."""
+
+    skipped: int = 0
+    letters: deadletter.DeadLetters = field(default_factory=deadletter.DeadLetters)
+
+
+def _failed(sender: ProgressSender, offset: object) -> None:
+    """The unit stopped: at the offset its error names (a bad record's), when it names one
+    (the progress line said where the unit began)."""
+    if isinstance(offset, int):
+        sender.finish(failed=True, offset=offset)
+    else:
+        sender.finish(failed=True)
+
+
+def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure:
+    sender = ProgressSender(
+        unit.progress_to,
+        UnitProgress(
+            unit.route_index, unit.tp.topic, unit.tp.partition, unit.start, unit.stop, unit.start
+        ),
+    )
+    store = STORES.take(settings.s3)
+    try:
+        result = _archive_unit(unit, settings, sender, store)
+    except BaseException as exc:
+        _failed(sender, getattr(exc, "offset", None))
+        raise
+    STORES.give(settings.s3, store)  # after a unit that returned: nothing of it still running
+    if isinstance(result, UnitFailure):
+        _failed(sender, result.offset)
+    else:
+        sender.finish(
+            offset=result.next_offset,
+            records=result.records,
+            size=result.bytes,
+            objects=len(result.objects),
+        )
+    return result
+
+
+def _archive_unit(
+    unit: WorkUnit, settings: Settings, sender: ProgressSender, store: S3Store
+) -> UnitResult | UnitFailure:
+    started = time.monotonic()
+    read = 0
+    url = settings.schema_registry_url
+    registry = SchemaRegistry(url) if url else None
+    # What the unit read is the planned topic's (not one re-created since the plan's check):
+    # proved before each marker and the commit.
+    topic = TopicProof(settings.kafka, unit, settings.read_timeout_seconds)
+    chunks = ChunkSet(
+        unit,
+        store,
+        settings.spool_dir,
+        registry,
+        settings.s3.stream_part_bytes,
+        max_open=settings.max_open_writers,
+        confirm_topic=topic.confirm,
+    )
+    policy = deadletter.policy_of(unit.route)
+    refused = Refused()
+    transform = transforms.for_unit(unit)
+    try:
+        with KafkaReader(
+            settings.kafka,
+            unit.tp,
+            start=unit.start,
+            stop=unit.stop,
+            group=unit.group,
+            idle_timeout=settings.read_timeout_seconds,
+            until_ms=unit.until_ms,
+            pool=CONSUMERS,
+        ) as reader:
+            for batch in reader.batches():
+                if sender.due():  # what the batches before this one did
+                    sender.update(
+                        offset=batch.first_offset, records=read, size=chunks.bytes_so_far()
+                    )
+                read += len(batch)
+                topic.read()
+                taken: Batch | transforms.TransformedBatch = batch
+                if transform is not None:
+                    taken = transform.apply(batch.records())
+                if not transforms.refusals(taken) and chunks.add_batch(taken):
+                    continue
+                for record in taken:
+                    try:
+                        transforms.refusal_of(taken, record)
+                        chunks.add(record)
+                    except EncodeError as exc:
+                        if policy == deadletter.SKIP:
+                            refused.skipped += 1
+                            log.warning("skipped %s offset %d: %s", unit.tp, record.offset, exc)
+                            continue
+                        if policy == deadletter.DEAD_LETTER:
+                            refused.letters.add(record, str(exc))
+                            continue
+                        # Policy "fail": keep what was cleanly written before this record.
+                        chunks.flush_all()
+                        partial = _commit(unit, store, chunks, record.offset, started)
+                        return UnitFailure(
+                            unit.route_index,
+                            unit.tp,
+                            "BadRecordError",
+                            f"cannot store the record as {unit.route.format.value}: {exc}",
+                            record.offset,
+                            f"Records before offset {record.offset} were archived; fix or "
+                            "skip the record (error policy) and run again",
+                            committed=partial,
+                        )
+            # Once for what the unit read (the markers and commit below need no other); also
+            # for a piece or an Iceberg route, whose commit is the driver's.
+            topic.confirm()
+            next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
+        return _commit(unit, store, chunks, next_offset, started, refused)
+    except Exception as exc:
+        chunks.discard_all()
+        # Ours, or a library's that we can name (a full spool, a bad -X property): it
+        # crosses back to the driver as a value, not as a Spark task failure.
+        error = (
+            exc
+            if isinstance(exc, errors.ArchiveError)
+            else errors.from_foreign(exc, spool_dir=settings.spool_dir, tp=unit.tp)
+        )
+        if error is None:
+            raise
+        return UnitFailure(
+            unit.route_index,
+            error.tp or unit.tp,
+            type(error).__name__,
+            error.message,
+            error.offset,
+            error.hint,
+        )
+    except BaseException:
+        chunks.discard_all()
+        raise
+
+
+# Units of one Spark partition archived at once: small units (archiver.job packs many into a
+# Spark partition) spend most of their time waiting on Kafka and S3 round trips.
+UNIT_THREADS = 8
+
+
+def archive_units(
+    units: Iterable[WorkUnit], settings: Settings
+) -> Iterator[UnitResult | UnitFailure]:
+    """The Spark ``mapPartitions`` function: one result per unit of the Spark partition, in
+    order; several units run on up to :data:`UNIT_THREADS` threads."""
+    batch = list(units)
+    if len(batch) <= 1:
+        yield from (archive_unit(unit, settings) for unit in batch)
+        return
+    with ThreadPoolExecutor(min(UNIT_THREADS, len(batch))) as pool:
+        yield from pool.map(functools.partial(archive_unit, settings=settings), batch)

@@ -1,0 +1,1 @@
+"""`kafka-archive submit`: the job handed to a Spark cluster, and what it ships there."""

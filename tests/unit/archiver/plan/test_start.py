@@ -1,0 +1,77 @@
+"""Start positions for jobs without state, and bounded-run stops (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_archive.archiver.core.errors import ConfigError
+from kafka_archive.archiver.plan.start import (
+    StartKind,
+    StartPosition,
+    initial_offset,
+    parse_start,
+    parse_timestamp,
+    stop_offset,
+)
+
+
+def _never(_: object) -> int | None:
+    raise AssertionError("must not be consulted")
+
+
+def test_parse_start_forms() -> None:
+    assert parse_start("earliest") == StartPosition(StartKind.EARLIEST)
+    assert parse_start("LATEST") == StartPosition(StartKind.LATEST)
+    assert parse_start("group:connect-s3-sink") == StartPosition(
+        StartKind.GROUP, group="connect-s3-sink"
+    )
+    assert parse_start("2026-11-01T00:00:00Z") == StartPosition(
+        StartKind.TIMESTAMP, timestamp_ms=1_793_491_200_000
+    )
+
+
+@pytest.mark.parametrize("bad", ["", "yesterday", "group:", "2026-13-01"])
+def test_parse_start_refuses_nonsense(bad: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_start(bad)
+
+
+def test_timestamps_without_zone_are_utc_and_offsets_apply() -> None:
+    assert parse_timestamp("2026-11-01", "x") == parse_timestamp("2026-11-01T00:00:00Z", "x")
+    assert parse_timestamp("2026-11-01T02:00:00+02:00", "x") == parse_timestamp("2026-11-01", "x")
+
+
+def test_earliest_and_latest() -> None:
+    assert initial_offset(StartPosition(StartKind.EARLIEST), 5, 90, _never, _never) == (5, None)
+    assert initial_offset(StartPosition(StartKind.LATEST), 5, 90, _never, _never) == (90, None)
+
+
+def test_timestamp_uses_the_lookup_and_falls_to_the_end_when_nothing_is_newer() -> None:
+    at = StartPosition(StartKind.TIMESTAMP, timestamp_ms=1000)
+    assert initial_offset(at, 0, 90, lambda ms: 42 if ms == 1000 else None, _never) == (42, None)
+    assert initial_offset(at, 0, 90, lambda ms: None, _never) == (90, None)
+
+
+def test_group_offsets_are_adopted_exactly() -> None:
+    group = StartPosition(StartKind.GROUP, group="sink")
+    assert initial_offset(group, 0, 90, _never, lambda g: 37 if g == "sink" else None) == (37, None)
+
+
+def test_group_without_commits_starts_at_earliest_and_says_so() -> None:
+    group = StartPosition(StartKind.GROUP, group="sink")
+    offset, note = initial_offset(group, 3, 90, _never, lambda g: None)
+    assert offset == 3
+    assert note is not None and "no committed offset" in note
+
+
+def test_a_start_below_retention_moves_to_the_earliest_retained() -> None:
+    group = StartPosition(StartKind.GROUP, group="sink")
+    offset, note = initial_offset(group, 50, 90, _never, lambda g: 10)
+    assert offset == 50
+    assert note is not None and "no longer retained" in note
+
+
+def test_stop_offset_bounds() -> None:
+    assert stop_offset(10, 100, None) == 100
+    assert stop_offset(10, 100, 25) == 35
+    assert stop_offset(10, 20, 25) == 20
