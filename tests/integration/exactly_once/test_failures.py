@@ -30,6 +30,8 @@ from kafka_archive.archiver.config.settings import load_settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import units as jobs
+from kafka_archive.archiver.plan.preflight import Preflight
+from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.spark import driver
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write.task import UnitFailure, archive_units
@@ -164,7 +166,7 @@ def _run_units(
     store = S3Store(good.settings.s3)
     with KafkaAdmin(good.settings.kafka, "g") as admin:
         work = jobs.plan_work(
-            driver.partition_states(driver.Preflight("j", store, plan, admin), legacy=False),
+            partition_states(Preflight("j", store, plan, admin), legacy=False),
             store=store,
             admin=admin,
             settings=good.settings,

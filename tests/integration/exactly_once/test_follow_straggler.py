@@ -25,6 +25,7 @@ from kafka_archive.archiver.config.settings import load_settings
 from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.core.model import UnitResult, WorkUnit
 from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.spark.progress import NullProgress
 from kafka_archive.archiver.write.task import UnitFailure, archive_unit
 from kafka_archive.kcql import parse
 
@@ -139,7 +140,7 @@ def _scene(
             return real_map_units(spark, units, *args, **kwargs)
 
         monkeypatch.setattr(driver, "map_units", spy)
-        with session.session(settings, parse(kcql), driver.NullProgress()) as archiver:
+        with session.session(settings, parse(kcql), NullProgress()) as archiver:
             ours.lose_markers = True
             with pytest.raises(ArchiveError):
                 archiver.batch(hold_tails=True)

@@ -22,7 +22,8 @@ from kafka_archive.archiver.config.settings import load_settings
 from kafka_archive.archiver.core.model import UnitResult
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import units as jobs
-from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.plan.preflight import Preflight
+from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.state import pending
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import S3Store
@@ -65,7 +66,7 @@ def test_a_retry_replaces_its_first_attempts_object_of_other_content(
         KafkaAdmin(settings.kafka, "g") as admin,
     ):
         work = jobs.plan_work(
-            driver.partition_states(driver.Preflight("j", store, plan, admin), legacy=False),
+            partition_states(Preflight("j", store, plan, admin), legacy=False),
             store=store,
             admin=admin,
             settings=settings,
@@ -119,7 +120,7 @@ def test_a_retry_adopts_its_first_attempts_object_of_the_same_content(
         KafkaAdmin(settings.kafka, "g") as admin,
     ):
         work = jobs.plan_work(
-            driver.partition_states(driver.Preflight("j", store, plan, admin), legacy=False),
+            partition_states(Preflight("j", store, plan, admin), legacy=False),
             store=store,
             admin=admin,
             settings=settings,

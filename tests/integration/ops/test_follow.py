@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_archive.archiver.plan.units import group_for, job_name_for
+from kafka_archive.archiver.plan.naming import group_for, job_name_for
 from kafka_archive.cli import main
 from kafka_archive.kcql import parse
 

@@ -27,7 +27,8 @@ from kafka_archive.archiver.config.settings import KafkaSettings, S3Settings, Se
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.plan import units as jobs
-from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.plan.preflight import Preflight
+from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.store.s3 import S3Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.full]
@@ -116,9 +117,9 @@ def test_a_thousand_partitions(
         partitions = kafka_admin.partitions(tuple(topics))
         store = S3Store(settings.s3)
         started = time.monotonic()
-        pre = driver.Preflight("scale", store, plan, kafka_admin)
+        pre = Preflight("scale", store, plan, kafka_admin)
         work = jobs.plan_work(
-            driver.partition_states(pre, partitions=partitions, legacy=False),
+            partition_states(pre, partitions=partitions, legacy=False),
             store=store,
             admin=kafka_admin,
             settings=settings,
@@ -186,9 +187,9 @@ def test_planning_ten_thousand_partitions(s3_endpoint: str, bucket: Callable[...
     store, admin = S3Store(settings.s3), _StubAdmin()
     tracemalloc.start()
     started = time.monotonic()
-    pre = driver.Preflight("scale", store, plan, admin)  # type: ignore[arg-type]
+    pre = Preflight("scale", store, plan, admin)  # type: ignore[arg-type]
     work = jobs.plan_work(
-        driver.partition_states(pre, partitions=partitions, legacy=False),
+        partition_states(pre, partitions=partitions, legacy=False),
         store=store,
         admin=admin,  # type: ignore[arg-type]
         settings=settings,

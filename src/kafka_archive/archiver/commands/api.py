@@ -6,10 +6,11 @@ Each command lives in its own module; this facade names them:
 - ``run``, ``follow``, ``reset_state`` (:mod:`.session`): archive, once or continuously;
   ``serve`` (:mod:`.service`): follow with signals and metrics; ``write_outputs``;
 - ``verify`` (:mod:`.verify`), ``status`` (:mod:`.status`): check the archive, show the lag;
-- ``cat`` (:mod:`.reading.rendering`), ``restore`` (:mod:`.restore`): read it back.
+- ``cat`` (:mod:`.read.display`), ``restore`` (:mod:`.restore`): read it back.
 
-They share the driver's seam (:mod:`.driver`): ``preflight``, ``partition_states`` and
-``map_units``; ``Progress`` is how they report while they work.
+They share the driver's seam: ``preflight`` (:mod:`.plan.preflight`), ``partition_states``
+(:mod:`.plan.views`) and ``map_units`` (:mod:`.spark.driver`); ``Progress`` is how they
+report while they work.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kafka_archive.archiver.commands.status import JobStatus, status
 from kafka_archive.archiver.commands.verify import VerifyResult, verify
 from kafka_archive.archiver.plan.checks import check_layouts, compile_plan
 from kafka_archive.archiver.read.display import cat
-from kafka_archive.archiver.spark.driver import NullProgress, Progress
+from kafka_archive.archiver.spark.progress import NullProgress, Progress
 
 __all__ = [
     "FollowOptions",

@@ -34,6 +34,7 @@ from kafka_archive.archiver.read import listing
 from kafka_archive.archiver.read.listing import StoredObject
 from kafka_archive.archiver.read.seek import FoundRecord, partition_records
 from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.spark.progress import NullProgress, Progress
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route
 
@@ -305,14 +306,14 @@ def restore(
     only: RestoreFilter | None = None,
     values_only: bool = False,
     max_records: int | None = None,
-    progress: driver.Progress | None = None,
+    progress: Progress | None = None,
 ) -> RestoreRun:
     """Replay the archive of ``topic`` into ``to_topic``, one Spark task per partition.
 
     Raises an :class:`ArchiveError` for every failure a user can act on; units that finished
     before another failed keep their committed progress, and a re-run resumes.
     """
-    progress = progress or driver.NullProgress()
+    progress = progress or NullProgress()
     only = only or RestoreFilter()
     started = time.monotonic()
     target = listing.parse_location(location)

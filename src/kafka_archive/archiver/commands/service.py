@@ -23,7 +23,7 @@ from kafka_archive.archiver.commands.status import JobStatus, status
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.core.model import RunResult
-from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.spark.progress import Progress
 from kafka_archive.kcql.plan import Plan
 
 log = logging.getLogger("kafka_archive")
@@ -54,7 +54,7 @@ def serve(
     *,
     on_batch: Callable[[RunResult], None],
     notify: Callable[[str], None],
-    progress: driver.Progress | None = None,
+    progress: Progress | None = None,
 ) -> session.FollowResult:
     """Follow until SIGTERM/SIGINT (see :func:`session.follow`); returns the totals."""
     server = None

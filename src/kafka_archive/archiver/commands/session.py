@@ -1,8 +1,8 @@
 """``run`` and ``follow``: one job's archiving session on the driver.
 
-A session is the preflight done (:func:`driver.preflight`), the plan checked, the job's
+A session is the preflight done (:func:`preflight`), the plan checked, the job's
 lease held on each target, and Spark started on first need; each :meth:`Session.batch`
-plans units (:func:`job.plan_work`), runs them (:func:`driver.map_units`) and turns what
+plans units (:func:`units.plan_work`), runs them (:func:`driver.map_units`) and turns what
 they returned into a :class:`RunResult` or one error.
 """
 
@@ -38,9 +38,17 @@ from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import topics
 from kafka_archive.archiver.plan import units as jobs
 from kafka_archive.archiver.plan.checks import check_layouts
+from kafka_archive.archiver.plan.naming import new_run_id
+from kafka_archive.archiver.plan.preflight import Preflight, preflight, targets_of
+from kafka_archive.archiver.plan.views import (
+    learn_states,
+    partition_states,
+    proven_states,
+    wanted_partitions,
+)
 from kafka_archive.archiver.spark import driver
 from kafka_archive.archiver.spark.context import jvm_stopped_error
-from kafka_archive.archiver.spark.progress import UnitProgress
+from kafka_archive.archiver.spark.progress import NullProgress, Progress, UnitProgress
 from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import (
@@ -63,7 +71,7 @@ def _locks(
     with contextlib.ExitStack() as stack:
         yield {
             target: stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
-            for target in driver.targets_of(plan)
+            for target in targets_of(plan)
         }
 
 
@@ -97,9 +105,9 @@ class Session:
     def __init__(
         self,
         settings: Settings,
-        pre: driver.Preflight,
+        pre: Preflight,
         run_id: str,
-        progress: driver.Progress,
+        progress: Progress,
         written: Plan | None = None,
     ) -> None:
         """``written``: the plan as written (FROM `*` unresolved), for :meth:`discover`."""
@@ -141,12 +149,12 @@ class Session:
     def know_states(self, etags: dict[Target, dict[TopicPartition, str]]) -> None:
         """Under the leases, at the start: what the targets' listings (``etags``, each
         state's ETag) and state indexes prove of the plan's partitions
-        (:func:`.driver.learn_states`), kept for the first batch as a batch keeps what it
+        (:func:`views.learn_states`), kept for the first batch as a batch keeps what it
         leaves (:meth:`batch`); the rest is read there."""
-        proofs = driver.learn_states(self.store, etags)
+        proofs = learn_states(self.store, etags)
         self._indexed = {target: proof.indexed() for target, proof in proofs.items()}
-        wanted = driver.wanted_partitions(self.plan, self.partitions)
-        self._known, self._known_under = driver.proven_states(proofs, wanted), self._tenure()
+        wanted = wanted_partitions(self.plan, self.partitions)
+        self._known, self._known_under = proven_states(proofs, wanted), self._tenure()
 
     def save_states(self) -> None:
         """After the last batch, under the leases: each target's state index, from what the
@@ -174,7 +182,7 @@ class Session:
         match it since the session began join it (looked for at most every
         DISCOVER_SECONDS, one metadata request), as routes after the others (their numbers
         stay). They begin as a topic matched after the statement's first run does
-        (:func:`.job.plan_work`). Not for Iceberg routes (their tables are prepared at the
+        (:func:`.units.plan_work`). Not for Iceberg routes (their tables are prepared at the
         start): those join at the next start.
 
         First, at every call (each batch), partitions added to the session's topics join it
@@ -208,7 +216,7 @@ class Session:
 
     def _take_in_partitions(self) -> None:
         """Partitions added to the session's topics since it began join it: one metadata
-        request, each batch. They begin at offset 0 (:func:`.job.plan_work`: a partition
+        request, each batch. They begin at offset 0 (:func:`.units.plan_work`: a partition
         without state on a route that has begun)."""
         topics = tuple(sorted(t for t, found in self.partitions.items() if found))
         if not topics:
@@ -270,7 +278,7 @@ class Session:
         known = self._known if tenure == self._known_under else {}
         self._known = {}  # kept again only when this batch succeeds
         try:
-            views = driver.partition_states(
+            views = partition_states(
                 self.pre,
                 partitions=self.partitions,
                 tables=iceberg.offsets_by_route(self.tables),
@@ -392,11 +400,11 @@ class Session:
 
 
 @contextlib.contextmanager
-def session(settings: Settings, plan: Plan, progress: driver.Progress) -> Iterator[Session]:
+def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Session]:
     """Preflight, the conditional-write probe, the job's lease on every target, and the
     multipart uploads of crashed runs aborted; Spark is stopped at the end."""
-    run_id = jobs.new_run_id()
-    with driver.preflight(settings, plan, spool_dir=True) as pre:
+    run_id = new_run_id()
+    with preflight(settings, plan, spool_dir=True) as pre:
         archiver = Session(settings, pre, run_id, progress, written=plan)
         probe.check_conditional_writes(
             pre.store,
@@ -447,7 +455,7 @@ def _open_targets(
     return etags
 
 
-def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = None) -> RunResult:
+def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> RunResult:
     """Archive every route of the plan from its committed offset to the current end.
 
     Raises an :class:`ArchiveError` subclass for every failure a user can act on. Units
@@ -455,7 +463,7 @@ def run(settings: Settings, plan: Plan, *, progress: driver.Progress | None = No
     exactly-once stream), and the error of the first failed unit is raised.
     """
     started = time.monotonic()
-    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+    with session(settings, plan, progress or NullProgress()) as archiver:
         result = archiver.batch(hold_tails=False)
     return dataclasses.replace(result, seconds=time.monotonic() - started)
 
@@ -484,7 +492,7 @@ def follow(
     poll_seconds: float,
     stop: threading.Event,
     on_batch: Callable[[RunResult], None],
-    progress: driver.Progress | None = None,
+    progress: Progress | None = None,
     on_error: Callable[[ArchiveError, float], None] | None = None,
     started: Callable[[Session], None] | None = None,
 ) -> FollowResult:
@@ -509,7 +517,7 @@ def follow(
     begun = time.monotonic()
     batches = records = size = objects = 0
     failed_in_a_row = 0
-    with session(settings, plan, progress or driver.NullProgress()) as archiver:
+    with session(settings, plan, progress or NullProgress()) as archiver:
         if started is not None:
             started(archiver)
         while True:
@@ -592,10 +600,10 @@ def reset_state(settings: Settings, plan: Plan) -> int:
     iceberg.refuse_tables(plan, "run --reset-state")
     deleted = 0
     with (
-        driver.preflight(settings, plan, kafka=False) as pre,
-        _locks(pre.store, plan, pre.job, jobs.new_run_id(), settings.lock_ttl_seconds),
+        preflight(settings, plan, kafka=False) as pre,
+        _locks(pre.store, plan, pre.job, new_run_id(), settings.lock_ttl_seconds),
     ):
-        for target in driver.targets_of(plan):
+        for target in targets_of(plan):
             topics = {r.topic for r in plan.routes if r.target == target}
             every = any(r.all_topics for r in plan.routes if r.target == target)
             folders = (

@@ -8,7 +8,8 @@ from typing import Any
 from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import TopicRecreatedError
-from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.plan.preflight import preflight
+from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.state import identity
 from kafka_archive.kcql.plan import Plan
 
@@ -57,16 +58,14 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     ``refused``.
     """
     rows: list[PartitionStatus] = []
-    with driver.preflight(settings, plan) as pre:
+    with preflight(settings, plan) as pre:
         refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
         opened = iceberg.open_tables(pre.plan, settings.s3)
         tables = iceberg.by_route(opened)
         # An Iceberg route's objects and bytes: its table's data files (no state objects).
         files = {id(t): t.files_by_partition() for t in opened}
-        for view in driver.partition_states(
-            pre, tables=iceberg.offsets_by_route(opened), listed=True
-        ):
+        for view in partition_states(pre, tables=iceberg.offsets_by_route(opened), listed=True):
             table, state, marks = tables.get(view.route_index), view.state, view.marks
             assert marks is not None
             archived = view.committed

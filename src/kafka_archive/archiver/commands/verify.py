@@ -43,6 +43,8 @@ from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import parse_key
+from kafka_archive.archiver.plan.preflight import Preflight, preflight
+from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.read.decoding import (
     StoredRecord,
     UnreadableObject,
@@ -52,7 +54,12 @@ from kafka_archive.archiver.read.decoding import (
 )
 from kafka_archive.archiver.read.listing import StoredObject, list_partition_objects
 from kafka_archive.archiver.spark import driver
-from kafka_archive.archiver.spark.progress import ProgressSender, UnitProgress
+from kafka_archive.archiver.spark.progress import (
+    NullProgress,
+    Progress,
+    ProgressSender,
+    UnitProgress,
+)
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
@@ -555,7 +562,7 @@ def check_all(checks: Iterable[PartitionCheck], settings: Settings) -> Iterator[
 
 
 def plan_checks(
-    pre: driver.Preflight,
+    pre: Preflight,
     refused: Mapping[tuple[Target, str], TopicRecreatedError] | None = None,
 ) -> tuple[PartitionCheck, ...]:
     """One check per (route, partition): Kafka's partitions (unless the preflight ran
@@ -566,7 +573,7 @@ def plan_checks(
     compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
     checks: list[PartitionCheck] = []
-    for view in driver.partition_states(pre, also=objects, listed=True):
+    for view in partition_states(pre, also=objects, listed=True):
         error = (refused or {}).get((view.route.target, view.tp.topic))
         marks = view.marks if error is None else None
         checks.append(
@@ -590,17 +597,17 @@ def plan_checks(
 
 
 def verify(
-    settings: Settings, plan: Plan, *, offline: bool, progress: driver.Progress | None = None
+    settings: Settings, plan: Plan, *, offline: bool, progress: Progress | None = None
 ) -> VerifyResult:
     """Check the archive of every route: offline (objects and state), or also against Kafka.
 
     The checks run as Spark tasks, one per partition, like ``run``; Spark is started only
     when there is something to check. Fails fast on a missing bucket or topic.
     """
-    progress = progress or driver.NullProgress()
+    progress = progress or NullProgress()
     started = time.monotonic()
     iceberg.refuse_tables(plan, "verify")
-    with driver.preflight(settings, plan, kafka=not offline) as pre:
+    with preflight(settings, plan, kafka=not offline) as pre:
         refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
         checks = plan_checks(pre, refused)
     with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:

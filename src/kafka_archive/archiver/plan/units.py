@@ -1,68 +1,32 @@
-"""Driver side: name the job, plan work units (one per partition, or its pieces), pack them
-into Spark tasks."""
+"""Driver side: plan work units (one per partition, or its pieces), pack them into Spark
+tasks."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
-import re
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import StateConflictError, TopicRecreatedError
 from kafka_archive.archiver.core.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
+from kafka_archive.archiver.core.parallel import in_parallel
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import start as positions
+from kafka_archive.archiver.plan.naming import group_for
+from kafka_archive.archiver.plan.views import PartitionView
 from kafka_archive.archiver.state import checkpoint, identity, pending
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Plan, Route, Target
-
-if TYPE_CHECKING:
-    from kafka_archive.archiver.spark.driver import PartitionView
+from kafka_archive.kcql.plan import Route, Target
 
 log = logging.getLogger(__name__)
 
 # Partitions this process said an open transaction holds back (a --follow session behind a
 # transaction left open, or on a topic of transactions, says so once, then at debug level).
 _TOLD_OPEN: set[TopicPartition] = set()
-_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def job_name_for(plan: Plan) -> str:
-    """A stable default job name from what the plan writes where (not from formats or flush
-    settings). The job names the consumer group, the Spark application and the metrics;
-    the archive's state belongs to each route (:mod:`.state.paths`), whatever the job."""
-    identity = sorted(f"{r.target.bucket}:{r.target.prefix}<-{r.topic}" for r in plan.routes)
-    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:8]
-    topics = "+".join(sorted({"all-topics" if r.all_topics else r.topic for r in plan.routes}))
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", topics)[:48].lstrip("._-") or "archive"
-    return f"{readable}-{digest}"
-
-
-def check_job_name(name: str) -> str:
-    if not _JOB_NAME.match(name) or name in (".", ".."):
-        from kafka_archive.archiver.core.errors import ConfigError
-
-        raise ConfigError(
-            f"job name {name!r} is not allowed",
-            hint="Use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
-        )
-    return name
-
-
-def group_for(job: str) -> str:
-    return f"kafka-archive.{job}"
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +125,7 @@ def plan_work(
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
     ``views`` are the partitions with their states and offsets
-    (:func:`.driver.partition_states`, the route's state objects loaded with their ETags;
+    (:func:`views.partition_states`, the route's state objects loaded with their ETags;
     a partition with intent markers has its state read again before recovery uses it).
     For each: remove what a crashed attempt left beyond the committed offset, and fix the
     stop offset for this run (the last stable offset). The driver's clock
@@ -402,25 +366,6 @@ def plan_work(
             settings.max_records_per_unit,
         )
     return WorkPlan(tuple(units), tuple(skipped), tuple(gaps), settled)
-
-
-# Concurrent S3 requests of the driver's planning: botocore's connection pool holds 10.
-PLAN_THREADS = 10
-_T = TypeVar("_T")
-
-
-def in_parallel(calls: Sequence[Callable[[], _T]]) -> list[_T]:
-    """The results of ``calls``, in order, run on at most PLAN_THREADS threads; the first
-    exception (in order) is raised once the calls started are over."""
-    if len(calls) <= 1:
-        return [call() for call in calls]
-    with ThreadPoolExecutor(min(PLAN_THREADS, len(calls))) as pool:
-        futures = [pool.submit(call) for call in calls]
-        try:
-            return [future.result() for future in futures]
-        finally:
-            for future in futures:
-                future.cancel()
 
 
 # A unit of at most this many offsets is small: mostly round trips to Kafka and S3.

@@ -16,9 +16,9 @@ import socket
 import socketserver
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 SEND_EVERY = 0.5
 _CONNECT_TIMEOUT = 2.0
@@ -154,3 +154,35 @@ class ProgressSender:
             self._sock.sendall(self._state.to_line())
         except OSError:
             self.close()
+
+
+class Progress(Protocol):
+    """What a command tells the user while it works (the CLI draws it; the library never
+    prints).
+
+    ``units_started`` names the units of one Spark job before it runs; ``unit_update`` is
+    called from a listener thread as tasks report (:mod:`.progress`), ``units_ended`` once
+    the job is over.
+    """
+
+    def step(self, message: str) -> None: ...
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None: ...
+
+    def unit_update(self, update: UnitProgress) -> None: ...
+
+    def units_ended(self) -> None: ...
+
+
+class NullProgress:
+    def step(self, message: str) -> None:
+        return None
+
+    def units_started(self, units: Sequence[UnitProgress]) -> None:
+        return None
+
+    def unit_update(self, update: UnitProgress) -> None:
+        return None
+
+    def units_ended(self) -> None:
+        return None

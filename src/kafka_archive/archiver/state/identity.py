@@ -21,7 +21,7 @@ nothing of the new topic marked, uploaded or committed.
 
 Routes archived before ids were kept record the current id at their next run: a topic
 re-created before that is only caught when its offsets are below the archive's
-(:func:`.job.plan_work`). ``--reset-state`` keeps the document, as it keeps the objects: it
+(:func:`.units.plan_work`). ``--reset-state`` keeps the document, as it keeps the objects: it
 names the topic whose objects the prefix holds, so a reset does not let a re-created topic
 write over them (delete it with those objects to give the prefix to the new topic). A
 broker that does not report ids (before Kafka 2.8; the demo's) is not checked.

@@ -13,7 +13,7 @@ under the session's lease no other run writes the target's states.
 A missing, damaged or newer index is ignored (everything is read); one the lease's holder
 did not write can only hold entries whose ETags no longer match (read again).
 
-``status`` and ``verify`` learn states the same way without a lease (``driver.listed_states``)
+``status`` and ``verify`` learn states the same way without a lease (``views.listed_states``)
 and never write the index: what they show is the states as the listing found them, as a GET
 each would have at about the same moment.
 """

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from kafka_archive.archiver.core.errors import ConfigError
-from kafka_archive.archiver.plan.units import check_job_name, job_name_for
+from kafka_archive.archiver.plan.naming import check_job_name, job_name_for
 from kafka_archive.kcql.plan import FlushPolicy, Format, Plan, Route, Target
 
 ROUTE = Route(target=Target("bucket-one", "archive"), topic="orders")

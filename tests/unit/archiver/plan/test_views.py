@@ -12,7 +12,8 @@ from kafka_archive.archiver.config.settings import KafkaSettings, S3Settings, Se
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import Watermarks
 from kafka_archive.archiver.plan import units as jobs
-from kafka_archive.archiver.spark import driver
+from kafka_archive.archiver.plan.preflight import Preflight
+from kafka_archive.archiver.plan.views import PartitionView, partition_states
 from kafka_archive.archiver.store.s3 import Document
 
 PARTITIONS = 40
@@ -55,15 +56,15 @@ class StubAdmin:
         return {}  # a broker that tells no topic ids: no topic record read or written
 
 
-def _pre(text: str, store: CountingStore) -> driver.Preflight:
-    return driver.Preflight("job", store, kcql.parse(text), StubAdmin())  # type: ignore[arg-type]
+def _pre(text: str, store: CountingStore) -> Preflight:
+    return Preflight("job", store, kcql.parse(text), StubAdmin())  # type: ignore[arg-type]
 
 
 def test_a_run_reads_each_state_once_and_plans_without_another_get() -> None:
     store = CountingStore()
     pre = _pre("INSERT INTO bkt:a SELECT * FROM t; INSERT INTO bkt:c SELECT * FROM u", store)
     partitions = {"t": tuple(range(PARTITIONS)), "u": tuple(range(PARTITIONS))}
-    views = driver.partition_states(pre, partitions=partitions, legacy=False)
+    views = partition_states(pre, partitions=partitions, legacy=False)
     assert [(v.route_index, v.tp.partition) for v in views] == [
         (i, p) for i in (0, 1) for p in range(PARTITIONS)
     ]
@@ -89,14 +90,14 @@ def test_an_iceberg_route_reads_its_offsets_from_the_table_not_from_s3() -> None
     store = CountingStore()
     pre = _pre(f"INSERT INTO bkt:ice SELECT * FROM t STOREAS PARQUET {ICEBERG}", store)
     tables = {0: {TopicPartition("t", 1): 42}}
-    views = driver.partition_states(pre, partitions={"t": (0, 1)}, tables=tables)
+    views = partition_states(pre, partitions={"t": (0, 1)}, tables=tables)
     assert [v.committed for v in views] == [None, 42]
     assert not store.gets
 
 
 def test_a_read_only_command_falls_back_to_the_state_of_the_layout_before_routes() -> None:
     store = CountingStore()
-    views = driver.partition_states(
+    views = partition_states(
         _pre("INSERT INTO bkt:c SELECT * FROM u", store), partitions={"u": (0,)}
     )
     assert views[0].state is None
@@ -132,13 +133,11 @@ def test_a_follow_batch_reads_only_the_states_it_does_not_know() -> None:
     batch, which reads only the rest; a partition with intent markers is read again before
     recovery uses its state."""
     store = MarkedStore(marked=PARTITIONS - 1)
-    pre = driver.Preflight(
-        "job", store, kcql.parse("INSERT INTO bkt:a SELECT * FROM t"), EndsAtSeven()
-    )  # type: ignore[arg-type]
+    pre = Preflight("job", store, kcql.parse("INSERT INTO bkt:a SELECT * FROM t"), EndsAtSeven())  # type: ignore[arg-type]
     partitions = {"t": tuple(range(PARTITIONS))}
     settings = Settings(KafkaSettings("unused:9092"), S3Settings(region="us-east-1"))
 
-    def plan(views: list[driver.PartitionView]) -> jobs.WorkPlan:
+    def plan(views: list[PartitionView]) -> jobs.WorkPlan:
         return jobs.plan_work(
             views,
             store=pre.store,
@@ -149,14 +148,14 @@ def test_a_follow_batch_reads_only_the_states_it_does_not_know() -> None:
             now_ms=0,
         )
 
-    first = plan(driver.partition_states(pre, partitions=partitions, legacy=False))
+    first = plan(partition_states(pre, partitions=partitions, legacy=False))
     zero, marked = TopicPartition("t", 0), TopicPartition("t", PARTITIONS - 1)
     # Partition 0 is committed up to Kafka's end (7): kept. The others start at 0: units.
     assert {u.tp.partition for u in first.units} == set(range(1, PARTITIONS))
     assert list(first.settled) == [(0, zero)] and first.settled[(0, zero)].etag == "etag-0"
     assert store.gets[f"a/.kafka-archive/state/t/{PARTITIONS - 1}.json"] == 2
     store.gets.clear()
-    views = driver.partition_states(pre, partitions=partitions, legacy=False, known=first.settled)
+    views = partition_states(pre, partitions=partitions, legacy=False, known=first.settled)
     assert views[0].loaded == first.settled[(0, zero)]
     assert "a/.kafka-archive/state/t/0.json" not in store.gets
     assert sum(store.gets.values()) == PARTITIONS - 1
