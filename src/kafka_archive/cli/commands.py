@@ -23,11 +23,11 @@ from kafka_archive import __version__, kcql
 from kafka_archive.archiver.commands import api
 from kafka_archive.archiver.commands.restore import RestoreFilter
 from kafka_archive.archiver.commands.verify import to_json as verify_json
+from kafka_archive.archiver.config.load import LoadedConfig, load_settings, require_bootstrap
+from kafka_archive.archiver.config.positions import parse_timestamp
 from kafka_archive.archiver.config.secrets import scrub
-from kafka_archive.archiver.config.settings import LoadedConfig, load_settings, require_bootstrap
 from kafka_archive.archiver.core.errors import ArchiveError, ConfigError, kafka_client_error
 from kafka_archive.archiver.plan.naming import job_name_for
-from kafka_archive.archiver.plan.start import parse_timestamp
 from kafka_archive.archiver.spark.context import error_text, task_failure
 from kafka_archive.cli.console import LiveProgress, LogProgress
 from kafka_archive.cli.output import (

@@ -26,7 +26,7 @@ from archive_helpers import archived_ids, run_args
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import units as jobs

@@ -21,7 +21,7 @@ from archive_helpers import archived_ids
 from faultproxy import FaultProxy
 
 from kafka_archive.archiver.commands import session
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.core.model import UnitResult, WorkUnit
 from kafka_archive.archiver.spark import driver

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from archive_helpers import archived_ids
 
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.archiver.core.model import UnitResult
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import units as jobs

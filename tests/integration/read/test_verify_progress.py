@@ -11,7 +11,7 @@ import pytest
 
 from kafka_archive import kcql
 from kafka_archive.archiver.commands import api
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.archiver.spark.progress import UnitProgress
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ import os, resource, sys
 if os.environ.get("TEST_FILE_SIZE_LIMIT"):  # as a full disk: writing past it fails (EFBIG)
     limit = int(os.environ["TEST_FILE_SIZE_LIMIT"])
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.archiver.spark.context import spark_context, stop_spark
 settings = load_settings(None, os.environ, {"bootstrap_servers": "127.0.0.1:1"}).settings
 context, _ = spark_context(settings, "jvm-cache-test")

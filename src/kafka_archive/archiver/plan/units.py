@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kafka_archive.archiver.config.positions import StartKind
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import StateConflictError, TopicRecreatedError
 from kafka_archive.archiver.core.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
@@ -150,7 +151,7 @@ def plan_work(
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
     group = group_for(job)
     start_given = settings.given("start")
-    start_from_here = settings.start.kind is not positions.StartKind.EARLIEST
+    start_from_here = settings.start.kind is not StartKind.EARLIEST
     # Routes that have begun (a partition with state): --start is where a route's first run
     # begins, so a partition without state in such a route was added to the topic since.
     begun = {(v.route_index, v.tp.topic) for v in views if v.loaded.state is not None}
@@ -212,9 +213,7 @@ def plan_work(
             start = 0
             log.info("%s: a partition added since the route began; from offset 0", tp)
         elif (
-            settings.start.kind is positions.StartKind.LATEST
-            and route.matched
-            and route.target in begun_all
+            settings.start.kind is StartKind.LATEST and route.matched and route.target in begun_all
         ):
             # Every record of a topic created since came after the statement's first run (a
             # time or a group's offsets mean the same for it as for the others).

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_archive.archiver.config import secrets
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.cli.cluster import submit
 from kafka_archive.cli.cluster.entry import run_args
 

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.config.settings import load_settings, require_bootstrap
+from kafka_archive.archiver.config.load import load_settings, require_bootstrap
+from kafka_archive.archiver.config.options import OPTIONS
+from kafka_archive.archiver.config.settings import KafkaSettings, Settings
 from kafka_archive.archiver.core.errors import ConfigError
 
 
@@ -41,6 +43,16 @@ def test_defaults_apply_when_nothing_is_given() -> None:
     assert settings.master == "local[*]"
     assert settings.s3.endpoint_url is None
     assert settings.lock_ttl_seconds == 900
+
+
+def test_settings_built_in_code_take_the_option_tables_defaults() -> None:
+    """Each default is declared once, in the option table: a Settings made in code (tests,
+    the Spark entry point) and one loaded with nothing given hold the same values."""
+    built = Settings(KafkaSettings(""))
+    assert built == load_settings(None, {}, {}).settings
+    shown = built.redacted()
+    for option in OPTIONS:
+        assert shown[option.name] == {"value": option.default, "source": "default"}, option.name
 
 
 def test_config_file_statements_and_kafka_properties(tmp_path: Path) -> None:
@@ -209,7 +221,7 @@ def test_the_warning_follows_the_group_and_world_read_bits(tmp_path: Path, mode:
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("kafka_archive.archiver.config.settings")
+    logger = logging.getLogger("kafka_archive.archiver.config.load")
     logger.addHandler(handler)
     try:
         load_settings(path, {}, {})

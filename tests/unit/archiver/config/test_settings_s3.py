@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kafka_archive.archiver.config.settings import S3Settings, load_settings
+from kafka_archive.archiver.config.load import load_settings
+from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.store.s3 import S3Store, write_args
 

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.commands.report import prometheus_text, report_json
-from kafka_archive.archiver.config.settings import KafkaSettings, load_settings
+from kafka_archive.archiver.config.load import load_settings
+from kafka_archive.archiver.config.settings import KafkaSettings
 from kafka_archive.archiver.core.errors import ConfigError, KafkaReadError
 from kafka_archive.archiver.core.model import Gap, RunResult, TopicPartition, UnitResult
 from kafka_archive.archiver.kafka.admin import KafkaAdmin

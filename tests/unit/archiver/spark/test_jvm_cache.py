@@ -194,7 +194,7 @@ def test_a_path_with_spaces_is_quoted_for_sparks_option_parser(tmp_path: Path) -
 
 
 def test_the_archive_is_on_by_default_and_turned_off_by_the_setting() -> None:
-    from kafka_archive.archiver.config.settings import load_settings
+    from kafka_archive.archiver.config.load import load_settings
 
     assert load_settings(None, {}, {}).settings.jvm_class_cache is True
     off = load_settings(None, {"KAFKA_ARCHIVE_JVM_CLASS_CACHE": "false"}, {}).settings

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from kafka_archive import kcql
-from kafka_archive.archiver.config.settings import load_settings
+from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.cli import main
 from kafka_archive.cli.connector import importer
 

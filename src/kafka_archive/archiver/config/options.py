@@ -1,0 +1,219 @@
+"""The option table: every setting's name, type, default and help, declared once here
+(:class:`.settings.Settings` takes its defaults from it, :func:`.load.load_settings` its
+environment variables and types), and the values some options allow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ENV_PREFIX = "KAFKA_ARCHIVE_"
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    name: str
+    kind: type
+    default: Any = None
+    help: str = ""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("bootstrap_servers", str, None, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
+    Option("endpoint_url", str, None, "S3-compatible endpoint URL; absent means AWS"),
+    Option("region", str, None, "S3 region; absent means the standard AWS settings"),
+    Option("master", str, "local[*]", "Spark master"),
+    Option("job_name", str, None, "names the state and the consumer group"),
+    Option("spool_dir", str, None, "local directory for spool files (default: system temp)"),
+    Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
+    Option(
+        "s3_max_attempts",
+        int,
+        8,
+        "attempts per S3 request (retries with exponential "
+        "backoff and full jitter on throttling, 5xx and connection errors)",
+    ),
+    Option(
+        "s3_stream_part_mb",
+        int,
+        None,
+        "upload each object in parts of this many MiB "
+        "(at least 5) while it is still written, so reading and uploading overlap: for a "
+        "remote S3; off by default (on a loopback endpoint it only costs CPU)",
+    ),
+    Option(
+        "s3_sse",
+        str,
+        None,
+        "server-side encryption of every object: SSE-S3 (AES256), "
+        "SSE-KMS (aws:kms) or DSSE-KMS (aws:kms:dsse); absent means the bucket's default",
+    ),
+    Option(
+        "s3_sse_kms_key_id",
+        str,
+        None,
+        "with SSE-KMS: the KMS key id, alias or ARN (absent: the AWS managed key aws/s3)",
+    ),
+    Option("s3_bucket_key", bool, None, "with SSE-KMS: use an S3 Bucket Key (fewer KMS calls)"),
+    Option(
+        "s3_storage_class",
+        str,
+        None,
+        "storage class of archived objects (STANDARD, "
+        "STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, "
+        "…); kafka-archive's own small objects stay STANDARD",
+    ),
+    Option(
+        "s3_addressing_style",
+        str,
+        None,
+        "path (https://host/bucket/key), virtual "
+        "(https://bucket.host/key) or auto (boto3's choice, the default)",
+    ),
+    Option(
+        "s3_checksum",
+        str,
+        None,
+        "checksum sent with every upload: CRC32 (boto3's "
+        "default), CRC32C, CRC64NVME, SHA1, SHA256, or off (only where S3 requires one, "
+        "for stores that refuse the others)",
+    ),
+    Option(
+        "s3_acl",
+        str,
+        None,
+        "canned ACL of every object, e.g. bucket-owner-full-control "
+        "for a bucket of another account",
+    ),
+    Option(
+        "s3_role_arn",
+        str,
+        None,
+        "assume this IAM role (with the credentials of the "
+        "standard AWS chain) for every S3 request, on the driver and every executor",
+    ),
+    Option(
+        "s3_external_id",
+        str,
+        None,
+        "with s3_role_arn: the external id the role's trust policy asks for",
+    ),
+    Option(
+        "s3_role_session_name",
+        str,
+        "kafka-archive",
+        "with s3_role_arn: the session name (shown in CloudTrail)",
+    ),
+    Option(
+        "sts_endpoint_url",
+        str,
+        None,
+        "with s3_role_arn: the STS endpoint (absent: AWS's regional one)",
+    ),
+    Option(
+        "max_open_writers",
+        int,
+        64,
+        "open objects per Spark task at most (PARTITIONBY "
+        "with many values): past it the least recently written one is rolled early",
+    ),
+    Option(
+        "max_records_per_unit",
+        int,
+        250_000,
+        "split a partition's "
+        "pending offsets into Spark tasks of about this many (a multiple of flush.count), "
+        "run in parallel and committed in offset order",
+    ),
+    Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
+    Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
+    Option("start", str, "earliest", "where a job with no state starts"),
+    Option("max_records_per_partition", int, None, "stop each partition after this many offsets"),
+    Option("until", str, None, "stop each partition at the first record at or after this time"),
+    Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
+    Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
+    Option(
+        "unsafe_single_writer_without_conditional_writes",
+        bool,
+        False,
+        "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
+        "two overlapping runs of a job can lose or duplicate records",
+    ),
+    Option(
+        "jvm_class_cache",
+        bool,
+        True,
+        "local master: keep a class-data-sharing archive of Spark's JVM in the user's cache "
+        "directory (made by the first run, ~70 MB), so that later runs start it at half the CPU",
+    ),
+    Option(
+        "allow_gaps",
+        bool,
+        False,
+        "continue past records Kafka deleted before they were "
+        "archived (reported, exit 0) instead of stopping those partitions (exit 16)",
+    ),
+)
+BY_NAME = {option.name: option for option in OPTIONS}
+# Options kept in S3Settings, by the name of their field there.
+S3_FIELDS = {
+    "endpoint_url": "endpoint_url",
+    "region": "region",
+    "s3_max_attempts": "max_attempts",
+    "s3_sse": "sse",
+    "s3_sse_kms_key_id": "sse_kms_key_id",
+    "s3_bucket_key": "bucket_key",
+    "s3_storage_class": "storage_class",
+    "s3_addressing_style": "addressing_style",
+    "s3_checksum": "checksum",
+    "s3_acl": "acl",
+    "s3_role_arn": "role_arn",
+    "s3_external_id": "external_id",
+    "s3_role_session_name": "role_session_name",
+    "sts_endpoint_url": "sts_endpoint_url",
+}
+# Keys of the config file that are not options: the statements and librdkafka properties.
+FILE_ONLY = ("kcql", "kafka")
+
+
+def default(name: str) -> Any:
+    """The default of option ``name`` (the one place it is declared)."""
+    return BY_NAME[name].default
+
+
+SSE_MODES = {
+    "SSE-S3": "AES256",
+    "AES256": "AES256",
+    "SSE-KMS": "aws:kms",
+    "AWS:KMS": "aws:kms",
+    "DSSE-KMS": "aws:kms:dsse",
+    "AWS:KMS:DSSE": "aws:kms:dsse",
+}
+STORAGE_CLASSES = (
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "GLACIER_IR",
+    "OUTPOSTS",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+)
+CHECKSUMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256", "OFF")
+CANNED_ACLS = (
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "aws-exec-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+)
+ADDRESSING_STYLES = ("auto", "path", "virtual")
