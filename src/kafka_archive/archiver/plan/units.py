@@ -9,9 +9,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kafka_archive.archiver.config.positions import StartKind
 from kafka_archive.archiver.config.settings import Settings
-from kafka_archive.archiver.core.errors import StateConflictError, TopicRecreatedError
+from kafka_archive.archiver.core.errors import StateConflictError
 from kafka_archive.archiver.core.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.core.parallel import in_parallel
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
@@ -125,246 +124,252 @@ def plan_work(
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
-    ``views`` are the partitions with their states and offsets
-    (:func:`views.partition_states`, the route's state objects loaded with their ETags;
-    a partition with intent markers has its state read again before recovery uses it).
-    For each: remove what a crashed attempt left beyond the committed offset, and fix the
-    stop offset for this run (the last stable offset). The driver's clock
-    ``now_ms`` fixes which open objects count as young (held back at the end) when the route
-    states a flush interval or ``hold_tails`` (continuous mode) is set, so that every
-    attempt of a task makes the same decision.
+    ``views``: the partitions with their offsets and states, loaded with their ETags
+    (:func:`views.partition_states`; one with intent markers is read again before recovery
+    uses it). For each: where it starts and stops (:func:`.start.decide`), recovery of what
+    a crashed attempt left beyond the committed offset, and an idle one's state pinned or
+    moved (:func:`.start.at_rest`). The driver's clock ``now_ms`` fixes which open objects
+    count as young (held back at the end) under a flush interval or ``hold_tails``
+    (continuous mode), so that every attempt of a task makes the same decision.
 
-    With ``epochs`` (the fencing epoch of this run's lease on each target), a partition is
-    fenced (:func:`checkpoint.fence`) before anything of it is deleted or written, and
-    ``check_lease`` proves the lease first. ``unsettled``: by (route index, partition), the
-    state ETag units of an earlier batch of this run planned from and did not commit (the
-    batch failed); a partition still at it is fenced again before anything of it is
-    deleted or written (:func:`checkpoint.fence`), so that no attempt of those units still
-    running (a straggler) can pass for this batch's.
-
-    An Iceberg route's state is its table's latest snapshot (:mod:`.iceberg`): it has no
-    state objects, nothing to recover or fence here, and its commit is the driver's.
+    ``epochs``: the fencing epoch of this run's lease on each target; a partition is fenced
+    (:class:`_PartitionFence`; ``check_lease`` proves the lease first) before anything of it
+    is deleted or written. ``unsettled``: by (route index, partition), the state ETag units
+    of a failed batch of this run planned from; a partition still at it is fenced again, so
+    that no straggler of those units can pass for this batch's. An Iceberg route's state is
+    its table's snapshot (:mod:`.iceberg`): nothing to recover or fence here; the driver
+    commits it.
     """
-    units: list[WorkUnit] = []
     skipped: list[PartitionSkip] = []
     gaps: list[Gap] = []
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
-    group = group_for(job)
-    start_given = settings.given("start")
-    start_from_here = settings.start.kind is not StartKind.EARLIEST
-    # Routes that have begun (a partition with state): --start is where a route's first run
-    # begins, so a partition without state in such a route was added to the topic since.
-    begun = {(v.route_index, v.tp.topic) for v in views if v.loaded.state is not None}
-    # Likewise a FROM `*` statement (by its target) with a topic that has state: a topic it
-    # matches without state was created (or let in by --topics/--topics-regex) since its
-    # first run, which pinned every topic it matched then.
-    begun_all = {v.route.target for v in views if v.route.matched and v.loaded.state is not None}
-    # One listing of the intent markers per target (not one per partition), one of watches.
-    marked = {
-        target: pending.markers_of_job(store, target, job)
-        for target in {v.route.target for v in views if v.route.iceberg is None}
-    }
-    # A topic deleted and re-created under its name restarts its offsets: refused (exit 17).
-    # (Iceberg routes too: their snapshot's offsets would be taken for the new topic's.)
-    routes = {(v.route.target, v.tp.topic) for v in views}
-    topic_ids = admin.topic_ids(t for _, t in routes)
-    identity.check(store, routes, topic_ids, record=True)
+    begun = positions.begun(views)
+    marked = _markers(store, job, views)
+    topic_ids = _check_identity(store, admin, views)
+    run = _Run(settings, job, run_id, now_ms, hold_tails, value_schemas, epochs, topic_ids)
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
     # the decisions (fence before a partition's unit is made from its fenced ETag).
     writes: list[Callable[[], object]] = []
-    planned: list[tuple[_PartitionFence, int, Route, int, int, checkpoint.Gaps]] = []
+    planned: list[tuple[_PartitionFence, PartitionView, positions.StartDecision]] = []
     for view in views:
-        index, route, tp, loaded = view.route_index, view.route, view.tp, view.loaded
-        marks = view.marks
-        assert marks is not None, "planning reads Kafka's offsets"
-        # Iceberg routes have none: the table's snapshot is their state.
-        state_object = route.iceberg is None
-        found = marked[route.target].get(tp, []) if state_object else []
-        if found:
-            # Recovery deletes by this state: read it now, not as a follow session kept it.
-            loaded = checkpoint.load(store, route.target, job, tp)
-        state = loaded.state
-        committed = state.next_offset if state is not None else 0
-        passed = state.gaps if state is not None else ()  # gaps to write with a commit
-        if state is not None:
-            if start_given:
-                log.info(
-                    "%s: the job has state (next offset %d); --start %s is ignored",
-                    tp,
-                    committed,
-                    settings.start,
-                )
-            if committed > marks.high:
-                raise TopicRecreatedError(
-                    f"the archive holds offsets up to {committed - 1}, but Kafka's "
-                    f"partition ends at offset {marks.high}: the topic was deleted and "
-                    "re-created (or its log truncated)",
-                    tp=tp,
-                    hint="Archive the new topic into a new prefix (another INSERT INTO "
-                    "target: state belongs to the target, not to --job-name); resetting "
-                    "this state would write the new topic's records over the old objects",
-                )
-            start = committed
-        elif (index, tp.topic) in begun:
-            # A partition added to the topic since the route began: each of its records came
-            # after the route's start, whatever --start says. From offset 0, its first record;
-            # what Kafka deleted of it before this run came is a gap (below), as for a
-            # partition with state.
-            start = 0
-            log.info("%s: a partition added since the route began; from offset 0", tp)
-        elif (
-            settings.start.kind is StartKind.LATEST and route.matched and route.target in begun_all
-        ):
-            # Every record of a topic created since came after the statement's first run (a
-            # time or a group's offsets mean the same for it as for the others).
-            start = marks.low
-            log.info("%s: a topic FROM `*` matches since its first run; from its first record", tp)
-        else:
-            start, note = positions.initial_offset(
-                settings.start,
-                marks.low,
-                marks.end,
-                functools.partial(admin.offset_for_time, tp),
-                functools.partial(admin.group_offset, tp),
-            )
-            if note:
-                log.warning("%s: %s", tp, note)
-        if (state is not None or (index, tp.topic) in begun) and start < marks.low:
-            gap = Gap(index, tp, start, marks.low - 1, passed=settings.allow_gaps)
-            gaps.append(gap)
-            if not gap.passed:
-                log.error(
-                    "%s: offsets %d..%d were deleted by Kafka before they were "
-                    "archived; the partition stays at offset %d",
-                    tp,
-                    gap.first,
-                    gap.last,
-                    start,
-                )
-                skipped.append(PartitionSkip(index, tp, start, "records lost"))
-                if state_object:
-                    settled[(index, tp)] = loaded
-                continue
-            log.warning(
-                "%s: offsets %d..%d were deleted by Kafka before they were "
-                "archived; continuing at %d (allow_gaps)",
-                tp,
-                gap.first,
-                gap.last,
-                marks.low,
-            )
-            start = marks.low
-            passed = checkpoint.append_gap(passed, gap.first, gap.last)
-        epoch = (epochs or {}).get(route.target, 0) if state_object else 0
-
-        fence = _PartitionFence(
-            store,
-            route.target,
-            job,
-            tp,
-            loaded,
-            epoch,
-            start,
-            check_lease,
-            (unsettled or {}).get((index, tp)),
-        )
-        recovery = (
-            pending.recover(store, route.target, job, tp, state, fence, found=found, own_run=run_id)
-            if state_object
-            else pending.Recovery((), 0)
-        )
-        if recovery.deleted_objects:
-            log.info(
-                "%s: removed %d object(s) a crashed or fenced run left uncommitted",
-                tp,
-                len(recovery.deleted_objects),
-            )
-        if marks.end < marks.high:  # once per partition, not every batch of a --follow
-            level = logging.DEBUG if tp in _TOLD_OPEN else logging.INFO
-            _TOLD_OPEN.add(tp)
-            log.log(
-                level,
-                "%s: an open transaction holds offsets %d.. back; archiving up to "
-                "the last stable offset %d",
-                tp,
-                marks.end,
-                marks.end,
-            )
-        stop = positions.stop_offset(start, marks.end, settings.max_records_per_partition)
-        if start >= stop:
-            current = fence.loaded.state if state_object else None
-            if current is None and state_object and (start > 0 or start_from_here):
-                # Pin where a new job starts (latest, a time, a group), so that the next
-                # run continues from here instead of choosing again: also at 0 (an empty
-                # partition), or the next run's `latest` would skip what came in between.
-                # (With the gap it passed, when Kafka had deleted the head of an added one.)
-                pin = checkpoint.PartitionState(start, run_id, checkpoint.now_iso(), gaps=passed)
-                writes.append(
-                    functools.partial(
-                        checkpoint.commit, store, route.target, job, tp, pin, expected_etag=None
-                    )
-                )
-            elif current is not None and start > current.next_offset:
-                # Past a gap (allow_gaps) with nothing after it yet: record that the gap was
-                # passed, so that the next run does not report it again.
-                moved = dataclasses.replace(
-                    current,
-                    next_offset=start,
-                    run_id=run_id,
-                    committed_at=checkpoint.now_iso(),
-                    gaps=passed,
-                )
-                writes.append(
-                    functools.partial(
-                        checkpoint.commit,
-                        store,
-                        route.target,
-                        job,
-                        tp,
-                        moved,
-                        expected_etag=fence.loaded.etag,
-                    )
-                )
-            elif state_object:
-                settled[(index, tp)] = fence.loaded  # as read, or as recovery fenced it
-            skipped.append(PartitionSkip(index, tp, start, "nothing new"))
+        key, target, tp = (view.route_index, view.tp), view.route.target, view.tp
+        state_object = view.route.iceberg is None  # (an Iceberg route's is its snapshot)
+        found = marked[target].get(tp, []) if state_object else []
+        if found:  # recovery deletes by this state: read it now, not as a session kept it
+            view = dataclasses.replace(view, loaded=checkpoint.load(store, target, job, tp))
+        decision = _decide(view, settings, begun, admin)
+        gaps += [decision.gap] if decision.gap is not None else []
+        if decision.lost:
+            skipped.append(PartitionSkip(*key, decision.start, "records lost"))
+            settled.update({key: view.loaded} if state_object else {})
             continue
-        writes.append(fence)
-        planned.append((fence, index, route, start, stop, passed))
-    in_parallel(writes)
-    for fence, index, route, start, stop, passed in planned:
-        loaded, tp, state, epoch = fence.loaded, fence.tp, fence.loaded.state, fence.epoch
-        prior = Totals(state.records, state.bytes, state.objects) if state is not None else Totals()
-        units += subunits.split(
-            WorkUnit(
-                route_index=index,
-                route=route,
-                tp=tp,
-                start=start,
-                stop=stop,
-                run_id=run_id,
-                job=job,
-                group=group,
-                state_etag=loaded.etag,
-                prior=prior,
-                until_ms=settings.until_ms,
-                value_schema=(value_schemas or {}).get(index),
-                # Iceberg units too (no partition state to fence): their tasks prove the
-                # lease before each file, and a retried attempt adopts its twin's file.
-                epoch=epoch or (epochs or {}).get(route.target, 0),
-                lease_ttl_seconds=settings.lock_ttl_seconds,
-                commits=state.commits if state is not None else (),
-                gaps=passed,
-                topic_id=topic_ids.get(tp.topic),
-                young_after_ms=(
-                    now_ms - route.flush.interval_seconds * 1000
-                    if route.flush.interval_set or hold_tails
-                    else None
-                ),
-            ),
-            settings.max_records_per_unit,
+        epoch = (epochs or {}).get(target, 0) if state_object else 0
+        again_if = (unsettled or {}).get(key)
+        fence = _PartitionFence(
+            store, target, job, tp, view.loaded, epoch, decision.start, check_lease, again_if
         )
+        if state_object:
+            _recover(store, target, job, tp, fence, found, run_id)
+        _tell_open(tp, view)
+        if not decision.idle:
+            writes.append(fence)
+            planned.append((fence, view, decision))
+            continue
+        current = fence.loaded.state if state_object else None
+        rest = positions.at_rest(decision.start, current, settings, state_object=state_object)
+        if rest is positions.Rest.KEEP:
+            settled[key] = fence.loaded  # as read, or as recovery fenced it
+        elif rest is not positions.Rest.NONE:
+            writes.append(_rest_commit(store, fence, rest, decision, run_id))
+        skipped.append(PartitionSkip(*key, decision.start, "nothing new"))
+    in_parallel(writes)
+    units = [piece for one in planned for piece in run.pieces(*one)]
     return WorkPlan(tuple(units), tuple(skipped), tuple(gaps), settled)
+
+
+def _markers(
+    store: S3Store, job: str, views: Sequence[PartitionView]
+) -> dict[Target, dict[TopicPartition, list[pending.Marker]]]:
+    """The intent markers and watches of the targets with state objects: one listing of
+    each per target, not per partition."""
+    return {
+        target: pending.markers_of_job(store, target, job)
+        for target in {v.route.target for v in views if v.route.iceberg is None}
+    }
+
+
+def _check_identity(
+    store: S3Store, admin: KafkaAdmin, views: Sequence[PartitionView]
+) -> dict[str, str]:
+    """Each topic's id. A topic deleted and re-created under its name restarts its offsets:
+    refused (exit 17). (Iceberg routes too: their snapshot's offsets would be taken for the
+    new topic's.)"""
+    routes = {(v.route.target, v.tp.topic) for v in views}
+    topic_ids = admin.topic_ids(t for _, t in routes)
+    identity.check(store, routes, topic_ids, record=True)
+    return topic_ids
+
+
+def _decide(
+    view: PartitionView, settings: Settings, begun: positions.Begun, admin: KafkaAdmin
+) -> positions.StartDecision:
+    """:func:`.start.decide`, with what it decided logged."""
+    tp, state = view.tp, view.loaded.state
+    if state is not None and settings.given("start"):
+        log.info(
+            "%s: the job has state (next offset %d); --start %s is ignored",
+            tp,
+            state.next_offset,
+            settings.start,
+        )
+    decision = positions.decide(view, settings, begun, admin)
+    if decision.why is positions.Why.ADDED:
+        log.info("%s: a partition added since the route began; from offset 0", tp)
+    elif decision.why is positions.Why.NEW_TOPIC:
+        log.info("%s: a topic FROM `*` matches since its first run; from its first record", tp)
+    if decision.note:
+        log.warning("%s: %s", tp, decision.note)
+    gap = decision.gap
+    if gap is not None and not gap.passed:
+        log.error(
+            "%s: offsets %d..%d were deleted by Kafka before they were "
+            "archived; the partition stays at offset %d",
+            tp,
+            gap.first,
+            gap.last,
+            decision.start,
+        )
+    elif gap is not None:
+        log.warning(
+            "%s: offsets %d..%d were deleted by Kafka before they were "
+            "archived; continuing at %d (allow_gaps)",
+            tp,
+            gap.first,
+            gap.last,
+            decision.start,
+        )
+    return decision
+
+
+def _recover(
+    store: S3Store,
+    target: Target,
+    job: str,
+    tp: TopicPartition,
+    fence: _PartitionFence,
+    found: Sequence[pending.Marker],
+    run_id: str,
+) -> None:
+    """Remove what a crashed or fenced run left uncommitted (:func:`pending.recover`),
+    fencing the partition first."""
+    state = fence.loaded.state
+    recovery = pending.recover(store, target, job, tp, state, fence, found=found, own_run=run_id)
+    if recovery.deleted_objects:
+        log.info(
+            "%s: removed %d object(s) a crashed or fenced run left uncommitted",
+            tp,
+            len(recovery.deleted_objects),
+        )
+
+
+def _tell_open(tp: TopicPartition, view: PartitionView) -> None:
+    """Log that an open transaction holds the partition back: once per partition, not every
+    batch of a --follow."""
+    marks = view.marks
+    if marks is not None and marks.end < marks.high:
+        level = logging.DEBUG if tp in _TOLD_OPEN else logging.INFO
+        _TOLD_OPEN.add(tp)
+        log.log(
+            level,
+            "%s: an open transaction holds offsets %d.. back; archiving up to "
+            "the last stable offset %d",
+            tp,
+            marks.end,
+            marks.end,
+        )
+
+
+def _rest_commit(
+    store: S3Store,
+    fence: _PartitionFence,
+    rest: positions.Rest,
+    decision: positions.StartDecision,
+    run_id: str,
+) -> Callable[[], object]:
+    """The commit of an idle partition's state (:func:`.start.at_rest`): a first state
+    pinned at the start (no state expected), or the state moved past a passed gap."""
+    current = fence.loaded.state
+    if rest is positions.Rest.PIN or current is None:
+        pin = checkpoint.PartitionState(
+            decision.start, run_id, checkpoint.now_iso(), gaps=decision.gaps
+        )
+        return functools.partial(
+            checkpoint.commit, store, fence.target, fence.job, fence.tp, pin, expected_etag=None
+        )
+    moved = dataclasses.replace(
+        current,
+        next_offset=decision.start,
+        run_id=run_id,
+        committed_at=checkpoint.now_iso(),
+        gaps=decision.gaps,
+    )
+    return functools.partial(
+        checkpoint.commit,
+        store,
+        fence.target,
+        fence.job,
+        fence.tp,
+        moved,
+        expected_etag=fence.loaded.etag,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every unit of one planning shares."""
+
+    settings: Settings
+    job: str
+    run_id: str
+    now_ms: int
+    hold_tails: bool
+    value_schemas: Mapping[int, str] | None
+    epochs: Mapping[Target, int] | None
+    topic_ids: Mapping[str, str]
+
+    def pieces(
+        self, fence: _PartitionFence, view: PartitionView, decision: positions.StartDecision
+    ) -> list[WorkUnit]:
+        """The unit of a fenced partition, from its fenced state, in pieces
+        (:func:`.split.split`)."""
+        loaded, route, state = fence.loaded, view.route, fence.loaded.state
+        unit = WorkUnit(
+            route_index=view.route_index,
+            route=route,
+            tp=view.tp,
+            start=decision.start,
+            stop=decision.stop,
+            run_id=self.run_id,
+            job=self.job,
+            group=group_for(self.job),
+            state_etag=loaded.etag,
+            prior=Totals(state.records, state.bytes, state.objects) if state else Totals(),
+            until_ms=self.settings.until_ms,
+            value_schema=(self.value_schemas or {}).get(view.route_index),
+            # Iceberg units too (no partition state to fence): their tasks prove the lease
+            # before each file, and a retried attempt adopts its twin's file.
+            epoch=(self.epochs or {}).get(route.target, 0),
+            lease_ttl_seconds=self.settings.lock_ttl_seconds,
+            commits=state.commits if state is not None else (),
+            gaps=decision.gaps,
+            topic_id=self.topic_ids.get(view.tp.topic),
+            young_after_ms=(
+                self.now_ms - route.flush.interval_seconds * 1000
+                if route.flush.interval_set or self.hold_tails
+                else None
+            ),
+        )
+        return subunits.split(unit, self.settings.max_records_per_unit)
 
 
 # A unit of at most this many offsets is small: mostly round trips to Kafka and S3.
