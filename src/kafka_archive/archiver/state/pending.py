@@ -286,16 +286,32 @@ def recover(
             )
     if not (orphans or checked or late or watches or done):
         return Recovery((), 0)  # only watches, with nothing late yet: nothing to write
+    deleted = _clean(store, target.bucket, before_delete, watches, orphans, checked + late, done)
+    return Recovery(deleted, sum(not m.watch for m in found))
+
+
+def _clean(
+    store: S3Store,
+    bucket: str,
+    before_delete: Callable[[], None],
+    watches: Sequence[tuple[str, bytes]],
+    orphans: list[str],
+    matching: Sequence[tuple[str, str]],
+    done: list[str],
+) -> tuple[str, ...]:
+    """:func:`recover`'s writes, fenced first (``before_delete``): the watches, before the
+    markers go (a crash keeps one of the two); the orphans; each object of ``matching``
+    (key, ETag) that still holds what was checked; last the markers recovered and the
+    watches expired. Returns the objects deleted."""
     before_delete()
-    for key, body_bytes in watches:  # before the markers go: a crash keeps one of the two
-        store.put_bytes(target.bucket, key, body_bytes)
+    for key, body_bytes in watches:
+        store.put_bytes(bucket, key, body_bytes)
     if orphans:
-        store.delete(target.bucket, orphans)
-    removed = [key for key, etag in checked if store.delete_if_match(target.bucket, key, etag)]
-    removed += [key for key, etag in late if store.delete_if_match(target.bucket, key, etag)]
+        store.delete(bucket, orphans)
+    removed = [key for key, etag in matching if store.delete_if_match(bucket, key, etag)]
     if done:
-        store.delete(target.bucket, done)
-    return Recovery((*orphans, *removed), sum(not m.watch for m in found))
+        store.delete(bucket, done)
+    return (*orphans, *removed)
 
 
 def _late_creates(
