@@ -161,7 +161,8 @@ def plan_work(
         gaps += [decision.gap] if decision.gap is not None else []
         if decision.lost:
             skipped.append(PartitionSkip(*key, decision.start, "records lost"))
-            settled.update({key: view.loaded} if state_object else {})
+            if state_object:
+                settled[key] = view.loaded
             continue
         epoch = (epochs or {}).get(target, 0) if state_object else 0
         again_if = (unsettled or {}).get(key)
