@@ -9,14 +9,15 @@ offsets, counts and times.
 from __future__ import annotations
 
 import datetime
+import enum
 import math
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kafka_archive.archiver.commands.status import JobStatus
 from kafka_archive.archiver.core.model import RunResult
@@ -164,6 +165,270 @@ def _sample(name: str, labels: dict[str, str], value: float) -> str:
     return f"{name}{{{inner}}} {_number(value)}"
 
 
+class Scope(enum.Enum):
+    """What a metric has one sample of, and so its labels (``job`` first, always)."""
+
+    RUN = "run"  # the run: {job}
+    UNIT = "unit"  # each unit the run archived: {job, topic, partition}
+    GAP = "gap"  # each gap the run met: {job, topic, partition}
+    PHASE = "phase"  # each phase of the run's time, when timed: {job, phase}
+    PROCESS = "process"  # the --follow process (with totals): {job}
+    ERROR = "error"  # each kind of error the process met (with totals): {job, error}
+    PARTITION = "partition"  # each partition of the status (if any): {job, topic, partition}
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """What the metrics are read from."""
+
+    result: RunResult
+    status: JobStatus | None
+    ok: bool
+    now: float
+    totals: ServiceTotals | None
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric family: its name, type and help, what it has a sample of (``scope``), and
+    how a sample's value is obtained from the sources and the scope's item (a unit, a gap,
+    a partition's status, ...); a value of None is no sample."""
+
+    name: str
+    kind: str
+    help: str
+    scope: Scope
+    value: Callable[[Sources, Any], float | None]
+
+
+GAUGE, COUNTER = "gauge", "counter"
+PHASES = ("plan", "spark_start", "spark_job", "work", "commit", "overhead")
+_SINCE_START = " Since the process started."  # every counter's help ends so
+
+# Every metric, in the order of the exposition.
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "kafka_archive_last_run_success",
+        GAUGE,
+        "1 if the last run succeeded, else 0.",
+        Scope.RUN,
+        lambda s, _: 1 if s.ok else 0,
+    ),
+    Metric(
+        "kafka_archive_last_run_timestamp_seconds",
+        GAUGE,
+        "When the last run ended.",
+        Scope.RUN,
+        lambda s, _: s.now,
+    ),
+    Metric(
+        "kafka_archive_last_run_duration_seconds",
+        GAUGE,
+        "Wall time of the last run.",
+        Scope.RUN,
+        lambda s, _: s.result.seconds,
+    ),
+    Metric(
+        "kafka_archive_run_records",
+        GAUGE,
+        "Records archived by the last run.",
+        Scope.UNIT,
+        lambda _, u: u.records,
+    ),
+    Metric(
+        "kafka_archive_run_bytes",
+        GAUGE,
+        "Bytes of objects written by the last run.",
+        Scope.UNIT,
+        lambda _, u: u.bytes,
+    ),
+    Metric(
+        "kafka_archive_run_objects",
+        GAUGE,
+        "Objects written by the last run.",
+        Scope.UNIT,
+        lambda _, u: len(u.objects),
+    ),
+    Metric(
+        "kafka_archive_run_refused_records",
+        GAUGE,
+        "Records the last run kept out of the archive (error.policy skip/dead-letter).",
+        Scope.UNIT,
+        lambda _, u: u.skipped_records + u.dead_letters,
+    ),
+    Metric(
+        "kafka_archive_run_lost_records",
+        GAUGE,
+        "Offsets Kafka deleted before the last run could archive them (a gap).",
+        Scope.GAP,
+        lambda _, g: g.records,
+    ),
+    Metric(
+        "kafka_archive_run_s3_retries",
+        GAUGE,
+        "S3 requests of the last run that had to be retried.",
+        Scope.RUN,
+        lambda s, _: s.result.s3_retries,
+    ),
+    Metric(
+        "kafka_archive_last_run_phase_seconds",
+        GAUGE,
+        "Where the last run's (micro-batch's) time went: plan, spark_start, spark_job, "
+        "work (the tasks' own time over the task slots), commit, and overhead (all but "
+        "the work and Spark's start).",
+        Scope.PHASE,
+        lambda s, phase: getattr(s.result.timings, phase),
+    ),
+    Metric(
+        "kafka_archive_batches_total",
+        COUNTER,
+        "Micro-batches that finished.",
+        Scope.PROCESS,
+        lambda _, t: t.batches,
+    ),
+    Metric(
+        "kafka_archive_records_total",
+        COUNTER,
+        "Records archived.",
+        Scope.PROCESS,
+        lambda _, t: t.records,
+    ),
+    Metric(
+        "kafka_archive_bytes_total",
+        COUNTER,
+        "Bytes of objects written.",
+        Scope.PROCESS,
+        lambda _, t: t.bytes,
+    ),
+    Metric(
+        "kafka_archive_objects_total",
+        COUNTER,
+        "Objects written.",
+        Scope.PROCESS,
+        lambda _, t: t.objects,
+    ),
+    Metric(
+        "kafka_archive_refused_records_total",
+        COUNTER,
+        "Records kept out of the archive by error.policy skip/dead-letter.",
+        Scope.PROCESS,
+        lambda _, t: t.refused_records,
+    ),
+    Metric(
+        "kafka_archive_s3_retries_total",
+        COUNTER,
+        "S3 requests that had to be retried.",
+        Scope.PROCESS,
+        lambda _, t: t.s3_retries + t.driver_s3_retries,
+    ),
+    Metric(
+        "kafka_archive_batch_overhead_seconds_total",
+        COUNTER,
+        "Seconds of finished micro-batches beyond their work (divided by "
+        "kafka_archive_batches_total: the overhead per batch).",
+        Scope.PROCESS,
+        lambda _, t: t.overhead_seconds,
+    ),
+    Metric(
+        "kafka_archive_errors_total",
+        COUNTER,
+        "Micro-batches that failed on a retriable error, by error.",
+        Scope.ERROR,
+        lambda _, count: count,
+    ),
+    Metric(
+        "kafka_archive_lag_records",
+        GAUGE,
+        "Records in Kafka not yet archived.",
+        Scope.PARTITION,
+        lambda _, p: p.lag,
+    ),
+    Metric(
+        "kafka_archive_archived_offset",
+        GAUGE,
+        "Next offset to archive (S3 state).",
+        Scope.PARTITION,
+        lambda _, p: -1 if p.archived_offset is None else p.archived_offset,
+    ),
+    Metric(
+        "kafka_archive_archived_bytes_total",
+        GAUGE,
+        "Bytes archived, all runs.",
+        Scope.PARTITION,
+        lambda _, p: p.bytes,
+    ),
+    Metric(
+        "kafka_archive_archived_objects_total",
+        GAUGE,
+        "Objects archived, all runs.",
+        Scope.PARTITION,
+        lambda _, p: p.objects,
+    ),
+    Metric(
+        "kafka_archive_last_commit_age_seconds",
+        GAUGE,
+        "Seconds since the partition's state was last committed.",
+        Scope.PARTITION,
+        lambda s, p: commit_age(p.last_commit, s.now),
+    ),
+)
+
+
+class _Partition(Protocol):
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+def _partition_labels(job: str, of: _Partition) -> dict[str, str]:
+    return {"job": job, "topic": of.topic, "partition": str(of.partition)}
+
+
+def scope_items(scope: Scope, sources: Sources) -> list[tuple[dict[str, str], Any]] | None:
+    """The labels and item of each sample of a metric of ``scope``; None when the sources
+    have nothing of the scope (no timings, totals or status: no family at all)."""
+    result, totals, status = sources.result, sources.totals, sources.status
+    job = result.job
+    match scope:
+        case Scope.RUN:
+            return [({"job": job}, None)]
+        case Scope.UNIT:
+            return [(_partition_labels(job, u.tp), u) for u in result.units]
+        case Scope.GAP:
+            return [(_partition_labels(job, g.tp), g) for g in result.gaps]
+        case Scope.PHASE:
+            if result.timings is None:
+                return None
+            return [({"job": job, "phase": phase}, phase) for phase in PHASES]
+        case Scope.PROCESS:
+            return None if totals is None else [({"job": job}, totals)]
+        case Scope.ERROR:
+            if totals is None:
+                return None
+            return [({"job": job, "error": k}, n) for k, n in sorted(totals.errors.items())]
+        case Scope.PARTITION:
+            if status is None:
+                return None
+            return [(_partition_labels(job, p), p) for p in status.partitions]
+
+
+def metric_lines(metric: Metric, sources: Sources) -> list[str]:
+    """A metric's family in the text exposition: HELP, TYPE and its samples (none when the
+    sources have nothing of its scope)."""
+    items = scope_items(metric.scope, sources)
+    if items is None:
+        return []
+    suffix = _SINCE_START if metric.kind == COUNTER else ""
+    lines = [f"# HELP {metric.name} {metric.help}{suffix}", f"# TYPE {metric.name} {metric.kind}"]
+    for labels, item in items:
+        value = metric.value(sources, item)
+        if value is not None:
+            lines.append(_sample(metric.name, labels, value))
+    return lines
+
+
 def prometheus_text(
     result: RunResult,
     status: JobStatus | None,
@@ -174,200 +439,8 @@ def prometheus_text(
 ) -> str:
     """The metrics of one run, of the job's lag when ``status`` is given, and of the
     process since it started when ``totals`` is given (``--follow``)."""
-    now = time.time() if now is None else now
-    job = {"job": result.job}
-    lines: list[str] = []
-
-    def family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(samples)
-
-    family(
-        "kafka_archive_last_run_success",
-        "gauge",
-        "1 if the last run succeeded, else 0.",
-        [_sample("kafka_archive_last_run_success", job, 1 if ok else 0)],
-    )
-    family(
-        "kafka_archive_last_run_timestamp_seconds",
-        "gauge",
-        "When the last run ended.",
-        [_sample("kafka_archive_last_run_timestamp_seconds", job, now)],
-    )
-    family(
-        "kafka_archive_last_run_duration_seconds",
-        "gauge",
-        "Wall time of the last run.",
-        [_sample("kafka_archive_last_run_duration_seconds", job, result.seconds)],
-    )
-    for metric, attribute, help_text in (
-        ("kafka_archive_run_records", "records", "Records archived by the last run."),
-        ("kafka_archive_run_bytes", "bytes", "Bytes of objects written by the last run."),
-    ):
-        family(
-            metric,
-            "gauge",
-            help_text,
-            [
-                _sample(
-                    metric,
-                    {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
-                    getattr(u, attribute),
-                )
-                for u in result.units
-            ],
-        )
-    family(
-        "kafka_archive_run_objects",
-        "gauge",
-        "Objects written by the last run.",
-        [
-            _sample(
-                "kafka_archive_run_objects",
-                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
-                len(u.objects),
-            )
-            for u in result.units
-        ],
-    )
-    family(
-        "kafka_archive_run_refused_records",
-        "gauge",
-        "Records the last run kept out of the archive (error.policy skip/dead-letter).",
-        [
-            _sample(
-                "kafka_archive_run_refused_records",
-                {**job, "topic": u.tp.topic, "partition": str(u.tp.partition)},
-                u.skipped_records + u.dead_letters,
-            )
-            for u in result.units
-        ],
-    )
-    family(
-        "kafka_archive_run_lost_records",
-        "gauge",
-        "Offsets Kafka deleted before the last run could archive them (a gap).",
-        [
-            _sample(
-                "kafka_archive_run_lost_records",
-                {**job, "topic": g.tp.topic, "partition": str(g.tp.partition)},
-                g.records,
-            )
-            for g in result.gaps
-        ],
-    )
-    family(
-        "kafka_archive_run_s3_retries",
-        "gauge",
-        "S3 requests of the last run that had to be retried.",
-        [_sample("kafka_archive_run_s3_retries", job, result.s3_retries)],
-    )
-    timings = result.timings
-    if timings is not None:
-        family(
-            "kafka_archive_last_run_phase_seconds",
-            "gauge",
-            "Where the last run's (micro-batch's) time went: plan, spark_start, spark_job, "
-            "work (the tasks' own time over the task slots), commit, and overhead (all but "
-            "the work and Spark's start).",
-            [
-                _sample("kafka_archive_last_run_phase_seconds", {**job, "phase": phase}, value)
-                for phase, value in (
-                    ("plan", timings.plan),
-                    ("spark_start", timings.spark_start),
-                    ("spark_job", timings.spark_job),
-                    ("work", timings.work),
-                    ("commit", timings.commit),
-                    ("overhead", timings.overhead),
-                )
-            ],
-        )
-    if totals is not None:
-        for metric, value, help_text in (
-            ("kafka_archive_batches_total", totals.batches, "Micro-batches that finished."),
-            ("kafka_archive_records_total", totals.records, "Records archived."),
-            ("kafka_archive_bytes_total", totals.bytes, "Bytes of objects written."),
-            ("kafka_archive_objects_total", totals.objects, "Objects written."),
-            (
-                "kafka_archive_refused_records_total",
-                totals.refused_records,
-                "Records kept out of the archive by error.policy skip/dead-letter.",
-            ),
-            (
-                "kafka_archive_s3_retries_total",
-                totals.s3_retries + totals.driver_s3_retries,
-                "S3 requests that had to be retried.",
-            ),
-            (
-                "kafka_archive_batch_overhead_seconds_total",
-                totals.overhead_seconds,
-                "Seconds of finished micro-batches beyond their work (divided by "
-                "kafka_archive_batches_total: the overhead per batch).",
-            ),
-        ):
-            family(
-                metric,
-                "counter",
-                f"{help_text} Since the process started.",
-                [_sample(metric, job, value)],
-            )
-        family(
-            "kafka_archive_errors_total",
-            "counter",
-            "Micro-batches that failed on a retriable error, by error. Since the process started.",
-            [
-                _sample("kafka_archive_errors_total", {**job, "error": kind}, count)
-                for kind, count in sorted(totals.errors.items())
-            ],
-        )
-    if status is not None:
-
-        def per_partition(metric: str, help_text: str, value: Any) -> None:
-            family(
-                metric,
-                "gauge",
-                help_text,
-                [
-                    _sample(
-                        metric, {**job, "topic": p.topic, "partition": str(p.partition)}, value(p)
-                    )
-                    for p in status.partitions
-                ],
-            )
-
-        per_partition(
-            "kafka_archive_lag_records", "Records in Kafka not yet archived.", lambda p: p.lag
-        )
-        per_partition(
-            "kafka_archive_archived_offset",
-            "Next offset to archive (S3 state).",
-            lambda p: -1 if p.archived_offset is None else p.archived_offset,
-        )
-        per_partition(
-            "kafka_archive_archived_bytes_total", "Bytes archived, all runs.", lambda p: p.bytes
-        )
-        per_partition(
-            "kafka_archive_archived_objects_total",
-            "Objects archived, all runs.",
-            lambda p: p.objects,
-        )
-        ages = [(p, commit_age(p.last_commit, now)) for p in status.partitions]
-        family(
-            "kafka_archive_last_commit_age_seconds",
-            "gauge",
-            "Seconds since the partition's state was last committed.",
-            [
-                _sample(
-                    "kafka_archive_last_commit_age_seconds",
-                    {**job, "topic": p.topic, "partition": str(p.partition)},
-                    age,
-                )
-                for p, age in ages
-                if age is not None
-            ],
-        )
-    return "\n".join(lines) + "\n"
+    sources = Sources(result, status, ok, time.time() if now is None else now, totals)
+    return "\n".join(line for metric in METRICS for line in metric_lines(metric, sources)) + "\n"
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -10,10 +10,16 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_archive.archiver.commands.report import (
+    METRICS,
+    PHASES,
+    Scope,
     ServiceTotals,
+    Sources,
     _sample,
     commit_age,
+    metric_lines,
     prometheus_text,
+    scope_items,
 )
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.core.model import BatchTimings, RunResult, TopicPartition, UnitResult
@@ -162,3 +168,75 @@ def test_any_sample_value_reads_back_exactly(value: float) -> None:
     # The parser reads a whole number as an int (exactly, past 2**53 too), the rest as floats.
     assert parsed == value and type(parsed) is type(value)
     assert repr(value) in text or value in (float("inf"), float("-inf"))
+
+
+def _sources(**changes: object) -> Sources:
+    status = JobStatus(
+        "job-1",
+        (
+            PartitionStatus("orders", 0, 18, 20, 2, "2027-01-15T07:59:00Z", 3, 3000),
+            PartitionStatus("orders", 1, None, 5, 5, None, 0, 0),
+        ),
+    )
+    timed = dataclasses.replace(_result(), timings=BatchTimings(plan=1.0))
+    totals = ServiceTotals(errors={"b": 1, "a": 2})
+    return dataclasses.replace(Sources(timed, status, True, NOW, totals), **changes)
+
+
+def test_each_metric_is_one_family_of_the_text_in_the_tables_order() -> None:
+    names = [m.name for m in METRICS]
+    assert len(set(names)) == len(names)
+    sources = _sources()
+    text = prometheus_text(sources.result, sources.status, ok=True, now=NOW, totals=sources.totals)
+    families = [f.name for f in text_string_to_metric_families(text)]
+    # Prometheus' parser names a counter's family without its _total.
+    assert families == [
+        m.name.removesuffix("_total") if m.kind == "counter" else m.name for m in METRICS
+    ]
+    for metric in METRICS:
+        assert text.count(f"# HELP {metric.name} ") == 1
+        assert f"# TYPE {metric.name} {metric.kind}\n" in text
+
+
+def test_a_scope_without_its_source_has_no_family() -> None:
+    assert scope_items(Scope.PHASE, _sources(result=_result())) is None
+    assert scope_items(Scope.PROCESS, _sources(totals=None)) is None
+    assert scope_items(Scope.ERROR, _sources(totals=None)) is None
+    assert scope_items(Scope.PARTITION, _sources(status=None)) is None
+    for metric in METRICS:
+        if metric.scope is Scope.PARTITION:
+            assert metric_lines(metric, _sources(status=None)) == []
+    # Otherwise a family is there, even with no sample (no unit, no gap).
+    empty = RunResult("job-1", "run", (), (), 0.0)
+    assert scope_items(Scope.UNIT, _sources(result=empty)) == []
+
+
+def test_samples_carry_the_labels_of_their_scope_job_first() -> None:
+    sources = _sources()
+    assert scope_items(Scope.RUN, sources) == [({"job": "job-1"}, None)]
+    assert [labels for labels, _ in scope_items(Scope.ERROR, sources) or []] == [
+        {"job": "job-1", "error": "a"},
+        {"job": "job-1", "error": "b"},
+    ]
+    assert [labels for labels, _ in scope_items(Scope.PHASE, sources) or []] == [
+        {"job": "job-1", "phase": phase} for phase in PHASES
+    ]
+    unit_labels = [labels for labels, _ in scope_items(Scope.UNIT, sources) or []]
+    assert unit_labels == [{"job": "job-1", "topic": "orders", "partition": "0"}]
+
+
+def test_a_value_of_none_is_no_sample_but_the_family_stays() -> None:
+    (age,) = [m for m in METRICS if m.name == "kafka_archive_last_commit_age_seconds"]
+    lines = metric_lines(age, _sources())
+    assert lines == [
+        "# HELP kafka_archive_last_commit_age_seconds "
+        "Seconds since the partition's state was last committed.",
+        "# TYPE kafka_archive_last_commit_age_seconds gauge",
+        'kafka_archive_last_commit_age_seconds{job="job-1",topic="orders",partition="0"} 60.0',
+    ]
+
+
+def test_a_counters_help_says_since_when() -> None:
+    for metric in METRICS:
+        (help_line, _type_line, *_) = metric_lines(metric, _sources())
+        assert help_line.endswith("Since the process started.") == (metric.kind == "counter")
