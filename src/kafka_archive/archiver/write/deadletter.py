@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.write.envelope import to_json_document
+from kafka_archive.archiver.formats.envelope import to_json_document
 from kafka_archive.kcql.plan import Envelope, Route
 
 FAIL, SKIP, DEAD_LETTER = "fail", "skip", "dead-letter"
