@@ -21,7 +21,6 @@ from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import evolution
 from kafka_archive.archiver.formats.base import (
     BadRecordError,
-    BatchWriter,
     EncodedBatch,
     FormatWriter,
 )
@@ -117,14 +116,13 @@ class ChunkSet:
         if self._evolves:
             self._previous[values] = chunk.writer
         try:
-            chunk.writer.write(record)
+            objects.write(chunk, record)
         except Exception:
             if chunk.records == 0:
                 # The object was opened for this record, and its key names its offset: drop
                 # it, so the next record opens one named for itself.
                 self._discard(values)
             raise
-        objects.wrote(chunk, record.offset)
         if flush.is_full(policy, chunk.stats()):
             self._roll(values)
         elif chunk.records % 256 == 0:
@@ -171,10 +169,7 @@ class ChunkSet:
             if cut is not None:
                 end, full = cut, True
             if end > i:
-                writer = cast(BatchWriter, chunk.writer)
-                writer.write_encoded(data[ends[i] : ends[end]])
-                chunk.records += end - i
-                chunk.last_offset = offsets[end - 1]
+                objects.write_encoded(chunk, data[ends[i] : ends[end]], end - i, offsets[end - 1])
             if full:
                 self._roll(())
             elif end > i:
@@ -207,9 +202,7 @@ class ChunkSet:
             and batch.latest_timestamp() - first >= interval_ms
         ):
             return False
-        cast(BatchWriter, chunk.writer).write_encoded(memoryview(encoded.data))
-        chunk.records += n
-        chunk.last_offset = batch.offset_at(n - 1)
+        objects.write_encoded(chunk, memoryview(encoded.data), n, batch.offset_at(n - 1))
         objects.stream(chunk)
         return True
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import compression
-from kafka_archive.archiver.formats.base import FormatWriter, WriterFactory
+from kafka_archive.archiver.formats.base import BatchWriter, FormatWriter, WriterFactory
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
@@ -125,12 +126,24 @@ class Objects:
         return OpenChunk(key, offset, timestamp, path, file, writer, compressor, upload)
 
 
-def wrote(chunk: OpenChunk, offset: int) -> None:
-    """Count a record the chunk's writer just wrote (at ``offset``)."""
+def write(chunk: OpenChunk, record: Record) -> None:
+    """Encode ``record`` into the chunk; raises the format's BadRecordError with nothing of
+    it written."""
+    chunk.writer.write(record)
     if isinstance(chunk.compressor, BlockGzipSink):
-        chunk.compressor.record_done(offset)
+        chunk.compressor.record_done(record.offset)
     chunk.records += 1
-    chunk.last_offset = offset
+    chunk.last_offset = record.offset
+
+
+def write_encoded(
+    chunk: OpenChunk, data: bytes | memoryview, records: int, last_offset: int
+) -> None:
+    """Append ``records`` records encoded ahead by the format's batch encoder (a route with
+    one, :func:`.formats.writers.batch_encoder_for`), the last at ``last_offset``."""
+    cast(BatchWriter, chunk.writer).write_encoded(data)
+    chunk.records += records
+    chunk.last_offset = last_offset
 
 
 def stream(chunk: OpenChunk) -> None:

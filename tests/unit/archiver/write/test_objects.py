@@ -36,8 +36,7 @@ def test_a_closed_object_holds_its_records_and_says_what_it_holds(
     made = _objects(props, tmp_path)
     chunk = made.open("k", 7, 1000)
     for i, v in enumerate(values):
-        chunk.writer.write(Record("t", 0, 7 + i, 1000, None, json.dumps(v).encode()))
-        objects.wrote(chunk, 7 + i)
+        objects.write(chunk, Record("t", 0, 7 + i, 1000, None, json.dumps(v).encode()))
     closed = objects.close(chunk)
     assert closed.path is not None and closed.keys == ("k",) and closed.index is None
     data = closed.path.read_bytes()
@@ -56,8 +55,7 @@ def test_a_gzip_block_object_carries_its_index(tmp_path: Path) -> None:
     )
     assert made.blocked
     chunk = made.open("k.json.gz", 0, None)
-    chunk.writer.write(Record("t", 0, 0, None, None, b"1"))
-    objects.wrote(chunk, 0)
+    objects.write(chunk, Record("t", 0, 0, None, None, b"1"))
     closed = objects.close(chunk)
     assert len(closed.keys) == 2 and closed.index is not None
 
