@@ -30,14 +30,13 @@ class LineWriter:
         return True
 
     def write(self, record: Record) -> None:
-        self._append(self.encode(record))
+        data = self.encode(record)
+        self._sink.write(data)
+        self._written += len(data)
 
     def write_encoded(self, data: bytes | memoryview) -> None:
         """Write records encoded ahead by the format's ``encode_values`` (the batch path of
         the formats that have one: :func:`.writers.batch_encoder_for`)."""
-        self._append(data)
-
-    def _append(self, data: bytes | memoryview) -> None:
         self._sink.write(data)
         self._written += len(data)
 
