@@ -3,7 +3,10 @@
 A task builds its own Kafka and S3 clients from picklable settings, reads ``[start, stop)``
 of its partition, writes objects, and commits the partition state after every object up to
 the committed offset is uploaded (a sub-unit of a split partition leaves the commit to the
-driver: :mod:`.subunits`). Errors of our taxonomy come back as a :class:`UnitFailure`
+driver: :mod:`..plan.split`). The steps, each a module called downward only: read and
+transform here, route each record to its open object (:mod:`.chunks`), encode it
+(:mod:`.objects`), mark and upload the closed objects (:mod:`.uploads`), commit
+(:mod:`.commit`). Errors of our taxonomy come back as a :class:`UnitFailure`
 value (they are not worth a Spark retry); anything else propagates so Spark retries the task.
 """
 
@@ -94,9 +97,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
 def _archive_unit(
     unit: WorkUnit, settings: Settings, sender: ProgressSender, store: S3Store
 ) -> UnitResult | UnitFailure:
-    """The unit's steps, in order: read, transform, route each record to an open object and
-    encode it (:mod:`.chunks`, :mod:`.objects`), mark and upload the closed objects
-    (:mod:`.uploads`, :mod:`.lifecycle`), commit (:mod:`.commit`)."""
+    """The unit's steps, in order (the module's doc); its failure as a value."""
     started = time.monotonic()
     url = settings.schema_registry_url
     # What the unit read is the planned topic's (not one re-created since the plan's check):
