@@ -114,6 +114,7 @@ def _archive_unit(
         lifecycle=lifecycle,
     )
     refused = deadletter.Refused(deadletter.policy_of(unit.route), unit.tp, log)
+    transform = transforms.for_unit(unit)
     try:
         with KafkaReader(
             settings.kafka,
@@ -125,7 +126,7 @@ def _archive_unit(
             until_ms=unit.until_ms,
             pool=CONSUMERS,
         ) as reader:
-            bad = _write(unit, reader, chunks, topic, refused, sender)
+            bad = _write(reader, transform, chunks, topic, refused, sender)
             if bad is not None:
                 record, exc = bad
                 # Policy "fail": keep what was cleanly written before this record.
@@ -171,8 +172,8 @@ def _archive_unit(
 
 
 def _write(
-    unit: WorkUnit,
     reader: KafkaReader,
+    transform: transforms.Transformer | None,
     chunks: ChunkSet,
     topic: TopicProof,
     refused: deadletter.Refused,
@@ -180,7 +181,6 @@ def _write(
 ) -> tuple[Record, EncodeError] | None:
     """Read the unit's batches, transform them and write their records into the open
     objects; the record the ``fail`` policy stops at, with its error, or None (all read)."""
-    transform = transforms.for_unit(unit)
     read = 0
     for batch in reader.batches():
         if sender.due():  # what the batches before this one did
