@@ -263,8 +263,13 @@ class ChunkSet:
                 for c in self._open.values()
             ]
             # The last offset in any object rolled so far (start - 1 before the first).
-            uploaded = (o.last_offset for o in self.lifecycle.uploaded())
-            written_end = self._uploads.last_offset(max(uploaded, default=self._unit.start - 1))
+            written_end = max(
+                (
+                    *(o.last_offset for o in self.lifecycle.uploaded()),
+                    *self._uploads.last_offsets(),
+                ),
+                default=self._unit.start - 1,
+            )
             cut = flush.commit_cut(spans, written_end, stop, young_after_ms)
         self._roll_before(cut)
         self._uploads.send()

@@ -7,7 +7,7 @@ removed. An object whose multipart upload started goes at once, with those befor
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -47,9 +47,9 @@ class Uploads:
         if due(len(self._waiting), self.bytes, streaming):
             self.send()
 
-    def last_offset(self, default: int) -> int:
-        """The last offset of the objects waiting (``default`` when none waits)."""
-        return max((c.written.last_offset for c in self._waiting), default=default)
+    def last_offsets(self) -> Iterator[int]:
+        """The last offset of each object waiting."""
+        return (c.written.last_offset for c in self._waiting)
 
     def send(self) -> None:
         """Mark the waiting objects (one marker for all), then upload each, create-only."""

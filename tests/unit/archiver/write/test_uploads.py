@@ -84,7 +84,7 @@ def test_one_marker_names_every_object_before_any_is_created(tmp_path: Path) -> 
     for n in (1, 2):
         uploads.add(closed(tmp_path, n, index=n == 2))
     assert lifecycle.calls == [] and uploads.bytes == 3
-    assert uploads.last_offset(default=-1) == 2
+    assert list(uploads.last_offsets()) == [1, 2]
     uploads.send()
     assert lifecycle.calls == [
         "mark o1@1,o2@2,o2.index@2",
@@ -93,7 +93,7 @@ def test_one_marker_names_every_object_before_any_is_created(tmp_path: Path) -> 
         "create o2.index",
     ]
     assert store.objects == {"o1": b"x", "o2": b"xx", "o2.index": b"i"}
-    assert uploads.bytes == 0 and uploads.last_offset(default=-1) == -1
+    assert uploads.bytes == 0 and list(uploads.last_offsets()) == []
     assert list(tmp_path.iterdir()) == []  # spool files removed once uploaded
 
 
