@@ -5,57 +5,28 @@ from __future__ import annotations
 import itertools
 import struct
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
 
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import EncodedBatch
-from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
-from kafka_archive.kcql.plan import Route
+from kafka_archive.archiver.formats.lines import LineWriter
 
 _LENGTH = struct.Struct(">q")
 TOMBSTONE = -1
+_TOMBSTONE_FRAME = _LENGTH.pack(TOMBSTONE)
 
 
-class BytesWriter:
+class BytesWriter(LineWriter):
     """Writes each value as an 8-byte big-endian signed length, then the value's bytes.
 
     A tombstone (null value) is written as length -1 with no bytes, so it stays distinct
     from an empty value (length 0).
     """
 
-    def __init__(
-        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
-    ) -> None:
-        self._registry = registry
-        self._sink = sink
-        self._written = 0
-
-    def accepts(self, record: Record) -> bool:
-        return True
-
-    def write(self, record: Record) -> None:
+    def encode(self, record: Record) -> bytes:
         value = record.value
         if value is None:
-            self._sink.write(_LENGTH.pack(TOMBSTONE))
-            self._written += _LENGTH.size
-            return
-        self._sink.write(_LENGTH.pack(len(value)))
-        self._sink.write(value)
-        self._written += _LENGTH.size + len(value)
-
-    def write_encoded(self, data: bytes | memoryview) -> None:
-        """Write frames made by :func:`encode_values` (the batch path)."""
-        self._sink.write(data)
-        self._written += len(data)
-
-    def bytes_written(self) -> int:
-        return self._written
-
-    def close(self) -> None:
-        self._sink.flush()
-
-
-_TOMBSTONE_FRAME = _LENGTH.pack(TOMBSTONE)
+            return _TOMBSTONE_FRAME
+        return _LENGTH.pack(len(value)) + value
 
 
 def encode_values(values: Sequence[bytes | None]) -> EncodedBatch:

@@ -16,6 +16,7 @@ import json
 from typing import Any, BinaryIO
 
 from kafka_archive.archiver.core.record import Record
+from kafka_archive.archiver.formats.lines import LineWriter
 from kafka_archive.archiver.formats.structured import decode_value
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.archiver.partition.fields import projector_for
@@ -37,13 +38,11 @@ def comparable(cells: list[str]) -> tuple[str, ...]:
     return tuple(sorted(c for c in cells if c))
 
 
-class CsvWriter:
+class CsvWriter(LineWriter):
     def __init__(
         self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
     ) -> None:
-        self._registry = registry
-        self._sink = sink
-        self._written = 0
+        super().__init__(sink, route, registry)
         self._headers = route.format is Format.CSV_WITHHEADERS
         self._projector = projector_for(route)
         self._columns: tuple[str, ...] | None = None
@@ -70,7 +69,7 @@ class CsvWriter:
         except ValueError:
             return True  # write raises BadRecordError
 
-    def write(self, record: Record) -> None:
+    def encode(self, record: Record) -> bytes:
         row = self._row(record)
         if self._columns is None:
             self._columns = tuple(row)
@@ -80,14 +79,7 @@ class CsvWriter:
         data = self._buffer.getvalue().encode("utf-8")
         self._buffer.seek(0)
         self._buffer.truncate()
-        self._sink.write(data)
-        self._written += len(data)
-
-    def bytes_written(self) -> int:
-        return self._written
-
-    def close(self) -> None:
-        self._sink.flush()
+        return data
 
 
 def read_rows(data: bytes, headers: bool) -> list[list[str]]:

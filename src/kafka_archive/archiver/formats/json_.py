@@ -8,20 +8,21 @@ import operator
 import threading
 from collections.abc import Sequence
 from itertools import repeat
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 import simdjson
 
 from kafka_archive.archiver.core import jsontext
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
+from kafka_archive.archiver.formats.envelope import to_json_document
+from kafka_archive.archiver.formats.lines import LineWriter
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, decoded
 from kafka_archive.archiver.partition.fields import projector_for
-from kafka_archive.archiver.write.envelope import to_json_document
 from kafka_archive.kcql.plan import Route
 
 
-class JsonWriter:
+class JsonWriter(LineWriter):
     """Writes each value as one line of JSON.
 
     A value that is already compact JSON on one line is copied as it is; a value spread over
@@ -29,47 +30,29 @@ class JsonWriter:
     not JSON raises :class:`BadRecordError`.
 
     With a SELECT list, each line is the object of the selected fields under their names.
-    With the envelope, each line is the record's envelope (:mod:`..envelope`): any key and
+    With the envelope, each line is the record's envelope (:mod:`.envelope`): any key and
     value bytes can be stored, JSON or not.
     """
 
     def __init__(
         self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
     ) -> None:
-        self._registry = registry
-        self._sink = sink
-        self._written = 0
+        super().__init__(sink, route, registry)
         self._envelope = route.envelope if route.envelope.enabled else None
         self._projector = projector_for(route)
 
-    def accepts(self, record: Record) -> bool:
-        return True
-
-    def write(self, record: Record) -> None:
+    def encode(self, record: Record) -> bytes:
         value = record.value
+        document: Any
         if self._envelope is not None:
             document = to_json_document(record, self._envelope)
-            line = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         elif self._projector is not None:
-            projected = self._projector.project(record, self._registry)
-            line = json.dumps(projected, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+            document = self._projector.project(record, self._registry)
         elif (framed := decoded(self._registry, value))[0]:
-            line = json.dumps(framed[1], separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+            document = framed[1]
         else:
-            line = pass_through_line(value)
-        self._sink.write(line)
-        self._written += len(line)
-
-    def write_encoded(self, data: bytes | memoryview) -> None:
-        """Write lines made by :func:`encode_values` (the batch path of a plain route)."""
-        self._sink.write(data)
-        self._written += len(data)
-
-    def bytes_written(self) -> int:
-        return self._written
-
-    def close(self) -> None:
-        self._sink.flush()
+            return pass_through_line(value)
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 def pass_through_line(value: bytes | None) -> bytes:

@@ -387,7 +387,7 @@ struct without columns."""
 
 def to_arrow(schema: Type) -> pa.Schema:
     """The Arrow schema of an inferred record schema (every field nullable)."""
-    import pyarrow as pa
+    import pyarrow as pa  # heavy, and starts a thread: imported on first use (see above)
 
     if not schema.fields:
         return pa.schema([pa.field(EMPTY_FIELD, pa.string())])
@@ -395,7 +395,7 @@ def to_arrow(schema: Type) -> pa.Schema:
 
 
 def _arrow_type(schema: Type) -> pa.DataType:
-    import pyarrow as pa
+    import pyarrow as pa  # heavy, and starts a thread: imported on first use (see above)
 
     kind = schema.kind
     if kind == "record":

@@ -5,46 +5,21 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from itertools import repeat
-from typing import BinaryIO
 
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
-from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
-from kafka_archive.kcql.plan import Route
+from kafka_archive.archiver.formats.lines import LineWriter
 
 
-class TextWriter:
+class TextWriter(LineWriter):
     """Writes each value followed by a newline.
 
     A line-per-value file cannot hold a value that contains a line break, nor tell a
     tombstone from an empty value, so both are refused (use JSON or BYTES for such topics).
     """
 
-    def __init__(
-        self, sink: BinaryIO, route: Route, registry: SchemaRegistry | None = None
-    ) -> None:
-        self._registry = registry
-        self._sink = sink
-        self._written = 0
-
-    def accepts(self, record: Record) -> bool:
-        return True
-
-    def write(self, record: Record) -> None:
-        line = checked_line(record.value)
-        self._sink.write(line)
-        self._written += len(line)
-
-    def write_encoded(self, data: bytes | memoryview) -> None:
-        """Write lines made by :func:`encode_values` (the batch path)."""
-        self._sink.write(data)
-        self._written += len(data)
-
-    def bytes_written(self) -> int:
-        return self._written
-
-    def close(self) -> None:
-        self._sink.flush()
+    def encode(self, record: Record) -> bytes:
+        return checked_line(record.value)
 
 
 def checked_line(value: bytes | None) -> bytes:

@@ -47,6 +47,8 @@ def batch_encoder_for(route: Route) -> BatchEncoder | None:
     objects by the flush policy without a Python step per record. Only pass-through routes
     qualify: JSON, TEXT and BYTES without a SELECT list or the envelope.
     """
+    # Imported on first use, as the writers are (the module's doc): simdjson stays out of
+    # the Spark worker daemon's imports.
     from kafka_archive.archiver.formats import bytes_, json_, text
 
     if route.envelope.enabled or route.fields is not None:

@@ -19,11 +19,11 @@ from typing import Any
 
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import csv_, json_, schema, text
+from kafka_archive.archiver.formats import envelope as env
 from kafka_archive.archiver.formats.bytes_ import read_values
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, decoded, jsonable
 from kafka_archive.archiver.partition.fields import Projector
-from kafka_archive.archiver.write import envelope as env
 from kafka_archive.kcql.plan import Envelope, Format
 
 FULL_ENVELOPE = Envelope(enabled=True)

@@ -10,7 +10,7 @@ The document, keys in this order::
 
 Every value that is Kafka bytes (an envelope's key, value and header values; a BYTES value)
 is printed in the most readable form that gives the same bytes back, the envelope's rule
-(:mod:`kafka_archive.archiver.write.envelope`), and its ``*_encoding`` says which:
+(:mod:`kafka_archive.archiver.formats.envelope`), and its ``*_encoding`` says which:
 
 - ``json``: the bytes are UTF-8 JSON that serializes compactly to exactly the same bytes;
 - ``text``: other UTF-8;
@@ -39,10 +39,10 @@ from typing import Any
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.formats import envelope as env
 from kafka_archive.archiver.read import listing
 from kafka_archive.archiver.read.seek import FoundRecord, find_records
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.write import envelope as env
 from kafka_archive.kcql.plan import Format, Plan
 
 JSON, TEXT, BASE64, CSV = env.JSON, env.TEXT, env.BASE64, "csv"

@@ -1,95 +1,44 @@
-"""The open objects of one work unit: each record goes to one open object (chunk) per path.
+"""Route each record of one work unit to its open object (chunk): one open object per path
+(PARTITIONBY values, time in the layout), rolled by the flush policy, and by the bound on
+open objects. Chunk boundaries depend only on the records and the flush policy, so every
+attempt of a unit writes the same keys.
 
-A chunk is written into memory when the unit has one open at a time (no PARTITIONBY, no
-time in the layout: :class:`~.store.streaming.MemoryUpload`, its parts sent while it is
-written once it outgrows one part), else into a local spool file (many may be open at
-once: memory stays flat). When it is rolled it is closed, its intent marker is written, it
-is uploaded whole, and its spool file, if any, is removed (the stages of
-:mod:`.lifecycle`). Closed chunks wait to be marked together: one marker for up to
-:data:`MARK_OBJECTS` objects or :data:`MARK_BYTES` bytes, or all a unit's objects when they
-are small (a follow batch rolling an object a second per partition), then uploaded; a chunk
-whose multipart upload started goes at once, with those before it. Chunk boundaries depend
-only on the records and the flush policy, so every attempt of a unit writes the same keys.
+The steps below are each a module's, called downward only: :mod:`.objects` opens an object
+and encodes records into it (its format's writer, its compressor, a spool file or memory),
+closes it when it rolls; :mod:`.uploads` marks the closed objects together and uploads
+them; :mod:`.lifecycle` moves each object through its stages (behind the lease's proofs).
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
-import functools
-import os
-import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import cast
 
-from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.core.model import WorkUnit
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.formats import compression, evolution
+from kafka_archive.archiver.formats import evolution
 from kafka_archive.archiver.formats.base import (
     BadRecordError,
-    BatchWriter,
     EncodedBatch,
     FormatWriter,
-    WriterFactory,
 )
-from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
-from kafka_archive.archiver.formats.writers import batch_encoder_for, writer_for
+from kafka_archive.archiver.formats.writers import batch_encoder_for
 from kafka_archive.archiver.kafka.reader import Batch
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.archiver.partition.fields import reader_for
 from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.store.s3 import PART_SIZE, S3Store
-from kafka_archive.archiver.store.streaming import MemoryUpload, StreamingUpload
-from kafka_archive.archiver.write import flush
-from kafka_archive.archiver.write.lifecycle import Lifecycle, Stage
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.write import flush, objects
+from kafka_archive.archiver.write.lifecycle import Lifecycle
+from kafka_archive.archiver.write.objects import Objects, OpenChunk
 from kafka_archive.archiver.write.transforms import TransformedBatch
+from kafka_archive.archiver.write.uploads import Uploads, drop
 
-# Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
-_SPOOL_BUFFER = 64 * 1024
 # Open objects per task at most (settings.max_open_writers): memory and file descriptors
 # stay flat however many distinct PARTITIONBY values a partition holds.
 MAX_OPEN = 64
-# Closed objects marked together (one intent marker, one request) at most, and their bytes:
-# what waits (in memory or the spool) before its upload stays bounded.
-MARK_OBJECTS = 64
-MARK_BYTES = 8 * 1024 * 1024
-
-
-@dataclass
-class OpenChunk:
-    """An object being written. Mutable, and local to one executor task."""
-
-    key: str
-    first_offset: int
-    first_timestamp: int | None
-    path: Path | None  # its spool file; None when written into memory (upload)
-    file: BinaryIO
-    writer: FormatWriter
-    compressor: BinaryIO | None
-    upload: StreamingUpload | MemoryUpload | None
-    last_offset: int = -1
-    records: int = 0
-
-    def stats(self) -> flush.ChunkStats:
-        return flush.ChunkStats(self.records, self.writer.bytes_written(), self.first_timestamp)
-
-
-@dataclass(frozen=True, slots=True)
-class _Closed:
-    """A rolled chunk waiting (in its spool file or in memory) to be marked and uploaded:
-    only what that needs (its writer, compressor and file are let go: up to
-    :data:`MARK_OBJECTS` of these wait, and a worker's memory must stay flat however many
-    objects it rolls)."""
-
-    key: str
-    path: Path | None
-    upload: StreamingUpload | MemoryUpload | None
-    keys: tuple[str, ...]  # the object, and its block index when it has one
-    written: ObjectWritten
-    index: bytes | None
 
 
 class ChunkSet:
@@ -105,50 +54,34 @@ class ChunkSet:
         max_open: int = MAX_OPEN,
         memory: bool = True,
         confirm_topic: Callable[[], None] = lambda: None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
         """``memory``: write the object into memory when the route has one open at a time
-        (False: always spool it). ``confirm_topic``: see :class:`.lifecycle.Lifecycle`."""
+        (False: always spool it). ``lifecycle``: where each object is between its spool file
+        and the commit (None: a new one, with ``confirm_topic``: see
+        :class:`.lifecycle.Lifecycle`)."""
         self._unit = unit
         self._max_open = max_open
-        # Where each object is between its spool file and the commit.
-        self.lifecycle = Lifecycle(unit, store, confirm_topic=confirm_topic)
-        self._part_bytes = part_bytes
+        self.lifecycle = lifecycle or Lifecycle(unit, store, confirm_topic=confirm_topic)
         self._registry = registry
-        self._store = store
-        self._spool_dir = spool_dir
-        self._factory = writer_for(unit.route.format)
-        if unit.value_schema is not None:  # 'avro.schema.file' (AVRO, PARQUET: KCQL checks)
-            structured: Any = self._factory
-            self._factory = cast(
-                WriterFactory, functools.partial(structured, user_schema=unit.value_schema)
-            )
-        elif unit.table_schema is not None:  # an existing Iceberg table (PARQUET)
-            seeded: Any = self._factory
-            self._factory = cast(
-                WriterFactory, functools.partial(seeded, table_schema=unit.table_schema)
-            )
         self._layout = layout_for(unit.route)
-        self._codec = compression.codec_of(unit.route)
-        blocks = unit.route.codecs.gzip_block_bytes
-        self._block_bytes = int(blocks) if blocks else None
         self._fields = reader_for(unit.route)
         # Without PARTITIONBY or time in the layout, every record shares the one group ().
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
         # One object open at a time: written into memory, not the spool.
-        self._in_memory = memory and not self._grouped
+        in_memory = memory and not self._grouped
+        self._objects = Objects(unit, store, spool_dir, registry, part_bytes, in_memory)
+        self._uploads = Uploads(unit.route.target.bucket, store, self.lifecycle)
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
         self._open: OrderedDict[tuple[str | None, ...], OpenChunk] = OrderedDict()
-        # Rolled chunks not yet marked (in roll order), and their bytes.
-        self._closed: list[_Closed] = []
-        self._closed_bytes = 0
         # The latest writer of each group: the next object starts from its schema.
         self._previous: dict[tuple[str | None, ...], FormatWriter] = {}
         self._evolves = evolution.evolves(unit.route)
         # Pass-through routes into one object at a time take whole batches (add_batch).
         self._encode = (
             batch_encoder_for(unit.route)
-            if registry is None and not self._grouped and self._block_bytes is None
+            if registry is None and not self._grouped and not self._objects.blocked
             else None
         )
 
@@ -183,21 +116,17 @@ class ChunkSet:
         if self._evolves:
             self._previous[values] = chunk.writer
         try:
-            chunk.writer.write(record)
+            objects.write(chunk, record)
         except Exception:
             if chunk.records == 0:
                 # The object was opened for this record, and its key names its offset: drop
                 # it, so the next record opens one named for itself.
                 self._discard(values)
             raise
-        if isinstance(chunk.compressor, BlockGzipSink):
-            chunk.compressor.record_done(record.offset)
-        chunk.records += 1
-        chunk.last_offset = record.offset
         if flush.is_full(policy, chunk.stats()):
             self._roll(values)
         elif chunk.records % 256 == 0:
-            self._stream(chunk)
+            objects.stream(chunk)
 
     def add_batch(self, batch: Batch | TransformedBatch) -> bool:
         """Write a whole batch through the route's batch encoder; False when the route has
@@ -240,14 +169,11 @@ class ChunkSet:
             if cut is not None:
                 end, full = cut, True
             if end > i:
-                writer = cast(BatchWriter, chunk.writer)
-                writer.write_encoded(data[ends[i] : ends[end]])
-                chunk.records += end - i
-                chunk.last_offset = offsets[end - 1]
+                objects.write_encoded(chunk, data[ends[i] : ends[end]], end - i, offsets[end - 1])
             if full:
                 self._roll(())
             elif end > i:
-                self._stream(chunk)
+                objects.stream(chunk)
             i = end
         return True
 
@@ -276,162 +202,45 @@ class ChunkSet:
             and batch.latest_timestamp() - first >= interval_ms
         ):
             return False
-        cast(BatchWriter, chunk.writer).write_encoded(memoryview(encoded.data))
-        chunk.records += n
-        chunk.last_offset = batch.offset_at(n - 1)
-        self._stream(chunk)
+        objects.write_encoded(chunk, memoryview(encoded.data), n, batch.offset_at(n - 1))
+        objects.stream(chunk)
         return True
 
     def bytes_so_far(self) -> int:
         """Bytes of the objects written so far, and encoded into the open ones (progress)."""
         return (
             sum(o.size for o in self.lifecycle.uploaded())
-            + self._closed_bytes
+            + self._uploads.bytes
             + sum(c.writer.bytes_written() for c in self._open.values())
         )
-
-    def _stream(self, chunk: OpenChunk) -> None:
-        """Send the parts of the spool file that are complete (reading and upload overlap;
-        an object in memory sends its parts as it is written)."""
-        if not isinstance(chunk.upload, StreamingUpload):
-            return
-        size = chunk.file.tell()
-        if size >= chunk.upload.next_boundary():
-            chunk.file.flush()
-            chunk.upload.advance(size)
 
     def _open_chunk(
         self, offset: int, timestamp: int | None, values: tuple[str | None, ...]
     ) -> OpenChunk:
-        unit = self._unit
-        key = self._layout.key(unit.tp, offset, values)
-        upload: StreamingUpload | MemoryUpload | None = None
-        path: Path | None = None
-        file: BinaryIO
-        if self._in_memory:
-            upload = MemoryUpload(
-                self._store,
-                unit.route.target.bucket,
-                key,
-                part_size=self._part_bytes or PART_SIZE,
-            )
-            file = cast(BinaryIO, upload)
-        else:
-            fd, name = tempfile.mkstemp(
-                prefix="kafka-archive-", suffix=".spool", dir=self._spool_dir
-            )
-            file = os.fdopen(fd, "wb", buffering=_SPOOL_BUFFER)
-            path = Path(name)
-            if self._part_bytes is not None:
-                upload = StreamingUpload(
-                    self._store, unit.route.target.bucket, key, path, part_size=self._part_bytes
-                )
-        compressor: BinaryIO | None
-        if self._block_bytes is not None:
-            compressor = cast(BinaryIO, BlockGzipSink(file, self._block_bytes))
-        else:
-            compressor = compression.compressing(file, self._codec)
-        chunk = OpenChunk(
-            key=key,
-            first_offset=offset,
-            first_timestamp=timestamp,
-            path=path,
-            file=file,
-            writer=self._factory(compressor or file, unit.route, self._registry),
-            compressor=compressor,
-            upload=upload,
-        )
+        key = self._layout.key(self._unit.tp, offset, values)
+        chunk = self._objects.open(key, offset, timestamp)
         self.lifecycle.open(key)
         self._open[values] = chunk
         return chunk
 
     def _roll(self, values: tuple[str | None, ...]) -> None:
         """Close the chunk of ``values``; it waits with the other closed ones to be marked
-        and uploaded (:meth:`_upload_closed`, at once when the batch is full or its
-        multipart upload started)."""
+        and uploaded (:class:`.uploads.Uploads`)."""
         chunk = self._open.pop(values)
         try:
             if chunk.records == 0:
-                self._drop(chunk.key, chunk.path, chunk.upload, chunk.file)
+                drop(self.lifecycle, chunk.key, chunk.path, chunk.upload, chunk.file)
                 return
-            chunk.writer.close()
-            if chunk.compressor is not None:
-                chunk.compressor.close()  # writes the trailer; leaves the file open
-            chunk.file.close()
-            keys = [chunk.key]
-            index = None
-            if isinstance(chunk.compressor, BlockGzipSink):
-                keys.append(index_key(chunk.key))
-                index = index_document(chunk.compressor.blocks)
-            written = ObjectWritten(
-                key=chunk.key,
-                first_offset=chunk.first_offset,
-                last_offset=chunk.last_offset,
-                records=chunk.records,
-                size=chunk.file.tell() if chunk.path is None else chunk.path.stat().st_size,
-            )
+            closed = objects.close(chunk)
         except BaseException:
-            self._drop(chunk.key, chunk.path, chunk.upload, chunk.file)
+            drop(self.lifecycle, chunk.key, chunk.path, chunk.upload, chunk.file)
             raise
-        self._closed.append(
-            _Closed(chunk.key, chunk.path, chunk.upload, tuple(keys), written, index)
-        )
-        self._closed_bytes += written.size
-        streaming = chunk.upload is not None and chunk.upload.started
-        if streaming or len(self._closed) >= MARK_OBJECTS or self._closed_bytes >= MARK_BYTES:
-            self._upload_closed()
-
-    def _upload_closed(self) -> None:
-        """Mark the closed chunks (one marker for all), then upload each, create-only."""
-        closed, self._closed, self._closed_bytes = self._closed, [], 0
-        bucket = self._unit.route.target.bucket
-        try:
-            self.lifecycle.mark_all(
-                [(key, c.written.first_offset) for c in closed for key in c.keys]
-            )
-            for c in closed:
-                upload = c.upload
-                if upload is not None and (c.path is None or upload.started):
-                    send = functools.partial(upload.complete, c.written.size)
-                else:
-                    assert c.path is not None
-                    send = functools.partial(self._store.upload_file, bucket, c.key, c.path)
-                self.lifecycle.create(c.key, send, c.written)
-                if c.index is not None:
-                    put = functools.partial(self._store.put_bytes, bucket, c.keys[1], c.index)
-                    self.lifecycle.create(c.keys[1], put, of=c.written)
-                if c.path is not None:
-                    c.path.unlink(missing_ok=True)
-        except BaseException:
-            for c in closed:
-                self._drop(c.key, c.path, c.upload)
-            raise
-
-    def _drop(
-        self,
-        key: str,
-        path: Path | None,
-        upload: StreamingUpload | MemoryUpload | None,
-        file: BinaryIO | None = None,
-    ) -> None:
-        """A chunk that will not be uploaded: its multipart upload aborted (its bytes in
-        memory let go), dropped if still being written (a marked one stays marked:
-        recovery's), its spool file (``file``, when still open) closed and removed."""
-        stage = self.lifecycle.stage(key)
-        if upload is not None and stage is not Stage.UPLOADED:
-            upload.abort()
-        if stage is Stage.WRITING:
-            self.lifecycle.discard(key)
-        if file is not None:
-            with contextlib.suppress(OSError):
-                file.close()
-        if path is not None:
-            path.unlink(missing_ok=True)
+        self._uploads.add(closed)
 
     def flush_all(self) -> None:
         """Roll every open chunk, oldest first, and upload them (the end of a bounded run)."""
         self._roll_before(None)
-        self._upload_closed()
+        self._uploads.send()
 
     def _roll_before(self, cut: int | None) -> None:
         """Roll the open chunks whose first offset is before ``cut`` (all with None), oldest
@@ -457,33 +266,26 @@ class ChunkSet:
             written_end = max(
                 (
                     *(o.last_offset for o in self.lifecycle.uploaded()),
-                    *(c.written.last_offset for c in self._closed),
+                    *self._uploads.last_offsets(),
                 ),
                 default=self._unit.start - 1,
             )
             cut = flush.commit_cut(spans, written_end, stop, young_after_ms)
         self._roll_before(cut)
-        self._upload_closed()
+        self._uploads.send()
         self.discard_all()  # what is left starts at or after the cut: held back
         return cut
 
     def _discard(self, values: tuple[str | None, ...]) -> None:
         chunk = self._open.pop(values)
-        if chunk.upload is not None:
-            chunk.upload.abort()
-        with contextlib.suppress(OSError):  # a full disk refuses the buffered tail
-            chunk.file.close()
-        if chunk.path is not None:
-            chunk.path.unlink(missing_ok=True)
+        objects.release(chunk.path, chunk.upload, chunk.file)
         self.lifecycle.discard(chunk.key)
 
     def discard_all(self) -> None:
         """Drop every open or closed chunk not uploaded yet (held back, or a failed unit)."""
         for values in list(self._open):
             self._discard(values)
-        closed, self._closed, self._closed_bytes = self._closed, [], 0
-        for c in closed:
-            self._drop(c.key, c.path, c.upload)
+        self._uploads.discard()
 
 
 def _interval_cut(

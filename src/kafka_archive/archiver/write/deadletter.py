@@ -16,11 +16,12 @@ Nothing is dropped without a count.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.write.envelope import to_json_document
+from kafka_archive.archiver.formats.envelope import to_json_document
 from kafka_archive.kcql.plan import Envelope, Route
 
 FAIL, SKIP, DEAD_LETTER = "fail", "skip", "dead-letter"
@@ -62,3 +63,28 @@ class DeadLetters:
 
     def body(self) -> bytes:
         return b"".join(self.lines)
+
+
+@dataclass
+class Refused:
+    """Records of one unit that the error policy kept out of the archive. ``log`` names a
+    skipped record (the task's logger: its lines keep their logger's name)."""
+
+    policy: str = FAIL
+    tp: TopicPartition | None = None
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger(__name__))
+    skipped: int = 0
+    letters: DeadLetters = field(default_factory=DeadLetters)
+
+    def take(self, record: Record, error: Exception) -> bool:
+        """Keep ``record``, which the archive cannot store (``error``), out of it as the
+        policy says: counted (``skip``) or a dead letter; False under ``fail`` (the unit
+        stops at the record)."""
+        if self.policy == SKIP:
+            self.skipped += 1
+            self.log.warning("skipped %s offset %d: %s", self.tp, record.offset, error)
+            return True
+        if self.policy == DEAD_LETTER:
+            self.letters.add(record, str(error))
+            return True
+        return False

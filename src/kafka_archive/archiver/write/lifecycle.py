@@ -20,8 +20,9 @@
   fenced it with); its marker is stale, cleared by whoever committed (the driver clears
   the markers of a whole batch's units in one bulk delete).
 
-Who moves them: :class:`.chunks.ChunkSet` opens, discards, marks and creates its objects and
-their block indexes; :mod:`.task` marks and creates the dead letters and commits a unit that
+Who moves them: :class:`.chunks.ChunkSet` opens and discards its objects,
+:class:`.uploads.Uploads` marks and creates them and their block indexes;
+:func:`.commit.commit_unit` marks and creates the dead letters and commits a unit that
 commits itself. A piece of a split partition hands its markers to the driver, which commits
 the pieces in offset order (:func:`commit_state` from :mod:`.subunits`); an Iceberg route's
 objects are committed by the driver's table commit (:mod:`.iceberg`). What a crashed or
@@ -40,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.read.listing import partition_objects
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
@@ -223,8 +225,6 @@ class Lifecycle:
         this unit wrote in its committed range under keys this one did not (it cut other
         boundaries: the log cleaner ran in between). Rare, so one listing of the partition
         here, not in every unit."""
-        from kafka_archive.archiver.read.listing import partition_objects
-
         unit, bucket = self._unit, self._unit.route.target.bucket
         for found in partition_objects(self._store, unit.route, unit.tp, next_offset):
             if found.start_offset < unit.start or found.key in self._objects:

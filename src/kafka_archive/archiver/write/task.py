@@ -3,7 +3,10 @@
 A task builds its own Kafka and S3 clients from picklable settings, reads ``[start, stop)``
 of its partition, writes objects, and commits the partition state after every object up to
 the committed offset is uploaded (a sub-unit of a split partition leaves the commit to the
-driver: :mod:`.subunits`). Errors of our taxonomy come back as a :class:`UnitFailure`
+driver: :mod:`..plan.split`). The steps, each a module called downward only: read and
+transform here, route each record to its open object (:mod:`.chunks`), encode it
+(:mod:`.objects`), mark and upload the closed objects (:mod:`.uploads`), commit
+(:mod:`.commit`). Errors of our taxonomy come back as a :class:`UnitFailure`
 value (they are not worth a Spark retry); anything else propagates so Spark retries the task.
 """
 
@@ -14,12 +17,13 @@ import logging
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.kafka.reader import CONSUMERS, Batch, KafkaReader
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.archiver.spark.progress import ProgressSender, UnitProgress
@@ -27,6 +31,8 @@ from kafka_archive.archiver.state.identity import TopicProof
 from kafka_archive.archiver.store.s3 import STORES, S3Store
 from kafka_archive.archiver.write import deadletter, transforms
 from kafka_archive.archiver.write.chunks import ChunkSet
+from kafka_archive.archiver.write.commit import commit_unit
+from kafka_archive.archiver.write.lifecycle import Lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -51,59 +57,6 @@ class UnitFailure:
         return errors.rebuild(
             self.error_type, self.message, tp=self.tp, offset=self.offset, hint=self.hint
         )
-
-
-def _commit(
-    unit: WorkUnit,
-    store: S3Store,
-    chunks: ChunkSet,
-    next_offset: int,
-    started: float,
-    refused: Refused | None = None,
-) -> UnitResult:
-    refused = refused or Refused()
-    # Records at or past the commit cut are read again by the next run: so are their
-    # refusals, which are not this run's to write.
-    letters = refused.letters.below(next_offset)
-    dead_key = None
-    lifecycle = chunks.lifecycle
-    if letters.first_offset is not None:
-        dead_key = deadletter.dead_letter_key(unit.route, unit.tp, letters.first_offset)
-        key, body = dead_key, letters.body()
-        lifecycle.mark([key], letters.first_offset)
-        lifecycle.create(key, lambda: store.put_bytes(unit.route.target.bucket, key, body))
-    written = lifecycle.uploaded()
-    records = sum(o.records for o in written)
-    size = sum(o.size for o in written)
-    state = None
-    if next_offset > unit.start and lifecycle.commits_here:
-        state = lifecycle.commit(next_offset)
-    return UnitResult(
-        route_index=unit.route_index,
-        tp=unit.tp,
-        start=unit.start,
-        next_offset=next_offset,
-        records=records,
-        bytes=size,
-        objects=written,
-        seconds=time.monotonic() - started,
-        skipped_records=refused.skipped,
-        dead_letters=len(letters.lines),
-        dead_letter_key=dead_key,
-        s3_retries=store.retries,
-        # A sub-unit leaves its markers to the driver, which commits it in offset order.
-        marker_keys=lifecycle.markers() if unit.deferred else (),
-        state=state,
-        committed_markers=lifecycle.committed_markers,
-    )
-
-
-@dataclass
-class Refused:
-    """Records of one unit that the error policy kept out of the archive."""
-
-    skipped: int = 0
-    letters: deadletter.DeadLetters = field(default_factory=deadletter.DeadLetters)
 
 
 def _failed(sender: ProgressSender, offset: object) -> None:
@@ -144,24 +97,23 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
 def _archive_unit(
     unit: WorkUnit, settings: Settings, sender: ProgressSender, store: S3Store
 ) -> UnitResult | UnitFailure:
+    """The unit's steps, in order (the module's doc); its failure as a value."""
     started = time.monotonic()
-    read = 0
     url = settings.schema_registry_url
-    registry = SchemaRegistry(url) if url else None
     # What the unit read is the planned topic's (not one re-created since the plan's check):
     # proved before each marker and the commit.
     topic = TopicProof(settings.kafka, unit, settings.read_timeout_seconds)
+    lifecycle = Lifecycle(unit, store, confirm_topic=topic.confirm)
     chunks = ChunkSet(
         unit,
         store,
         settings.spool_dir,
-        registry,
+        SchemaRegistry(url) if url else None,
         settings.s3.stream_part_bytes,
         max_open=settings.max_open_writers,
-        confirm_topic=topic.confirm,
+        lifecycle=lifecycle,
     )
-    policy = deadletter.policy_of(unit.route)
-    refused = Refused()
+    refused = deadletter.Refused(deadletter.policy_of(unit.route), unit.tp, log)
     transform = transforms.for_unit(unit)
     try:
         with KafkaReader(
@@ -174,48 +126,27 @@ def _archive_unit(
             until_ms=unit.until_ms,
             pool=CONSUMERS,
         ) as reader:
-            for batch in reader.batches():
-                if sender.due():  # what the batches before this one did
-                    sender.update(
-                        offset=batch.first_offset, records=read, size=chunks.bytes_so_far()
-                    )
-                read += len(batch)
-                topic.read()
-                taken: Batch | transforms.TransformedBatch = batch
-                if transform is not None:
-                    taken = transform.apply(batch.records())
-                if not transforms.refusals(taken) and chunks.add_batch(taken):
-                    continue
-                for record in taken:
-                    try:
-                        transforms.refusal_of(taken, record)
-                        chunks.add(record)
-                    except EncodeError as exc:
-                        if policy == deadletter.SKIP:
-                            refused.skipped += 1
-                            log.warning("skipped %s offset %d: %s", unit.tp, record.offset, exc)
-                            continue
-                        if policy == deadletter.DEAD_LETTER:
-                            refused.letters.add(record, str(exc))
-                            continue
-                        # Policy "fail": keep what was cleanly written before this record.
-                        chunks.flush_all()
-                        partial = _commit(unit, store, chunks, record.offset, started)
-                        return UnitFailure(
-                            unit.route_index,
-                            unit.tp,
-                            "BadRecordError",
-                            f"cannot store the record as {unit.route.format.value}: {exc}",
-                            record.offset,
-                            f"Records before offset {record.offset} were archived; fix or "
-                            "skip the record (error policy) and run again",
-                            committed=partial,
-                        )
+            bad = _write(reader, transform, chunks, topic, refused, sender)
+            if bad is not None:
+                record, exc = bad
+                # Policy "fail": keep what was cleanly written before this record.
+                chunks.flush_all()
+                partial = commit_unit(unit, store, lifecycle, record.offset, started)
+                return UnitFailure(
+                    unit.route_index,
+                    unit.tp,
+                    "BadRecordError",
+                    f"cannot store the record as {unit.route.format.value}: {exc}",
+                    record.offset,
+                    f"Records before offset {record.offset} were archived; fix or "
+                    "skip the record (error policy) and run again",
+                    committed=partial,
+                )
             # Once for what the unit read (the markers and commit below need no other); also
             # for a piece or an Iceberg route, whose commit is the driver's.
             topic.confirm()
             next_offset = chunks.finish(reader.next_offset, unit.young_after_ms)
-        return _commit(unit, store, chunks, next_offset, started, refused)
+        return commit_unit(unit, store, lifecycle, next_offset, started, refused)
     except Exception as exc:
         chunks.discard_all()
         # Ours, or a library's that we can name (a full spool, a bad -X property): it
@@ -238,6 +169,37 @@ def _archive_unit(
     except BaseException:
         chunks.discard_all()
         raise
+
+
+def _write(
+    reader: KafkaReader,
+    transform: transforms.Transformer | None,
+    chunks: ChunkSet,
+    topic: TopicProof,
+    refused: deadletter.Refused,
+    sender: ProgressSender,
+) -> tuple[Record, EncodeError] | None:
+    """Read the unit's batches, transform them and write their records into the open
+    objects; the record the ``fail`` policy stops at, with its error, or None (all read)."""
+    read = 0
+    for batch in reader.batches():
+        if sender.due():  # what the batches before this one did
+            sender.update(offset=batch.first_offset, records=read, size=chunks.bytes_so_far())
+        read += len(batch)
+        topic.read()
+        taken: Batch | transforms.TransformedBatch = batch
+        if transform is not None:
+            taken = transform.apply(batch.records())
+        if not transforms.refusals(taken) and chunks.add_batch(taken):
+            continue
+        for record in taken:
+            try:
+                transforms.refusal_of(taken, record)
+                chunks.add(record)
+            except EncodeError as exc:
+                if not refused.take(record, exc):
+                    return record, exc
+    return None
 
 
 # Units of one Spark partition archived at once: small units (archiver.job packs many into a

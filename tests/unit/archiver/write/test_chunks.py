@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from kafka_archive import kcql
 from kafka_archive.archiver.core.model import TopicPartition, WorkUnit
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats.base import BadRecordError, EncodedBatch
 from kafka_archive.archiver.kafka.reader import Batch
+from kafka_archive.archiver.write import uploads
 from kafka_archive.archiver.write.chunks import ChunkSet
 
 
@@ -325,3 +327,32 @@ def test_objects_written_in_memory_are_what_a_spool_file_holds(
         else:
             assert in_memory[key] == body, key
     assert not list(tmp_path.iterdir()), "no spool file left"
+
+
+def test_the_commit_cut_stays_after_uploaded_objects_while_others_wait_for_their_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects u and t are uploaded (marked two at a time), then w (offset 0) is evicted and
+    waits for its marker: the cut must stay after every object rolled so far, uploaded or
+    waiting. Here y, opened at offset 1 and young, cannot be held back (u and t, uploaded,
+    end after it): everything is flushed and the cut is the stop."""
+    monkeypatch.setattr(uploads, "MARK_OBJECTS", 2)
+    plan = kcql.parse(
+        "INSERT INTO bkt:arch SELECT * FROM t PARTITIONBY k STOREAS `JSON` WITH_FLUSH_COUNT = 2"
+    )
+    unit = WorkUnit(0, plan.routes[0], TopicPartition("t", 0), 0, 8, "run", "job", "g")
+    store = FakeStore()
+    chunks = ChunkSet(unit, store, str(tmp_path), max_open=3)  # type: ignore[arg-type]
+    old, young = 1_000, 10_000
+    groups = [("w", old), ("y", young), ("u", old), ("u", old)]
+    groups += [("t", old), ("t", old), ("s", old), ("r", old)]
+    for offset, (k, ts) in enumerate(groups):
+        chunks.add(Record("t", 0, offset, ts, None, json.dumps({"k": k}).encode(), ()))
+    uploaded = [(o.first_offset, o.last_offset) for o in chunks.lifecycle.uploaded()]
+    assert uploaded == [(2, 3), (4, 5)]  # u and t; w (0) waits
+    cut = chunks.finish(8, young_after_ms=5_000)
+    assert cut == 8
+    written = chunks.lifecycle.uploaded()
+    assert all(o.last_offset < cut for o in written)
+    assert sorted(o.first_offset for o in written) == [0, 1, 2, 4, 6, 7]
+    assert sum(o.records for o in written) == cut

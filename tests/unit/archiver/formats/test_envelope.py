@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.write import envelope
+from kafka_archive.archiver.formats import envelope
 from kafka_archive.kcql.plan import Envelope
 
 json_values = st.recursive(
