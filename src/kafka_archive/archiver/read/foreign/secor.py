@@ -151,21 +151,3 @@ def read_sequence_file(data: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
-def write_sequence_file(records: list[tuple[int, bytes]], sync: bytes = b"\x00" * 16) -> bytes:
-    """An uncompressed SequenceFile as Hadoop's writer makes it (version 6, no metadata,
-    a sync marker every 2,000 bytes of records): what Secor uploads, for tests and tools."""
-
-    def text(s: str) -> bytes:
-        raw = s.encode("utf-8")
-        return bytes([len(raw)]) + raw  # a vint below 128 is its byte
-
-    out = bytearray(b"SEQ\x06" + text(_LONG) + text(_BYTES) + b"\x00\x00")
-    out += struct.pack(">i", 0) + sync
-    last_sync = len(out)
-    for key, value in records:
-        if len(out) - last_sync >= 2000:
-            out += struct.pack(">i", SYNC_ESCAPE) + sync
-            last_sync = len(out)
-        out += struct.pack(">ii", 8 + 4 + len(value), 8)
-        out += struct.pack(">q", key) + struct.pack(">i", len(value)) + value
-    return bytes(out)

@@ -1,0 +1,333 @@
+"""Archives other sinks wrote (issue 39): ``verify``, ``cat``, ``restore`` with ``--layout``,
+and ``adopt`` followed by ``run``.
+
+The archives are built from the topic's real records the way each sink writes them
+(``foreign_sinks.py``, each rule naming the sink's source file), uploaded to moto's S3
+server; what kafka-archive writes and restores is read back with boto3 + json and a plain
+Kafka consumer, never with our readers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import foreign_sinks as sinks
+import pytest
+from archive_helpers import KafkaRecord, archived_ids, cli, kafka_records, run_args
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+pytestmark = pytest.mark.integration
+
+BASE_MS = 1_714_999_980_000
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    layout: str
+    build: sinks.Builder
+    options: tuple[str, ...] = ()
+    keeps_records: bool = False  # key, headers and timestamp come back
+
+
+CASES = [
+    Case("confluent-json", "confluent", sinks.confluent_json),
+    Case("confluent-avro", "confluent", sinks.confluent_avro),
+    Case("lenses-envelope", "lenses", sinks.lenses_json, keeps_records=True),
+    Case(
+        "aiven-csv-gzip",
+        "aiven",
+        sinks.aiven_csv,
+        ("format.output.fields=key,value,offset,timestamp,headers",),
+        keeps_records=True,
+    ),
+    Case(
+        "aiven-jsonl",
+        "aiven",
+        sinks.aiven_jsonl,
+        ("format.output.type=jsonl", "format.output.fields=value,key,offset,timestamp,headers"),
+        keeps_records=True,
+    ),
+    Case(
+        "aiven-parquet",
+        "aiven",
+        sinks.aiven_parquet,
+        ("format.output.type=parquet", "format.output.fields=key,offset,timestamp,headers,value"),
+        keeps_records=True,
+    ),
+    Case("secor-sequencefile", "secor", sinks.secor),
+]
+
+
+def _value(i: int) -> dict[str, Any]:
+    return {"id": i, "name": f"n{i}"}
+
+
+@pytest.fixture
+def foreign(
+    broker: str,
+    produce: Callable[..., None],
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+) -> Callable[..., tuple[str, str, list[KafkaRecord], list[str]]]:
+    """``foreign(case, count, size, archived=None)``: a topic of ``count`` records in one
+    partition and an archive of its first ``archived`` (all) records in the case's sink's
+    objects of ``size`` records; returns (topic, bucket, records, the objects' keys)."""
+
+    def make(
+        case: Case, count: int = 30, size: int = 10, archived: int | None = None
+    ) -> tuple[str, str, list[KafkaRecord], list[str]]:
+        name, bkt = topic(partitions=1), bucket()
+        produce(
+            name,
+            count,
+            partitions=1,
+            value=_value,
+            key=lambda i: f"k{i}".encode(),
+            headers=lambda i: [("trace", f"t{i}".encode())],
+            timestamp=BASE_MS,
+        )
+        records = kafka_records(broker, name, 1)
+        keys = []
+        for key, body in case.build(name, records[: archived or count], size):
+            s3_client.put_object(Bucket=bkt, Key=f"sink/{key}", Body=body)
+            keys.append(f"sink/{key}")
+        return name, bkt, records, keys
+
+    return make
+
+
+def _verify(
+    capsys: pytest.CaptureFixture[str], case: Case, bkt: str, broker: str, endpoint: str, *more: str
+) -> tuple[int, str, str]:
+    options = [a for o in case.options for a in ("--layout-option", o)]
+    return cli(
+        capsys,
+        "verify",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        case.layout,
+        *options,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        endpoint,
+        *more,
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_verify_is_clean_on_a_complete_archive_and_names_a_deleted_object(
+    case: Case,
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt, _, keys = foreign(case)
+
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 0, out + err
+    assert f"{name}-0: 3 object(s), 30 record(s), offsets 0..29, compared with Kafka 0..29" in out
+
+    data_keys = [k for k in keys if "/.indexes/" not in k]
+    s3_client.delete_object(Bucket=bkt, Key=data_keys[1])
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 1, out + err
+    assert "offsets 10..19" in out and "missing" in out
+    if case.layout != "lenses":  # Lenses names an object by its last offset: not predictable
+        assert data_keys[1] in out, out
+    else:
+        assert f"sink/{name}/0/000000000010_" in out, out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_cat_prints_the_records_with_their_offsets_and_what_the_sink_did_not_keep(
+    case: Case,
+    foreign: Callable[..., Any],
+    s3_endpoint: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt, records, _ = foreign(case)
+    options = [a for o in case.options for a in ("--layout-option", o)]
+
+    code, out, err = cli(
+        capsys,
+        "cat",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        case.layout,
+        *options,
+        "--topic",
+        name,
+        "--partition",
+        "0",
+        "--offset",
+        "12",
+        "--count",
+        "3",
+        "--endpoint-url",
+        s3_endpoint,
+    )
+    assert code == 0, err
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert [d["offset"] for d in docs] == [12, 13, 14]
+    assert all(d["layout"] == case.layout and d["offset_exact"] for d in docs)
+    for doc, record in zip(docs, records[12:15], strict=True):
+        value = doc["value"] if doc["value_encoding"] == "json" else json.loads(doc["value"])
+        assert value == json.loads(record.value or b"")
+        if case.keeps_records:
+            assert doc["unknown"] == []
+            assert doc["key"] == record.key.decode() if record.key else None
+            assert doc["timestamp"] == record.timestamp
+            assert doc["headers"] == [["trace", f"t{record.offset}", "text"]]
+        else:
+            assert doc["unknown"] == ["key", "headers", "timestamp"]
+            assert doc["key"] is None and doc["headers"] is None and doc["timestamp"] is None
+
+
+def _read_topic(broker: str, topic: str) -> list[KafkaRecord]:
+    return kafka_records(broker, topic, 1)
+
+
+RESTORED = [
+    c
+    for c in CASES
+    if c.name in ("confluent-json", "lenses-envelope", "aiven-csv-gzip", "secor-sequencefile")
+]
+
+
+@pytest.mark.parametrize("case", RESTORED, ids=[c.name for c in RESTORED])
+def test_restore_round_trips_what_the_sink_kept_and_says_what_it_did_not(
+    case: Case,
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt, records, _ = foreign(case, count=25, size=10)
+    target = topic(partitions=1)
+    options = [a for o in case.options for a in ("--layout-option", o)]
+    args = [
+        "restore",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        case.layout,
+        *options,
+        "--topic",
+        name,
+        "--to-topic",
+        target,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+    ]
+    if not case.keeps_records:
+        code, _, err = cli(capsys, *args)
+        assert code == 2, err
+        assert "keeps values only (no keys, headers or timestamps)" in err
+        assert "--values-only" in err
+        args.append("--values-only")
+    code, out, err = cli(capsys, *args)
+    assert code == 0, err
+    restored = _read_topic(broker, target)
+    assert [json.loads(r.value or b"") for r in restored] == [
+        json.loads(r.value or b"") for r in records
+    ]
+    if case.keeps_records:
+        assert [(r.key, r.headers, r.timestamp) for r in restored] == [
+            (r.key, r.headers, r.timestamp) for r in records
+        ]
+    else:
+        assert all(r.key is None and not r.headers for r in restored)
+
+
+def _objects_json(s3: Any, bkt: str, prefix: str) -> list[int]:
+    return archived_ids(s3, bkt, prefix)
+
+
+def _commit_group(broker: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group})
+    consumer.commit(offsets=[KafkaTopicPartition(topic, 0, offset)], asynchronous=False)
+    consumer.close()
+
+
+def test_adopt_then_run_continues_the_archive_without_a_gap_or_a_duplicate(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    case = CASES[0]  # Confluent's default partitioner, JSON
+    name, bkt, records, keys = foreign(case, count=30, size=10, archived=20)
+    _commit_group(broker, f"connect-{name}", name, 20)  # the stopped connector's progress
+    kcql = f"INSERT INTO {bkt}:ours SELECT * FROM {name} STOREAS JSON"
+    before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt, Prefix="sink/")["Contents"]}
+
+    code, out, err = cli(
+        capsys,
+        "adopt",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        "confluent",
+        "--group",
+        f"connect-{name}",
+        *run_args(kcql, broker, s3_endpoint, command=None),
+    )
+    assert code == 0, err
+    assert "next run starts at 20" in out
+
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    after = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt, Prefix="sink/")["Contents"]}
+    assert after == before  # nothing written into the sink's archive
+    foreign_ids = []
+    for key in sorted(keys):
+        body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
+        foreign_ids += [json.loads(line)["id"] for line in body.splitlines()]
+    ours = _objects_json(s3_client, bkt, "ours/")
+    assert foreign_ids == list(range(20))
+    assert ours == list(range(20, 30))
+    assert sorted(foreign_ids + ours) == [json.loads(r.value or b"")["id"] for r in records]
+
+
+def test_adopt_refuses_an_archive_with_a_hole_and_writes_nothing(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    case = CASES[0]
+    name, bkt, _, keys = foreign(case, count=30, size=10)
+    s3_client.delete_object(Bucket=bkt, Key=keys[1])
+    kcql = f"INSERT INTO {bkt}:ours SELECT * FROM {name} STOREAS JSON"
+
+    code, out, err = cli(
+        capsys,
+        "adopt",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        "confluent",
+        *run_args(kcql, broker, s3_endpoint, command=None),
+    )
+    assert code == 16, err
+    assert "GAP offsets 10..19: in no object" in out
+    assert "offsets 10..19 are in no object" in err and "--allow-gaps" in err
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bkt, Prefix="ours/")
