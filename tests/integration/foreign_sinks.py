@@ -54,11 +54,16 @@ def _compact(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+def _confluent_key(topic: str, first: KafkaRecord, ext: str) -> str:
+    p = first.partition
+    return f"topics/{topic}/partition={p}/{topic}+{p}+{first.offset:010d}{ext}"
+
+
 def confluent_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
     out = []
     for chunk in _chunks(records, size):
         first = chunk[0]
-        key = f"topics/{topic}/partition={first.partition}/{topic}+{first.partition}+{first.offset:010d}.json"
+        key = _confluent_key(topic, first, ".json")
         assert all(r.value is not None for r in chunk)
         body = b"".join(_compact(json.loads(r.value or b"")) + b"\n" for r in chunk)
         out.append((key, body))
@@ -84,7 +89,7 @@ def confluent_avro(topic: str, records: Sequence[KafkaRecord], size: int) -> Obj
         }
         buffer = io.BytesIO()
         fastavro.writer(buffer, fastavro.parse_schema(schema), values, codec="null")
-        key = f"topics/{topic}/partition={first.partition}/{topic}+{first.partition}+{first.offset:010d}.avro"
+        key = _confluent_key(topic, first, ".avro")
         out.append((key, buffer.getvalue()))
     return out
 

@@ -240,7 +240,7 @@ def test_restore_round_trips_what_the_sink_kept_and_says_what_it_did_not(
         assert "keeps values only (no keys, headers or timestamps)" in err
         assert "--values-only" in err
         args.append("--values-only")
-    code, out, err = cli(capsys, *args)
+    code, _, err = cli(capsys, *args)
     assert code == 0, err
     restored = _read_topic(broker, target)
     assert [json.loads(r.value or b"") for r in restored] == [

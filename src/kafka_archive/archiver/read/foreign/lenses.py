@@ -72,6 +72,8 @@ class LensesLayout:
         if match is not None:
             tp = TopicPartition(match["topic"], int(match["partition"]))
             return ForeignObject(tp, -1, relative, size, int(match["offset"]), tuple(segments))
+        if self.pad_char and not self.pad_char.isdigit():  # padding.char: not part of it
+            base = base.lstrip(self.pad_char)
         match = _OFFSET_NAME.match(base)
         if match is None or len(segments) < 2 or not segments[-1].isdigit():
             return None

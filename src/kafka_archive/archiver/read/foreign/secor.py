@@ -149,5 +149,3 @@ def read_sequence_file(data: bytes) -> list[tuple[int, bytes]]:
             raise ForeignFormatError("a BytesWritable's size does not match its record's")
         out.append((int(key), cursor.take(value_size)))
     return out
-
-
