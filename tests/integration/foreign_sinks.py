@@ -43,7 +43,8 @@ from typing import Any
 
 from archive_helpers import KafkaRecord
 
-Objects = list[tuple[str, bytes]]
+Objects = list[tuple[str, bytes, int]]
+"""Each object: its key, its bytes, and the offset of its first record (-1: not data)."""
 
 
 def _chunks(records: Sequence[KafkaRecord], size: int) -> list[Sequence[KafkaRecord]]:
@@ -66,7 +67,7 @@ def confluent_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Obj
         key = _confluent_key(topic, first, ".json")
         assert all(r.value is not None for r in chunk)
         body = b"".join(_compact(json.loads(r.value or b"")) + b"\n" for r in chunk)
-        out.append((key, body))
+        out.append((key, body, first.offset))
     return out
 
 
@@ -90,7 +91,7 @@ def confluent_avro(topic: str, records: Sequence[KafkaRecord], size: int) -> Obj
         buffer = io.BytesIO()
         fastavro.writer(buffer, fastavro.parse_schema(schema), values, codec="null")
         key = _confluent_key(topic, first, ".avro")
-        out.append((key, buffer.getvalue()))
+        out.append((key, buffer.getvalue(), first.offset))
     return out
 
 
@@ -114,11 +115,15 @@ def lenses_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Object
             }
             lines.append(_compact(doc) + b"\n")
         key = f"{topic}/{last.partition}/{last.offset:012d}_{min(stamps)}_{max(stamps)}.json"
-        out.append((key, b"".join(lines)))
+        out.append((key, b"".join(lines), chunk[0].offset))
     if records:
         lock = {"owner": "c0ffee", "committedOffset": records[-1].offset, "pendingState": None}
         out.append(
-            (f".indexes/lenses-s3-sink/.locks/{topic}/{records[0].partition}.lock", _compact(lock))
+            (
+                f".indexes/lenses-s3-sink/.locks/{topic}/{records[0].partition}.lock",
+                _compact(lock),
+                -1,
+            )
         )
     return out
 
@@ -143,7 +148,13 @@ def aiven_csv(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
                 headers,
             ]
             rows.append(b",".join(cells) + b"\n")
-        out.append((f"{topic}-{first.partition}-{first.offset}.gz", gzip.compress(b"".join(rows))))
+        out.append(
+            (
+                f"{topic}-{first.partition}-{first.offset}.gz",
+                gzip.compress(b"".join(rows)),
+                first.offset,
+            )
+        )
     return out
 
 
@@ -170,7 +181,7 @@ def aiven_jsonl(topic: str, records: Sequence[KafkaRecord], size: int) -> Object
                 "headers": [{"key": n, "value": (v or b"").decode()} for n, v in r.headers],
             }
             lines.append(_compact(doc) + b"\n")
-        out.append((f"{topic}-{first.partition}-{first.offset}", b"".join(lines)))
+        out.append((f"{topic}-{first.partition}-{first.offset}", b"".join(lines), first.offset))
     return out
 
 
@@ -196,7 +207,7 @@ def aiven_parquet(topic: str, records: Sequence[KafkaRecord], size: int) -> Obje
         )
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
-        out.append((f"{topic}-{first.partition}-{first.offset}", buffer.getvalue()))
+        out.append((f"{topic}-{first.partition}-{first.offset}", buffer.getvalue(), first.offset))
     return out
 
 
@@ -227,8 +238,70 @@ def secor(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
     for chunk in _chunks(records, size):
         first = chunk[0]
         key = f"{topic}/offset=0/1_{first.partition}_{first.offset:020d}"
-        out.append((key, sequence_file([(r.offset, r.value or b"") for r in chunk])))
+        out.append((key, sequence_file([(r.offset, r.value or b"") for r in chunk]), first.offset))
     return out
+
+
+def _by(records: Sequence[KafkaRecord], field: str) -> dict[str, list[KafkaRecord]]:
+    groups: dict[str, list[KafkaRecord]] = {}
+    for r in records:
+        groups.setdefault(str(json.loads(r.value or b"{}")[field]), []).append(r)
+    return groups
+
+
+def confluent_field_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """FieldPartitioner on ``region`` (storage-common ``FieldPartitioner.encodePartition``:
+    ``<field>=<value>``): each region's records rotate on their own every ``size``."""
+    out = []
+    for region, group in sorted(_by(records, "region").items()):
+        for chunk in _chunks(group, size):
+            first = chunk[0]
+            name = f"{topic}+{first.partition}+{first.offset:010d}.json"
+            body = b"".join(_compact(json.loads(r.value or b"")) + b"\n" for r in chunk)
+            out.append((f"topics/{topic}/region={region}/{name}", body, first.offset))
+    return sorted(out, key=lambda o: o[2])
+
+
+def confluent_hourly_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """TimeBasedPartitioner with ``path.format='year'=YYYY/'month'=MM/'day'=dd/'hour'=HH``
+    (Joda: quoted text is literal) on the record time (``timestamp.extractor=Record``)."""
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        at = dt.datetime.fromtimestamp(first.timestamp / 1000, dt.UTC)
+        folder = f"year={at:%Y}/month={at:%m}/day={at:%d}/hour={at:%H}"
+        name = f"{topic}+{first.partition}+{first.offset:010d}.json"
+        body = b"".join(_compact(json.loads(r.value or b"")) + b"\n" for r in chunk)
+        out.append((f"topics/{topic}/{folder}/{name}", body, first.offset))
+    return out
+
+
+def aiven_padded_jsonl(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """``file.name.template={{topic}}/{{partition:padding=true}}/{{start_offset:padding=true}}``
+    (``%010d``/``%020d``), JSONL of value and offset."""
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        lines = [_compact({"value": json.loads(r.value or b""), "offset": r.offset}) for r in chunk]
+        key = f"{topic}/{first.partition:010d}/{first.offset:020d}"
+        out.append((key, b"".join(line + b"\n" for line in lines), first.offset))
+    return out
+
+
+def lenses_keys_and_values(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """PARTITIONBY region with ``'partition.include.keys'=true`` (KeysAndValues:
+    ``region=<value>/``, ``CloudKeyNamer.partitionValuePrefix``), named by
+    ``TopicPartitionOffsetFileNamer``: ``<topic>(<partition>_<last offset, 12 wide>).json``;
+    the envelope."""
+    out = []
+    for region, group in sorted(_by(records, "region").items()):
+        for key, body, first in lenses_json(topic, group, size):
+            if key.startswith(".indexes/"):
+                continue
+            last = key.rpartition("/")[2].partition("_")[0]
+            name = f"{topic}({group[0].partition}_{last}).json"
+            out.append((f"region={region}/{name}", body, first))
+    return sorted(out, key=lambda o: o[2])
 
 
 Builder = Callable[[str, Sequence[KafkaRecord], int], Objects]

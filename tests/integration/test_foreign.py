@@ -61,10 +61,25 @@ CASES = [
     ),
     Case("secor-sequencefile", "secor", sinks.secor),
 ]
+PARTITIONED = [
+    Case("confluent-field-json", "confluent", sinks.confluent_field_json),
+    Case("confluent-hourly-json", "confluent", sinks.confluent_hourly_json),
+    Case(
+        "aiven-padded-template-jsonl",
+        "aiven",
+        sinks.aiven_padded_jsonl,
+        (
+            "file.name.template={{topic}}/{{partition:padding=true}}/{{start_offset:padding=true}}",
+            "format.output.type=jsonl",
+            "format.output.fields=value,offset",
+        ),
+    ),
+    Case("lenses-keys-and-values", "lenses", sinks.lenses_keys_and_values, keeps_records=True),
+]
 
 
 def _value(i: int) -> dict[str, Any]:
-    return {"id": i, "name": f"n{i}"}
+    return {"id": i, "name": f"n{i}", "region": "us" if i % 3 == 0 else "eu"}
 
 
 @pytest.fixture
@@ -77,11 +92,12 @@ def foreign(
 ) -> Callable[..., tuple[str, str, list[KafkaRecord], list[str]]]:
     """``foreign(case, count, size, archived=None)``: a topic of ``count`` records in one
     partition and an archive of its first ``archived`` (all) records in the case's sink's
-    objects of ``size`` records; returns (topic, bucket, records, the objects' keys)."""
+    objects of ``size`` records; returns (topic, bucket, records, each object's key and
+    first offset, -1 for the sink's own files)."""
 
     def make(
         case: Case, count: int = 30, size: int = 10, archived: int | None = None
-    ) -> tuple[str, str, list[KafkaRecord], list[str]]:
+    ) -> tuple[str, str, list[KafkaRecord], list[tuple[str, int]]]:
         name, bkt = topic(partitions=1), bucket()
         produce(
             name,
@@ -94,9 +110,9 @@ def foreign(
         )
         records = kafka_records(broker, name, 1)
         keys = []
-        for key, body in case.build(name, records[: archived or count], size):
+        for key, body, first in case.build(name, records[: archived or count], size):
             s3_client.put_object(Bucket=bkt, Key=f"sink/{key}", Body=body)
-            keys.append(f"sink/{key}")
+            keys.append((f"sink/{key}", first))
         return name, bkt, records, keys
 
     return make
@@ -137,15 +153,39 @@ def test_verify_is_clean_on_a_complete_archive_and_names_a_deleted_object(
     assert code == 0, out + err
     assert f"{name}-0: 3 object(s), 30 record(s), offsets 0..29, compared with Kafka 0..29" in out
 
-    data_keys = [k for k in keys if "/.indexes/" not in k]
-    s3_client.delete_object(Bucket=bkt, Key=data_keys[1])
+    gone = [k for k, first in keys if first >= 0][1]
+    s3_client.delete_object(Bucket=bkt, Key=gone)
     code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
     assert code == 1, out + err
     assert "offsets 10..19" in out and "missing" in out
     if case.layout != "lenses":  # Lenses names an object by its last offset: not predictable
-        assert data_keys[1] in out, out
+        assert gone in out, out
     else:
         assert f"sink/{name}/0/000000000010_" in out, out
+
+
+@pytest.mark.parametrize("case", PARTITIONED, ids=[c.name for c in PARTITIONED])
+def test_verify_reads_partitioned_layouts_and_names_a_deleted_object(
+    case: Case,
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt, _, keys = foreign(case, count=30, size=5)
+
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 0, out + err
+    assert f"{name}-0: {len(keys)} object(s), 30 record(s)" in out
+
+    gone, first = keys[2]
+    s3_client.delete_object(Bucket=bkt, Key=gone)
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 1, out + err
+    assert f"offsets {first}.." in out and "missing" in out, out
+    if case.layout != "lenses":
+        assert gone.rpartition("/")[2] in out, out
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -297,7 +337,7 @@ def test_adopt_then_run_continues_the_archive_without_a_gap_or_a_duplicate(
     after = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt, Prefix="sink/")["Contents"]}
     assert after == before  # nothing written into the sink's archive
     foreign_ids = []
-    for key in sorted(keys):
+    for key, _ in sorted(keys):
         body = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
         foreign_ids += [json.loads(line)["id"] for line in body.splitlines()]
     ours = _objects_json(s3_client, bkt, "ours/")
@@ -315,7 +355,7 @@ def test_adopt_refuses_an_archive_with_a_hole_and_writes_nothing(
 ) -> None:
     case = CASES[0]
     name, bkt, _, keys = foreign(case, count=30, size=10)
-    s3_client.delete_object(Bucket=bkt, Key=keys[1])
+    s3_client.delete_object(Bucket=bkt, Key=keys[1][0])
     kcql = f"INSERT INTO {bkt}:ours SELECT * FROM {name} STOREAS JSON"
 
     code, out, err = cli(

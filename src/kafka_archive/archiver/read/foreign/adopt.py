@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from kafka_archive.archiver import driver, errors
 from kafka_archive.archiver import job as jobs
-from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.model import TopicPartition
-from kafka_archive.archiver.read.foreign.commands import ForeignSpec, _scan, open_archive
+from kafka_archive.archiver.read.foreign.commands import ForeignSpec, _scan, grouped, open_archive
+from kafka_archive.archiver.read.foreign.model import ForeignObject
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.state import checkpoint, identity
 from kafka_archive.archiver.state.lock import JobLock
@@ -76,6 +77,9 @@ def _survey(
     marks = admin.offsets(found)
     out = []
     for tp, objects in found.items():
+        if grouped(objects, archive.layout.kept(objects[0])):
+            out.append(_grouped(archive.layout.name, tp, objects, marks[tp], group, admin))
+            continue
         by_offset, damaged, records = _scan(archive, objects)
         if damaged:
             bad = damaged[0]
@@ -132,6 +136,57 @@ def _survey(
             )
         )
     return archive.layout.name, out
+
+
+def _grouped(
+    layout: str,
+    tp: TopicPartition,
+    objects: list[ForeignObject],
+    mark: Watermarks,
+    group: str | None,
+    admin: KafkaAdmin,
+) -> AdoptedPartition:
+    """A partition spread over partitioner folders in a format without offsets: where its
+    archive ends is not in the objects (only their first offsets are), so the connector's
+    consumer group says it, checked to lie past the last object's start."""
+    last_start = max(o.first_offset for o in objects)
+    if group is None:
+        raise errors.ConfigError(
+            f"{tp}: the {layout} archive spreads it over partitioner folders and keeps no "
+            "offsets, so its end is known only to the connector's consumer group",
+            hint="Pass --group connect-<connector name>",
+        )
+    committed = admin.group_offset(tp, group)
+    if committed is None or committed <= last_start:
+        raise errors.ConfigError(
+            f"{tp}: the group {group} committed {committed}, not past the archive's last "
+            f"object (which starts at {last_start}): it is not the connector that wrote it",
+            hint="Pass the consumer group of the connector that wrote the archive",
+        )
+    if committed > mark.high:
+        raise errors.TopicRecreatedError(
+            f"{tp}: the group {group} committed {committed}, beyond Kafka's end ({mark.high})",
+            tp=tp,
+        )
+    note = (
+        f"spread over {len({o.group for o in objects})} partitioner folders without offsets: "
+        f"the archive's end is the group's committed offset {committed}; holes between "
+        "objects are not visible here (run verify --layout)"
+    )
+    return AdoptedPartition(
+        tp,
+        objects[0].first_offset,
+        committed,
+        len(objects),
+        0,
+        (),
+        (),
+        0,
+        mark.low,
+        mark.high,
+        committed,
+        (note,),
+    )
 
 
 def adopt(

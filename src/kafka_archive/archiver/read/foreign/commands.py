@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,9 +257,11 @@ def verify_partition(
 ) -> ForeignVerdict:
     """Compare one partition's foreign objects with each other and with Kafka."""
     layout = archive.layout
+    kept = layout.kept(objects[0])
+    if grouped(objects, kept):
+        return _verify_grouped(settings, archive, tp, objects, marks, kept)
     by_offset, findings, count = _scan(archive, objects)
     notes: list[str] = []
-    kept = layout.kept(objects[0])
     for offset, placed in sorted(by_offset.items()):
         if len(placed) > 1:
             keys = ", ".join(archive.full_key(p.obj) for p in placed)
@@ -312,6 +315,136 @@ def verify_partition(
         first,
         last,
         checked_from,
+        checked_to,
+        kept,
+        tuple(sorted(findings, key=lambda f: (f.first_offset or 0, f.key or ""))),
+        tuple(notes),
+    )
+
+
+def grouped(objects: list[ForeignObject], kept: Kept) -> bool:
+    """Whether a partition's records are spread over several partitioner folders (a field
+    or time partitioner) in a format that keeps no offsets: only each object's first
+    offset is known then, not where its other records were in the partition."""
+    return not kept.offset and len({o.group for o in objects}) > 1
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _verify_grouped(
+    settings: Settings,
+    archive: ForeignArchive,
+    tp: TopicPartition,
+    objects: list[ForeignObject],
+    marks: Any | None,
+    kept: Kept,
+) -> ForeignVerdict:
+    """Verify a partition spread over partitioner folders without stored offsets: each
+    object's first record must be Kafka's at the object's start offset, and the archive's
+    records must be Kafka's from the first start on, as a multiset (each Kafka record in
+    one object, once), up to where the archive's records run out."""
+    layout = archive.layout
+    findings: list[Finding] = []
+    notes = [
+        f"the objects are in {len({o.group for o in objects})} partitioner folders and the "
+        "format keeps no offsets: records are matched to Kafka's by value, and each object's "
+        "first record by its offset"
+    ]
+    left: Counter[str] = Counter()
+    firsts: dict[int, tuple[str, ForeignObject]] = {}
+    count = 0
+    for obj in objects:
+        try:
+            records = archive.read(obj)
+        except errors.DamagedObjectError as exc:
+            findings.append(Finding(obj.first_offset, None, archive.full_key(obj), exc.message))
+            continue
+        count += len(records)
+        left.update(_canonical(r.comparable) for r in records)
+        if records:
+            if obj.first_offset in firsts:
+                other = firsts[obj.first_offset][1]
+                findings.append(
+                    Finding(
+                        obj.first_offset,
+                        obj.first_offset,
+                        archive.full_key(obj),
+                        f"starts at the same offset as {archive.full_key(other)} (duplicate)",
+                    )
+                )
+            firsts[obj.first_offset] = (_canonical(records[0].comparable), obj)
+    first, last_start = objects[0].first_offset, max(o.first_offset for o in objects)
+    if marks is None:
+        return ForeignVerdict(
+            tp, len(objects), count, first, None, None, None, kept, tuple(findings), tuple(notes)
+        )
+    missing = _Ranges()
+    start, stop, reached = max(first, marks.low), marks.high, None
+    if start < stop:
+        with KafkaReader(
+            settings.kafka,
+            tp,
+            start=start,
+            stop=stop,
+            group=_GROUP,
+            idle_timeout=settings.read_timeout_seconds,
+        ) as reader:
+            for batch in reader.batches():
+                for record in batch:
+                    if record.offset >= stop or not +left:
+                        continue
+                    try:
+                        canon = _canonical(layout.comparable(objects[0], record.value))
+                    except ValueError:
+                        continue
+                    head = firsts.get(record.offset)
+                    if head is not None and head[0] != canon:
+                        findings.append(
+                            Finding(
+                                record.offset,
+                                record.offset,
+                                archive.full_key(head[1]),
+                                "its first record differs from Kafka's at its start offset",
+                            )
+                        )
+                    if left[canon] > 0:
+                        left[canon] -= 1
+                        reached = record.offset
+                    elif record.offset < last_start:
+                        missing.add(record.offset)
+    for a, b in missing.spans:
+        like = max((o for o in objects if o.first_offset <= a), key=lambda o: o.first_offset)
+        name = layout.expected_key(tp, a, like).rpartition("/")[2]
+        findings.append(
+            Finding(
+                a,
+                b,
+                None,
+                f"offsets {a}..{b} are in Kafka but in no object: an object is missing "
+                f"(deleted?), the sink named it {name} in one of the partitioner's folders",
+            )
+        )
+    extra = sum((+left).values())
+    if extra:
+        findings.append(
+            Finding(
+                None,
+                None,
+                None,
+                f"{extra} archived record(s) match no Kafka record "
+                "(duplicates, or records that differ)",
+            )
+        )
+    checked_to = None if reached is None else reached + 1
+    return ForeignVerdict(
+        tp,
+        len(objects),
+        count,
+        first,
+        reached,
+        start,
         checked_to,
         kept,
         tuple(sorted(findings, key=lambda f: (f.first_offset or 0, f.key or ""))),
