@@ -371,3 +371,74 @@ def test_adopt_refuses_an_archive_with_a_hole_and_writes_nothing(
     assert "GAP offsets 10..19: in no object" in out
     assert "offsets 10..19 are in no object" in err and "--allow-gaps" in err
     assert "Contents" not in s3_client.list_objects_v2(Bucket=bkt, Prefix="ours/")
+
+
+def test_adopt_then_run_in_the_sinks_own_layout_continues_its_archive_in_place(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The run writes on in Confluent's names ('layout'='confluent') beside the sink's
+    objects: the whole prefix is then one archive, which verify --layout finds complete."""
+    case = CASES[0]
+    name, bkt, records, _ = foreign(case, count=30, size=10, archived=20)
+    kcql = (
+        f"INSERT INTO {bkt}:sink/topics SELECT * FROM {name} STOREAS JSON "
+        "PROPERTIES('layout'='confluent')"
+    )
+    code, out, err = cli(
+        capsys,
+        "adopt",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        "confluent",
+        *run_args(kcql, broker, s3_endpoint, command=None),
+    )
+    assert code == 0, err
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+
+    ids = []
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bkt, Prefix="sink/")
+    for item in (i for page in pages for i in page.get("Contents", [])):
+        if "/.kafka-archive/" not in item["Key"]:
+            assert item["Key"].startswith(f"sink/topics/{name}/partition=0/{name}+0+00000000")
+            body = s3_client.get_object(Bucket=bkt, Key=item["Key"])["Body"].read()
+            ids += [json.loads(line)["id"] for line in body.splitlines()]
+    assert sorted(ids) == list(range(30)) == [json.loads(r.value or b"")["id"] for r in records]
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 0, out + err
+    assert "offsets 0..29, compared with Kafka 0..29" in out
+
+
+def test_adopt_with_allow_gaps_writes_the_state_and_reports_the_hole(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    case = next(c for c in CASES if c.layout == "lenses")  # named by last offsets
+    name, bkt, _, keys = foreign(case, count=30, size=10)
+    s3_client.delete_object(Bucket=bkt, Key=keys[1][0])
+    kcql = f"INSERT INTO {bkt}:ours SELECT * FROM {name} STOREAS JSON"
+
+    code, out, err = cli(
+        capsys,
+        "adopt",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        "lenses",
+        "--allow-gaps",
+        *run_args(kcql, broker, s3_endpoint, command=None),
+    )
+    assert code == 0, err
+    assert "GAP offsets 10..19: in no object" in out
+    assert "next run starts at 30" in out
+    state = s3_client.get_object(Bucket=bkt, Key=f"ours/.kafka-archive/state/{name}/0.json")
+    assert json.loads(state["Body"].read())["next_offset"] == 30
