@@ -442,3 +442,42 @@ def test_adopt_with_allow_gaps_writes_the_state_and_reports_the_hole(
     assert "next run starts at 30" in out
     state = s3_client.get_object(Bucket=bkt, Key=f"ours/.kafka-archive/state/{name}/0.json")
     assert json.loads(state["Body"].read())["next_offset"] == 30
+
+
+def test_restore_of_a_partitioner_spread_archive_resumes_without_loss_or_duplicates(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Confluent's field partitioner keeps no offsets: the restore goes object by object,
+    says that the order is not the original, and its progress resumes run after run."""
+    case = PARTITIONED[0]
+    name, bkt, records, _ = foreign(case, count=30, size=4)
+    target = topic(partitions=1)
+    args = [
+        "restore",
+        "--from",
+        f"{bkt}:sink",
+        "--layout",
+        "confluent",
+        "--topic",
+        name,
+        "--to-topic",
+        target,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--values-only",
+        "--max-records-per-partition",
+        "7",
+    ]
+    for _ in range(5):
+        code, _, err = cli(capsys, *args)
+        assert code == 0, err
+    assert "not in their original order" in err
+    restored = sorted(json.loads(r.value or b"")["id"] for r in _read_topic(broker, target))
+    assert restored == list(range(30))

@@ -663,9 +663,27 @@ class ForeignSource:
     objects: tuple[ForeignObject, ...]
 
     def records(self, store: S3Store, start: int) -> Iterator[FoundRecord]:
+        """The records from ``start`` on. A partition spread over partitioner folders
+        without stored offsets (:func:`grouped`) is replayed object by object, and its
+        records numbered by their position instead (its offsets are not known), so that
+        the restore's progress still grows and resumes."""
         archive = ForeignArchive(store, self.target, layout_for(self.layout, dict(self.options)))
-        for placed in archive.placed(list(self.objects), start):
-            yield found_record(placed, archive.layout.kept(placed.obj))
+        objects = list(self.objects)
+        if not grouped(objects, archive.layout.kept(objects[0])):
+            for placed in archive.placed(objects, start):
+                yield found_record(placed, archive.layout.kept(placed.obj))
+            return
+        position = 0
+        for obj in objects:
+            records = archive.read(obj)
+            if position + len(records) <= start:
+                position += len(records)
+                continue
+            for record in records:
+                if position >= start:
+                    placed = PlacedRecord(obj.tp, position, False, record, obj)
+                    yield found_record(placed, archive.layout.kept(obj))
+                position += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -717,6 +735,19 @@ def restore(
             topic,
             ", ".join(missing),
         )
+    if any(grouped(objs, kept) for objs in found.values()):
+        log.warning(
+            "the %s archive of %s spreads partitions over partitioner folders and keeps no "
+            "offsets: they are restored object by object (by each object's first offset), "
+            "not in their original order",
+            archive.layout.name,
+            topic,
+        )
+        if only.from_offset is not None or only.to_offset is not None:
+            raise errors.ConfigError(
+                "--from-offset/--to-offset need the records' offsets, which this archive "
+                "does not keep"
+            )
     if (only.from_ms is not None or only.to_ms is not None) and not kept.timestamp:
         raise errors.ConfigError(
             f"--from-time/--to-time need record timestamps, which the {archive.layout.name} "
