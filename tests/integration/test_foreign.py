@@ -455,7 +455,7 @@ def test_restore_of_a_partitioner_spread_archive_resumes_without_loss_or_duplica
     """Confluent's field partitioner keeps no offsets: the restore goes object by object,
     says that the order is not the original, and its progress resumes run after run."""
     case = PARTITIONED[0]
-    name, bkt, records, _ = foreign(case, count=30, size=4)
+    name, bkt, _, _ = foreign(case, count=30, size=4)
     target = topic(partitions=1)
     args = [
         "restore",
