@@ -89,14 +89,18 @@ def foreign(
     s3_client: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
-) -> Callable[..., tuple[str, str, list[KafkaRecord], list[str]]]:
-    """``foreign(case, count, size, archived=None)``: a topic of ``count`` records in one
-    partition and an archive of its first ``archived`` (all) records in the case's sink's
+) -> Callable[..., tuple[str, str, list[KafkaRecord], list[tuple[str, int]]]]:
+    """``foreign(case, count, size, archived=None, under="sink/")``: a topic of ``count``
+    records in one partition and an archive of its first ``archived`` (all) records in the case's sink's
     objects of ``size`` records; returns (topic, bucket, records, each object's key and
     first offset, -1 for the sink's own files)."""
 
     def make(
-        case: Case, count: int = 30, size: int = 10, archived: int | None = None
+        case: Case,
+        count: int = 30,
+        size: int = 10,
+        archived: int | None = None,
+        under: str = "sink/",
     ) -> tuple[str, str, list[KafkaRecord], list[tuple[str, int]]]:
         name, bkt = topic(partitions=1), bucket()
         produce(
@@ -111,8 +115,8 @@ def foreign(
         records = kafka_records(broker, name, 1)
         keys = []
         for key, body, first in case.build(name, records[: archived or count], size):
-            s3_client.put_object(Bucket=bkt, Key=f"sink/{key}", Body=body)
-            keys.append((f"sink/{key}", first))
+            s3_client.put_object(Bucket=bkt, Key=f"{under}{key}", Body=body)
+            keys.append((f"{under}{key}", first))
         return name, bkt, records, keys
 
     return make
@@ -481,3 +485,49 @@ def test_restore_of_a_partitioner_spread_archive_resumes_without_loss_or_duplica
     assert "not in their original order" in err
     restored = sorted(json.loads(r.value or b"")["id"] for r in _read_topic(broker, target))
     assert restored == list(range(30))
+
+
+def test_the_layout_comes_from_an_imported_connector_config(
+    foreign: Callable[..., Any],
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """import-connector of the Confluent sink that wrote the archive, then adopt, run and
+    verify with that config alone: no --layout, and adopt takes --from from the KCQL."""
+    name, bkt, _, _ = foreign(CASES[0], count=30, size=10, archived=20, under="")
+    connector = tmp_path / "connector.json"
+    connector.write_text(
+        json.dumps(
+            {
+                "name": "orders-archive",
+                "config": {
+                    "connector.class": "io.confluent.connect.s3.S3SinkConnector",
+                    "topics": name,
+                    "s3.bucket.name": bkt,
+                    "topics.dir": "topics",
+                    "store.url": s3_endpoint,
+                    "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
+                    "flush.size": "10",
+                },
+            }
+        )
+    )
+    code, config_text, err = cli(capsys, "import-connector", str(connector))
+    assert code == 0, err
+    config = tmp_path / "archive.yaml"
+    config.write_text(config_text)
+    options = ["--config", str(config), "--bootstrap-servers", broker]
+
+    code, out, err = cli(capsys, "adopt", *options)
+    assert code == 0, err
+    assert "(confluent layout)" in out and "next run starts at 20" in out
+    code, _, err = cli(capsys, "run", *options)
+    assert code == 0, err
+    code, out, err = cli(capsys, "verify", "--from", f"{bkt}:topics", *options)
+    assert code == 0, out + err
+    assert "(confluent layout): clean" in out
+    assert "offsets 0..29, compared with Kafka 0..29" in out

@@ -7,6 +7,7 @@ archive another sink wrote, and ``adopt``, which takes one over for the next ``r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from kafka_archive.archiver.read.foreign import commands as foreign
 from kafka_archive.archiver.settings import LoadedConfig, require_bootstrap
 from kafka_archive.cli.commands import RunFlags, _foreign_layout, _progress, _run_options, cli
 from kafka_archive.cli.render import render_restore
+from kafka_archive.kcql.plan import LayoutKind, Plan, Target
 
 
 def spec(location: str, layout: str | None, pairs: Sequence[str]) -> foreign.ForeignSpec:
@@ -34,6 +36,31 @@ def spec(location: str, layout: str | None, pairs: Sequence[str]) -> foreign.For
     return foreign.ForeignSpec(
         location, None if layout in (None, "auto") else layout, tuple(sorted(options.items()))
     )
+
+
+def configured(
+    flags: RunFlags, loaded: LoadedConfig, given: foreign.ForeignSpec
+) -> foreign.ForeignSpec:
+    """``given`` with its layout taken from the KCQL (``--config`` from
+    ``import-connector``, or ``--kcql``) when ``--layout`` was not given: the statement
+    writing to the archive's bucket and prefix says which sink it continues, Confluent's
+    (``'layout'='confluent'``) or Lenses' (``'flush.interval.time'='arrival'``, which
+    ``import-connector`` sets on every Lenses statement). Otherwise the names tell."""
+    if given.layout is not None or not (flags.kcql_texts or loaded.statements):
+        return given
+    return dataclasses.replace(given, layout=layout_of(flags.plan(loaded), given.target))
+
+
+def layout_of(plan: Plan, target: Target) -> str | None:
+    """The sink whose archive a statement of ``plan`` writing to ``target`` continues."""
+    for route in plan.routes:
+        if route.target != target:
+            continue
+        if route.layout.kind is LayoutKind.CONFLUENT:
+            return "confluent"
+        if route.layout.kind is LayoutKind.LENSES and not route.flush.interval_by_record_time:
+            return "lenses"
+    return None
 
 
 def cat(
@@ -55,6 +82,7 @@ def verify(flags: RunFlags, given: foreign.ForeignSpec, offline: bool, output: s
     loaded = flags.load()
     if not offline:
         require_bootstrap(loaded.settings, flags.config)
+    given = configured(flags, loaded, given)
     topics = {t.strip() for t in flags.topics.split(",")} if flags.topics else None
     result = foreign.verify(loaded.settings, given, topics, offline=offline)
     if output == "json":
@@ -70,6 +98,7 @@ def restore(
 ) -> None:
     loaded = flags.load()
     require_bootstrap(loaded.settings, flags.config)
+    given = configured(flags, loaded, given)
     result = foreign.restore(loaded.settings, given, topic, to_topic, progress=_progress(), **kw)
     click.echo(render_restore(result))
 
@@ -78,9 +107,9 @@ def restore(
 @click.option(
     "--from",
     "location",
-    required=True,
     metavar="BUCKET[:PREFIX]",
-    help="Where the other sink's archive is.",
+    help="Where the other sink's archive is (default: the target of the KCQL, when there "
+    "is one: the run then writes on beside the sink's objects).",
 )
 @_foreign_layout
 @click.option(
@@ -96,7 +125,7 @@ def restore(
 @_run_options
 def adopt(
     flags: RunFlags,
-    location: str,
+    location: str | None,
     layout: str | None,
     layout_options: tuple[str, ...],
     group: str | None,
@@ -108,7 +137,12 @@ def adopt(
     loaded = flags.load()
     plan = flags.plan(loaded)
     require_bootstrap(loaded.settings, flags.config)
-    given = spec(location, layout, layout_options)
+    if location is None:
+        targets = {str(r.target) for r in plan.routes}
+        if len(targets) != 1:
+            raise click.UsageError("give --from: the KCQL writes to several targets")
+        location = targets.pop()
+    given = configured(flags, loaded, spec(location, layout, layout_options))
     try:
         result = adopting.adopt(loaded.settings, plan, given, group=group, allow_gaps=allow_gaps)
     except adopting.Refused as exc:
