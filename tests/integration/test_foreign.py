@@ -91,9 +91,9 @@ def foreign(
     bucket: Callable[..., str],
 ) -> Callable[..., tuple[str, str, list[KafkaRecord], list[tuple[str, int]]]]:
     """``foreign(case, count, size, archived=None, under="sink/")``: a topic of ``count``
-    records in one partition and an archive of its first ``archived`` (all) records in the case's sink's
-    objects of ``size`` records; returns (topic, bucket, records, each object's key and
-    first offset, -1 for the sink's own files)."""
+    records in one partition and an archive of its first ``archived`` (all) records in the
+    case's sink's objects of ``size`` records, under ``under``; returns (topic, bucket,
+    records, each object's key and first offset, -1 for the sink's own files)."""
 
     def make(
         case: Case,
