@@ -735,6 +735,13 @@ def restore(
             topic,
             ", ".join(missing),
         )
+    if any(o.key.endswith((".avro", ".parquet")) for objs in found.values() for o in objs):
+        log.warning(
+            "the %s archive of %s holds Avro/Parquet rows: each value is restored as the "
+            "row's compact JSON, not the bytes produced (a registry's framing is not kept)",
+            archive.layout.name,
+            topic,
+        )
     if any(grouped(objs, kept) for objs in found.values()):
         log.warning(
             "the %s archive of %s spreads partitions over partitioner folders and keeps no "
