@@ -9,11 +9,15 @@ Kafka consumer, never with our readers.
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import fastavro
 import foreign_sinks as sinks
 import pytest
 from archive_helpers import KafkaRecord, archived_ids, cli, kafka_records, run_args
@@ -540,3 +544,78 @@ def test_the_layout_comes_from_an_imported_connector_config(
     assert code == 0, out + err
     assert "(confluent layout): clean" in out
     assert "offsets 0..29, compared with Kafka 0..29" in out
+
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    """A Schema Registry stub answering ``GET /schemas/ids/7`` with :data:`ORDER`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            found = self.path == "/schemas/ids/7"
+            body = json.dumps({"schema": json.dumps(ORDER)} if found else {}).encode()
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_verify_compares_registry_framed_avro_values_with_the_sinks_avro_rows(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    registry: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Confluent's usual Avro archive: the AvroConverter read framed values (magic byte,
+    schema id) and AvroRecordWriterProvider wrote the data with its schema in the file."""
+    parsed = fastavro.parse_schema(ORDER)
+    orders = [{"id": i, "amount": i / 4, "note": None if i % 3 else f"n{i}"} for i in range(12)]
+
+    def frame(datum: dict[str, Any]) -> bytes:
+        out = io.BytesIO(b"\x00" + (7).to_bytes(4, "big"))
+        out.seek(5)
+        fastavro.schemaless_writer(out, parsed, datum)
+        return out.getvalue()
+
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, ({"value": frame(o), "partition": 0} for o in orders))
+    for first in (0, 6):
+        body = io.BytesIO()
+        fastavro.writer(body, parsed, orders[first : first + 6])
+        key = f"sink/topics/{name}/partition=0/{name}+0+{first:010d}.avro"
+        s3_client.put_object(Bucket=bkt, Key=key, Body=body.getvalue())
+    case = CASES[1]
+
+    code, out, err = _verify(capsys, case, bkt, broker, s3_endpoint)
+    assert code == 1, out + err  # without the registry the framed bytes are not the rows
+    assert "archived record differs from Kafka (value)" in out
+    code, out, err = _verify(
+        capsys, case, bkt, broker, s3_endpoint, "--schema-registry-url", registry
+    )
+    assert code == 0, out + err
+    assert "offsets 0..11, compared with Kafka 0..11" in out

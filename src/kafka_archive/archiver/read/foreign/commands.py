@@ -28,6 +28,7 @@ from kafka_archive.archiver.reading import rendering
 from kafka_archive.archiver.reading.decoding import StoredRecord
 from kafka_archive.archiver.reading.listing import parse_location
 from kafka_archive.archiver.reading.records import FoundRecord
+from kafka_archive.archiver.schema_registry import SchemaRegistry, decoded
 from kafka_archive.archiver.settings import Settings
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Format, Route, Target
@@ -380,6 +381,7 @@ def _verify_grouped(
         return ForeignVerdict(
             tp, len(objects), count, first, None, None, None, kept, tuple(findings), tuple(notes)
         )
+    registry = registry_of(settings)
     missing = _Ranges()
     start, stop, reached = max(first, marks.low), marks.high, None
     if start < stop:
@@ -396,7 +398,8 @@ def _verify_grouped(
                     if record.offset >= stop or not +left:
                         continue
                     try:
-                        canon = _canonical(layout.comparable(objects[0], record.value))
+                        value = kafka_value(registry, record.value)
+                        canon = _canonical(layout.comparable(objects[0], value))
                     except ValueError:
                         continue
                     head = firsts.get(record.offset)
@@ -485,6 +488,7 @@ def _compare(
     kept: Kept,
     findings: list[Finding],
 ) -> None:
+    registry = registry_of(settings)
     missing = _Ranges()
     differs: dict[tuple[str, str], _Ranges] = {}
     seen: set[int] = set()
@@ -506,7 +510,7 @@ def _compare(
                     missing.add(record.offset)
                     continue
                 stored = placed[0]
-                problem = _difference(archive.layout, stored, record, kept)
+                problem = _difference(archive.layout, stored, record, kept, registry)
                 if problem:
                     where = (archive.full_key(stored.obj), problem)
                     differs.setdefault(where, _Ranges()).add(record.offset)
@@ -535,10 +539,29 @@ def _compare(
         )
 
 
-def _difference(layout: ForeignLayout, placed: PlacedRecord, record: Any, kept: Kept) -> str:
+def registry_of(settings: Settings) -> SchemaRegistry | None:
+    url = settings.schema_registry_url
+    return SchemaRegistry(url) if url else None
+
+
+def kafka_value(registry: SchemaRegistry | None, value: bytes | None) -> bytes | None:
+    """A Kafka value as the sink's converter saw it: a registry-framed Avro value (the
+    AvroConverter's) as its datum's JSON, the form the sink's rows read back in; others
+    as they are."""
+    framed, datum = decoded(registry, value)
+    return _common.compact(datum) if framed else value
+
+
+def _difference(
+    layout: ForeignLayout,
+    placed: PlacedRecord,
+    record: Any,
+    kept: Kept,
+    registry: SchemaRegistry | None = None,
+) -> str:
     r = placed.record
     try:
-        expected = layout.comparable(placed.obj, record.value)
+        expected = layout.comparable(placed.obj, kafka_value(registry, record.value))
     except ValueError:
         return "value"
     if not _same(r.comparable, expected):
