@@ -457,6 +457,10 @@ def test_adopt_with_allow_gaps_writes_the_state_and_reports_the_hole(
     assert code == 0, err
     assert "GAP offsets 10..19: in no object" in out
     assert "next run starts at 30" in out
+    assert (
+        "the sink's index (.indexes/<connector>/.locks/<topic>/<partition>.lock) says it "
+        "committed offset 29" in out
+    )
     state = s3_client.get_object(Bucket=bkt, Key=f"ours/.kafka-archive/state/{name}/0.json")
     assert json.loads(state["Body"].read())["next_offset"] == 30
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from kafka_archive.archiver import driver, errors
 from kafka_archive.archiver import job as jobs
 from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.model import TopicPartition
+from kafka_archive.archiver.read.foreign.archive import ForeignArchive
 from kafka_archive.archiver.read.foreign.commands import ForeignSpec, _scan, grouped, open_archive
 from kafka_archive.archiver.read.foreign.model import ForeignObject
 from kafka_archive.archiver.settings import Settings
@@ -75,6 +77,7 @@ def _survey(
             hint="Check --from, --layout and the KCQL's topics",
         )
     marks = admin.offsets(found)
+    indexes = lenses_indexes(archive) if archive.layout.name == "lenses" else {}
     out = []
     for tp, objects in found.items():
         if grouped(objects, archive.layout.kept(objects[0])):
@@ -107,6 +110,15 @@ def _survey(
                 hint="Adopt into a new topic's route only what belongs to it; this archive "
                 "stays readable with cat, verify and restore",
             )
+        indexed = indexes.get(tp)
+        if indexed is not None and indexed > last:
+            holes.append((end, indexed))
+            notes.append(
+                f"the sink's index ({lenses_index}) says it committed offset {indexed}, past "
+                f"the archive's last {last}: offsets {end}..{indexed} are in no object"
+            )
+        elif indexed is not None:
+            notes.append(f"the sink's index ({lenses_index}) says it committed offset {indexed}")
         if group_offset is not None and group_offset > end:
             holes.append((end, group_offset - 1))
             notes.append(
@@ -136,6 +148,31 @@ def _survey(
             )
         )
     return archive.layout.name, out
+
+
+lenses_index = ".indexes/<connector>/.locks/<topic>/<partition>.lock"
+
+
+def lenses_indexes(archive: ForeignArchive) -> dict[TopicPartition, int]:
+    """The offsets Lenses' sink committed, from its index files (``IndexManagerV2``:
+    ``{"owner", "committedOffset", "pendingState"}`` at :data:`lenses_index`): the last
+    offset it wrote of each partition."""
+    found: dict[TopicPartition, int] = {}
+    head = f"{archive.target.head}.indexes/"
+    for key, _ in archive.store.list_objects(archive.target.bucket, head):
+        parts = key[len(head) :].split("/")
+        if len(parts) != 4 or parts[1] != ".locks" or not parts[3].endswith(".lock"):
+            continue
+        number = parts[3].removesuffix(".lock")
+        try:
+            doc = json.loads(archive.store.get_bytes(archive.target.bucket, key) or b"{}")
+        except ValueError:
+            continue  # not the index the sink writes: no offset from it
+        offset = doc.get("committedOffset") if isinstance(doc, dict) else None
+        if number.isdigit() and isinstance(offset, int):
+            tp = TopicPartition(parts[2], int(number))
+            found[tp] = max(found.get(tp, offset), offset)
+    return found
 
 
 def _grouped(
