@@ -128,6 +128,19 @@ def lenses_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Object
     return out
 
 
+def lenses_values_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """Without the envelope: the value alone per line (``JsonFormatWriter``), named as
+    :func:`lenses_json` names objects."""
+    out = []
+    for chunk in _chunks(records, size):
+        last = chunk[-1]
+        stamps = [r.timestamp for r in chunk]
+        body = b"".join(_compact(json.loads(r.value or b"null")) + b"\n" for r in chunk)
+        key = f"{topic}/{last.partition}/{last.offset:012d}_{min(stamps)}_{max(stamps)}.json"
+        out.append((key, body, chunk[0].offset))
+    return out
+
+
 def _b64(data: bytes | None) -> bytes:
     return b"" if data is None else base64.b64encode(data)
 

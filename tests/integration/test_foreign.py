@@ -42,6 +42,7 @@ CASES = [
     Case("confluent-json", "confluent", sinks.confluent_json),
     Case("confluent-avro", "confluent", sinks.confluent_avro),
     Case("lenses-envelope", "lenses", sinks.lenses_json, keeps_records=True),
+    Case("lenses-values-only", "lenses", sinks.lenses_values_json),
     Case(
         "aiven-csv-gzip",
         "aiven",
@@ -254,6 +255,7 @@ RESTORED = [
         "confluent-json",
         "confluent-avro",
         "lenses-envelope",
+        "lenses-values-only",
         "aiven-csv-gzip",
         "aiven-jsonl",
         "secor-sequencefile",

@@ -80,7 +80,7 @@ def _survey(
     indexes = lenses_indexes(archive) if archive.layout.name == "lenses" else {}
     out = []
     for tp, objects in found.items():
-        if grouped(objects, archive.layout.kept(objects[0])):
+        if grouped(objects, archive.kept(objects[0])):
             out.append(_grouped(archive.layout.name, tp, objects, marks[tp], group, admin))
             continue
         by_offset, damaged, records = _scan(archive, objects)

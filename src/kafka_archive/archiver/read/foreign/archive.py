@@ -20,6 +20,7 @@ from kafka_archive.archiver.read.foreign.model import (
     ForeignLayout,
     ForeignObject,
     ForeignRecord,
+    Kept,
 )
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
@@ -47,6 +48,7 @@ class ForeignArchive:
 
     def __init__(self, store: S3Store, target: Target, layout: ForeignLayout) -> None:
         self.store, self.target, self.layout = store, target, layout
+        self._decoded: set[str] = set()
 
     def check_bucket(self) -> None:
         try:
@@ -70,6 +72,13 @@ class ForeignArchive:
             found[obj.tp].append(obj)
         return {tp: sorted(objs, key=_order) for tp, objs in sorted(found.items())}
 
+    def kept(self, obj: ForeignObject) -> Kept:
+        """What the records of ``obj`` keep; where the sink's format decides it per object
+        (Lenses: the envelope, or values alone), ``obj`` is read first."""
+        if getattr(self.layout, "content_decides", False) and obj.key not in self._decoded:
+            self.read(obj)
+        return self.layout.kept(obj)
+
     def full_key(self, obj: ForeignObject) -> str:
         return f"{self.target.head}{obj.key}"
 
@@ -82,7 +91,9 @@ class ForeignArchive:
                 f"s3://{self.target.bucket}/{key} disappeared while reading it", tp=obj.tp
             )
         try:
-            return self.layout.decode(obj, data)
+            records = self.layout.decode(obj, data)
+            self._decoded.add(obj.key)
+            return records
         except ForeignFormatError as exc:
             raise DamagedObjectError(
                 f"s3://{self.target.bucket}/{key} cannot be read as the {self.layout.name} "

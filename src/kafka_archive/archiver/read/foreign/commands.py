@@ -105,10 +105,11 @@ def found_record(placed: PlacedRecord, kept: Kept) -> FoundRecord:
     )
 
 
-def cat_line(placed: PlacedRecord, layout: ForeignLayout, prefix: str) -> bytes:
+def cat_line(placed: PlacedRecord, archive: ForeignArchive) -> bytes:
     """One line of ``cat --layout``: ``cat``'s document, the object's full key, the sink,
     and ``unknown``: the parts of the record the sink's format did not keep."""
-    kept = layout.kept(placed.obj)
+    layout, prefix = archive.layout, archive.target.head
+    kept = archive.kept(placed.obj)
     found = found_record(placed, kept)
     try:
         doc = rendering.document(found)
@@ -137,11 +138,7 @@ def cat(
     objects = _partition_objects(archive, tp)
     left = count
     for placed in archive.placed(objects, offset):
-        yield (
-            (placed.record.value or b"")
-            if output == "raw"
-            else cat_line(placed, archive.layout, archive.target.head)
-        )
+        yield ((placed.record.value or b"") if output == "raw" else cat_line(placed, archive))
         left -= 1
         if left == 0:
             return
@@ -257,8 +254,7 @@ def verify_partition(
     marks: Any | None,
 ) -> ForeignVerdict:
     """Compare one partition's foreign objects with each other and with Kafka."""
-    layout = archive.layout
-    kept = layout.kept(objects[0])
+    kept = archive.kept(objects[0])
     if grouped(objects, kept):
         return _verify_grouped(settings, archive, tp, objects, marks, kept)
     by_offset, findings, count = _scan(archive, objects)
@@ -692,9 +688,9 @@ class ForeignSource:
         the restore's progress still grows and resumes."""
         archive = ForeignArchive(store, self.target, layout_for(self.layout, dict(self.options)))
         objects = list(self.objects)
-        if not grouped(objects, archive.layout.kept(objects[0])):
+        if not grouped(objects, archive.kept(objects[0])):
             for placed in archive.placed(objects, start):
-                yield found_record(placed, archive.layout.kept(placed.obj))
+                yield found_record(placed, archive.kept(placed.obj))
             return
         position = 0
         for obj in objects:
@@ -705,7 +701,7 @@ class ForeignSource:
             for record in records:
                 if position >= start:
                     placed = PlacedRecord(obj.tp, position, False, record, obj)
-                    yield found_record(placed, archive.layout.kept(obj))
+                    yield found_record(placed, archive.kept(obj))
                 position += 1
 
 
@@ -743,7 +739,7 @@ def restore(
         raise errors.NotInArchiveError(
             f"nothing of {topic} is in the {archive.layout.name} archive under {spec.location}"
         )
-    kept = archive.layout.kept(next(iter(found.values()))[0])
+    kept = archive.kept(next(iter(found.values()))[0])
     missing = kept.missing()
     if len(missing) == 3 and not values_only:
         raise errors.ConfigError(

@@ -55,6 +55,7 @@ _ENVELOPE_KEYS = frozenset({"key", "value", "headers", "metadata", "keyIsArray",
 
 class LensesLayout:
     name = "lenses"
+    content_decides = True  # the envelope or the values alone: told by an object's lines
 
     def __init__(self, options: Options | None = None) -> None:
         options = options or Options()
@@ -62,6 +63,7 @@ class LensesLayout:
         self.pad_char = options.get("padding.char", "0")
         self.pad_offset = int(options.get("padding.length.offset", "12"))
         self.pad_partition = int(options.get("padding.length.partition", "0"))
+        self._plain: set[str] = set()  # objects read that hold values alone
 
     def parse(self, relative: str, size: int) -> ForeignObject | None:
         if relative.startswith(f"{self.indexes}/") or "/.kafka-archive/" in f"/{relative}":
@@ -96,6 +98,9 @@ class LensesLayout:
         return f"{tp.topic}/{partition}/{self.padded_offset(last_offset)}_{earliest}_{latest}.{ext}"
 
     def kept(self, obj: ForeignObject) -> Kept:
+        """The envelope keeps everything; values alone (an object read without it) nothing."""
+        if obj.key in self._plain:
+            return Kept()
         return Kept(offset=True, key=True, headers=True, timestamp=True)
 
     def decode(self, obj: ForeignObject, data: bytes) -> list[ForeignRecord]:
@@ -109,6 +114,7 @@ class LensesLayout:
             if isinstance(doc, dict) and "metadata" in doc and set(doc) <= _ENVELOPE_KEYS:
                 out.append(_from_envelope(doc, number))
             else:
+                self._plain.add(obj.key)
                 out.append(ForeignRecord(None if doc is None else line, doc))
         return out
 
