@@ -198,6 +198,23 @@ _config_option = click.option(
 )
 
 
+def _foreign_layout(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--layout`` and ``--layout-option``: an archive another sink wrote (cli/foreign.py)."""
+    command = click.option(
+        "--layout-option",
+        "layout_options",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="With --layout: a property of the sink's connector that decides names or "
+        "format (topics.dir, file.name.template, format.output.fields, ...); repeatable.",
+    )(command)
+    return click.option(
+        "--layout",
+        type=click.Choice(["confluent", "lenses", "aiven", "secor", "auto"]),
+        help="Read an archive another sink wrote (auto: told by the object names).",
+    )(command)
+
+
 @dataclass(frozen=True, slots=True)
 class RunFlags:
     """The connection and job options shared by run, plan, status, verify, restore and
@@ -508,11 +525,33 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     help="Check the archive alone (objects, overlaps, state), without Kafka.",
 )
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def verify(flags: RunFlags, offline: bool, output: str) -> None:
+@click.option(
+    "--from",
+    "location",
+    metavar="BUCKET[:PREFIX]",
+    help="With --layout: where the other sink's archive is.",
+)
+@_foreign_layout
+def verify(
+    flags: RunFlags,
+    offline: bool,
+    output: str,
+    location: str | None = None,
+    layout: str | None = None,
+    layout_options: tuple[str, ...] = (),
+) -> None:
     """Check that every archived record is in exactly one object and matches Kafka.
 
     Exits 0 when the archive is clean, 1 with every discrepancy listed when it is not.
     """
+    if layout or location:  # an archive another sink wrote (cli/foreign.py)
+        from kafka_archive.cli import foreign
+
+        if not location:
+            raise click.UsageError("--layout needs --from (where the archive is)")
+        return foreign.verify(
+            flags, foreign.spec(location, layout, layout_options), offline, output
+        )
     loaded = flags.load()
     plan = flags.plan(loaded)
     if not offline:
@@ -552,6 +591,7 @@ def verify(flags: RunFlags, offline: bool, output: str) -> None:
 @_config_option
 @click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint; absent means AWS.")
 @click.option("--region", help="S3 region.")
+@_foreign_layout
 def cat_command(
     location: str,
     topic: str,
@@ -563,9 +603,16 @@ def cat_command(
     config: Path | None,
     endpoint_url: str | None,
     region: str | None,
+    layout: str | None = None,
+    layout_options: tuple[str, ...] = (),
 ) -> None:
     """Print archived records of one partition from an offset, as JSON lines or raw values."""
     loaded = _load(config, {"endpoint_url": endpoint_url, "region": region})
+    if layout:  # an archive another sink wrote (cli/foreign.py)
+        from kafka_archive.cli import foreign
+
+        given = foreign.spec(location, layout, layout_options)
+        return foreign.cat(loaded, given, topic, partition, offset, count, output)
     plan = _plan(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     stdout = sys.stdout.buffer
     for chunk in api.cat(loaded.settings, plan, location, topic, partition, offset, count, output):
@@ -604,6 +651,7 @@ def cat_command(
     metavar="N",
     help="Restore at most N records of each partition in this run (resumable).",
 )
+@_foreign_layout
 @_run_options
 def restore(
     flags: RunFlags,
@@ -617,17 +665,33 @@ def restore(
     to_time: str | None,
     values_only: bool,
     max_records_per_partition: int | None,
+    layout: str | None = None,
+    layout_options: tuple[str, ...] = (),
 ) -> None:
     """Replay archived records into a Kafka topic, exactly once and resumably."""
-    loaded = flags.load()
-    plan = flags.given_plan(loaded)
-    require_bootstrap(loaded.settings, flags.config)
     only = RestoreFilter(
         from_offset=from_offset,
         to_offset=to_offset,
         from_ms=parse_timestamp(from_time, "--from-time") if from_time else None,
         to_ms=parse_timestamp(to_time, "--to-time") if to_time else None,
     )
+    if layout:  # an archive another sink wrote (cli/foreign.py)
+        from kafka_archive.cli import foreign
+
+        given = foreign.spec(location, layout, layout_options)
+        return foreign.restore(
+            flags,
+            given,
+            topic,
+            to_topic,
+            partition_map=partition_map,
+            only=only,
+            values_only=values_only,
+            max_records=max_records_per_partition,
+        )
+    loaded = flags.load()
+    plan = flags.given_plan(loaded)
+    require_bootstrap(loaded.settings, flags.config)
     result = api.restore(
         loaded.settings,
         plan,
@@ -824,3 +888,7 @@ def _failed(exc: ArchiveError, debug: bool) -> int:
         click.echo(render_summary(exc.result))
     _say(scrub(f"error: {exc}"), logging.ERROR, exc.exit_code)
     return exc.exit_code
+
+
+# The commands of archives other sinks wrote (adopt); imported last: it uses this module.
+from kafka_archive.cli import foreign as _foreign  # noqa: E402, F401

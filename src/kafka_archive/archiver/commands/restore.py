@@ -75,6 +75,8 @@ class RestoreUnit:
     only: RestoreFilter
     max_records: int | None = None
     batch_records: int = BATCH_RECORDS
+    # A foreign archive's partition (read/foreign): its records instead of the route's.
+    foreign: Any = None
 
     @property
     def transactional_id(self) -> str:
@@ -208,11 +210,13 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
         progress = progress_of(consumer, unit)
         begin = start_offset(unit, progress)
         store = S3Store(settings.s3)
-        wanted = (
-            r
-            for r in partition_records(store, unit.route, unit.objects, unit.committed, begin)
-            if unit.only.to_offset is None or r.offset <= unit.only.to_offset
+        found = (
+            unit.foreign.records(store, begin)
+            if unit.foreign is not None
+            else partition_records(store, unit.route, unit.objects, unit.committed, begin)
         )
+        last = unit.only.to_offset
+        wanted = (r for r in found if last is None or r.offset <= last)
         for batch in batches(wanted, unit.batch_records):
             if unit.max_records is not None and done >= unit.max_records:
                 break
