@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from kafka_archive.archiver.commands import adopt as adopting
-from kafka_archive.archiver.commands import foreign
+from kafka_archive.archiver.commands import foreign, foreign_verify
 from kafka_archive.archiver.config.load import LoadedConfig, require_bootstrap
 from kafka_archive.cli.commands import RunFlags, _foreign_layout, _progress, _run_options, cli
 from kafka_archive.cli.output import render_restore
@@ -84,11 +84,11 @@ def verify(flags: RunFlags, given: foreign.ForeignSpec, offline: bool, output: s
         require_bootstrap(loaded.settings, flags.config)
     given = configured(flags, loaded, given)
     topics = {t.strip() for t in flags.topics.split(",")} if flags.topics else None
-    result = foreign.verify(loaded.settings, given, topics, offline=offline)
+    result = foreign_verify.verify(loaded.settings, given, topics, offline=offline)
     if output == "json":
-        click.echo(json.dumps(foreign.verify_json(result), indent=2))
+        click.echo(json.dumps(foreign_verify.verify_json(result), indent=2))
     else:
-        click.echo(foreign.render_verify(result))
+        click.echo(foreign_verify.render_verify(result))
     if not result.clean:
         raise click.exceptions.Exit(1)
 

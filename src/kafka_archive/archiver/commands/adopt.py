@@ -18,14 +18,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kafka_archive.archiver.commands.foreign import ForeignSpec, _scan, grouped, open_archive
+from kafka_archive.archiver.commands.foreign import ForeignSpec, open_archive
+from kafka_archive.archiver.commands.foreign_verify import scan
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import KafkaAdmin, Watermarks
 from kafka_archive.archiver.plan.naming import new_run_id
 from kafka_archive.archiver.plan.preflight import preflight
-from kafka_archive.archiver.read.foreign.archive import ForeignArchive
+from kafka_archive.archiver.read.foreign.archive import ForeignArchive, grouped
 from kafka_archive.archiver.read.foreign.model import ForeignObject
 from kafka_archive.archiver.state import checkpoint, identity
 from kafka_archive.archiver.state.lock import JobLock
@@ -84,7 +85,7 @@ def _survey(
         if grouped(objects, archive.kept(objects[0])):
             out.append(_grouped(archive.layout.name, tp, objects, marks[tp], group, admin))
             continue
-        by_offset, damaged, records = _scan(archive, objects)
+        by_offset, damaged, records = scan(archive, objects)
         if damaged:
             bad = damaged[0]
             raise errors.DamagedObjectError(

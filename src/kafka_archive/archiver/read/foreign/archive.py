@@ -158,3 +158,10 @@ def place(
         )
         for i, r in enumerate(records)
     ]
+
+
+def grouped(objects: list[ForeignObject], kept: Kept) -> bool:
+    """Whether a partition's records are spread over several partitioner folders (a field
+    or time partitioner) in a format that keeps no offsets: only each object's first
+    offset is known then, not where its other records were in the partition."""
+    return not kept.offset and len({o.group for o in objects}) > 1
