@@ -827,6 +827,8 @@ class S3Store:
             if _code(exc) == "NoSuchUpload" or _status(exc) in (404, 500):
                 return  # already gone (moto answers 500 for some missing uploads)
             raise self._translate(exc, "abort upload of", bucket, key) from None
+        except BotoCoreError as exc:
+            raise self._translate(exc, "abort upload of", bucket, key) from None
 
 
 def multipart_etag(part_etags: list[str]) -> str:
