@@ -20,6 +20,11 @@ from kafka_archive.archiver.core.model import RunResult
 from kafka_archive.archiver.store.s3 import S3Store
 
 
+def _with_driver_retries(totals: ServiceTotals) -> ServiceTotals:
+    """``totals`` with the S3 requests the driver's own stores retried (this process's)."""
+    return dataclasses.replace(totals, driver_s3_retries=S3Store.process_retries)
+
+
 class MetricsServer:
     def __init__(
         self, port: int, *, max_age: float, max_lag: int | None, host: str = "0.0.0.0"
@@ -62,10 +67,7 @@ class MetricsServer:
         with self._lock:
             if status is None and not ok and self._last is not None:
                 status = self._last[1]  # a failed batch keeps the last known lag
-            self._totals = dataclasses.replace(
-                self._totals.after(result, finished=ok),
-                driver_s3_retries=S3Store.process_retries,
-            )
+            self._totals = _with_driver_retries(self._totals.after(result, finished=ok))
             self._last = (result, status)
             self._text = prometheus_text(result, status, ok=ok, totals=self._totals)
             if ok:
@@ -75,9 +77,7 @@ class MetricsServer:
     def failed(self, kind: str) -> None:
         """A micro-batch failed on a retriable error of this kind (the errors counter)."""
         with self._lock:
-            self._totals = dataclasses.replace(
-                self._totals.failed(kind), driver_s3_retries=S3Store.process_retries
-            )
+            self._totals = _with_driver_retries(self._totals.failed(kind))
             if self._last is not None:
                 result, status = self._last
                 self._text = prometheus_text(result, status, ok=False, totals=self._totals)

@@ -48,7 +48,8 @@ from kafka_archive.archiver.core.errors import (
 )
 from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.values import decode_segment
-from kafka_archive.archiver.store.s3 import S3Store, credentials
+from kafka_archive.archiver.store.client import credentials
+from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import (
     RECORD_TIME_COLUMN,
     LayoutKind,

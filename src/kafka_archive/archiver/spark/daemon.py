@@ -8,7 +8,7 @@ here once, the workers inherit them. These imports start no thread (forking afte
 would be unsafe); ``tests/unit/archiver/spark/test_context.py`` checks that. Only what tasks run
 is imported: the task modules and :mod:`.tasktime`, not the driver's planning nor KCQL's
 parser (``kafka_archive.kcql`` imports Lark only in ``parse``). Before serving, the daemon
-loads botocore's S3 model (:func:`..store.s3.preload_models`) and freezes what it holds
+loads botocore's S3 model (:func:`..store.client.preload_models`) and freezes what it holds
 (``gc.freeze``): measured on the keyed 256 MB topic, the Python processes' CPU per run
 went from 2.3 to 1.9 CPU-s and the run's peak RSS down by ~0.1 GB (``bench/RESULTS.md``).
 
@@ -89,7 +89,7 @@ import pyspark.worker  # noqa: E402, F401  (inherited by the forked workers)
 from pyspark.daemon import manager  # noqa: E402
 
 from kafka_archive.archiver.spark import tasktime  # noqa: E402, F401  (its timer wraps every task)
-from kafka_archive.archiver.store import s3  # noqa: E402
+from kafka_archive.archiver.store import client  # noqa: E402
 from kafka_archive.archiver.write import task  # noqa: E402, F401  (inherited by the forked workers)
 
 if _collecting:
@@ -99,7 +99,7 @@ if _collecting:
 def prepare() -> None:
     """What the daemon does before it serves: botocore's S3 model loaded (each worker's
     first client then costs ~0.01 CPU-s, not ~0.09), and everything it holds frozen."""
-    s3.preload_models()
+    client.preload_models()
     # What the daemon holds now is never freed: out of the collector's sight, so that a
     # worker's collections (PySpark's worker runs one after each task) neither walk it nor
     # write to its pages (each write copies a page the worker shares with the daemon).

@@ -21,11 +21,29 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from kafka_archive.archiver.core.errors import UploadError
-from kafka_archive.archiver.store.s3 import S3Store
 
 MAX_IN_FLIGHT = 2
+
+
+class PartStore(Protocol):
+    """The requests of an upload (:class:`~kafka_archive.archiver.store.s3.S3Store`'s)."""
+
+    def upload_bytes(self, bucket: str, key: str, body: bytes | bytearray) -> None: ...
+
+    def start_multipart(self, bucket: str, key: str) -> str: ...
+
+    def upload_part(
+        self, bucket: str, key: str, upload_id: str, number: int, body: bytes | bytearray
+    ) -> str: ...
+
+    def complete_multipart(
+        self, bucket: str, key: str, upload_id: str, etags: list[str]
+    ) -> None: ...
+
+    def abort_upload(self, bucket: str, key: str, upload_id: str) -> None: ...
 
 
 class PartsInFlight:
@@ -33,7 +51,7 @@ class PartsInFlight:
     started by the first part, completed with every part's ETag in order, or aborted. Both
     uploads below feed it, from a spool file or from memory."""
 
-    def __init__(self, store: S3Store, bucket: str, key: str, max_in_flight: int) -> None:
+    def __init__(self, store: PartStore, bucket: str, key: str, max_in_flight: int) -> None:
         self._store = store
         self._bucket = bucket
         self._key = key
@@ -89,7 +107,7 @@ class StreamingUpload:
 
     def __init__(
         self,
-        store: S3Store,
+        store: PartStore,
         bucket: str,
         key: str,
         path: Path,
@@ -224,7 +242,7 @@ class MemoryUpload:
 
     def __init__(
         self,
-        store: S3Store,
+        store: PartStore,
         bucket: str,
         key: str,
         *,
