@@ -14,7 +14,11 @@ import pytest
 from kafka_archive.cli import cli
 
 ROOT = Path(__file__).resolve().parents[3]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "bench" / "README.md",
+]
 
 
 def _command_lines(text: str) -> list[str]:
