@@ -45,6 +45,8 @@ MOST_NOT_RUN = 5  # keep the list short: a block that cannot run here is the exc
 COMMAND_TIMEOUT = 600.0
 
 _FENCE = re.compile(r"^(\s*)(```+)(.*)$")
+# kafka-archive, after any VAR=value assignments of its environment
+_COMMAND = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*kafka-archive\s")
 _ANNOTATION = re.compile(r"^\s*<!--\s*(exit\s+(\d+)|not run)\s*(?::\s*(.*?))?\s*-->\s*$")
 
 
@@ -83,8 +85,8 @@ def documented_commands(path: Path) -> list[Documented]:
     """The ``kafka-archive`` commands of a page's fenced blocks, with their annotations.
 
     In a block with ``$ `` prompts, the prompted lines are the commands (the others are
-    output); in a block without, every line starting ``kafka-archive``. Lines ending in ``\\``
-    continue on the next."""
+    output); in a block without, every line starting ``kafka-archive`` (or ``VAR=value
+    kafka-archive``). Lines ending in ``\\`` continue on the next."""
     page = str(path.relative_to(ROOT))
     lines = path.read_text().splitlines()
     found: list[Documented] = []
@@ -124,7 +126,7 @@ def documented_commands(path: Path) -> list[Documented]:
                 if not text.startswith("$ "):
                     continue
                 text = text.removeprefix("$ ")
-            if text.strip().startswith("kafka-archive "):
+            if _COMMAND.match(text.strip()):
                 found.append(Documented(page, number, text.strip(), expected, reason))
     return found
 
