@@ -40,8 +40,12 @@ _NOTICE = (
 
 
 def _cell(text: str) -> str:
-    """Text as one Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text as one Markdown table cell: ``<name>`` shown as written, not taken for HTML
+    (outside code spans, where Markdown would not decode ``&lt;``)."""
+    parts = " ".join(text.split()).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts).replace("|", "\\|")
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
