@@ -272,7 +272,7 @@ _RUN_OPTIONS = (
         "kafka_properties",
         multiple=True,
         metavar="KEY=VALUE",
-        help="librdkafka property, as kcat takes it; repeatable.",
+        help="librdkafka property, as kcat takes it (-X security.protocol=SASL_SSL); repeatable.",
     ),
     click.option(
         "--schema-registry-url",

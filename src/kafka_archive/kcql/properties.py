@@ -22,6 +22,9 @@ from types import MappingProxyType
 
 from kafka_archive.kcql.errors import KcqlSemanticError, did_you_mean, one_of
 from kafka_archive.kcql.plan import (
+    DEFAULT_FLUSH_COUNT,
+    DEFAULT_FLUSH_INTERVAL_SECONDS,
+    DEFAULT_FLUSH_SIZE,
     Compression,
     ErrorPolicy,
     Format,
@@ -81,12 +84,24 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
     {
         # Lenses stream-reactor names and defaults.
         # Lenses: flush.count and flush.size are a Java long, flush.interval an int.
-        "flush.count": PropertySpec(Kind.INT, "records per object", maximum=_LONG_MAX),
-        "flush.size": PropertySpec(Kind.INT, "bytes per object", maximum=_LONG_MAX),
-        "flush.interval": PropertySpec(
-            Kind.INT, "seconds of record time per object", maximum=_INT_MAX
+        "flush.count": PropertySpec(
+            Kind.INT, f"records per object (default {DEFAULT_FLUSH_COUNT})", maximum=_LONG_MAX
         ),
-        "partition.include.keys": PropertySpec(Kind.BOOL, "write field=value path segments"),
+        "flush.size": PropertySpec(
+            Kind.INT,
+            f"bytes per object, counted before whole-object compression (default "
+            f"{DEFAULT_FLUSH_SIZE})",
+            maximum=_LONG_MAX,
+        ),
+        "flush.interval": PropertySpec(
+            Kind.INT,
+            f"seconds of record time per object (default {DEFAULT_FLUSH_INTERVAL_SECONDS}; "
+            "see flush.interval.time)",
+            maximum=_INT_MAX,
+        ),
+        "partition.include.keys": PropertySpec(
+            Kind.BOOL, "with PARTITIONBY: name=value path segments (default true), or values only"
+        ),
         "padding.type": PropertySpec(
             Kind.CHOICE, "how offsets are padded in keys", tuple(p.value for p in Padding)
         ),

@@ -14,19 +14,24 @@ import pytest
 from kafka_archive.cli import cli
 
 ROOT = Path(__file__).resolve().parents[3]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    ROOT / "bench" / "README.md",
+]
 
 
 def _command_lines(text: str) -> list[str]:
-    """`kafka-archive …` in fenced blocks (continued lines joined, a `$ ` prompt dropped) and
-    in inline code spans."""
+    """`kafka-archive …` in fenced blocks (continued lines joined, a `$ ` prompt and `VAR=value`
+    assignments before the command dropped) and in inline code spans."""
     found: list[str] = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             line = line.strip().removeprefix("$ ")
             for part in re.split(r"&&|\|", line):
-                part = part.strip()
+                # VAR=value before the command sets its environment
+                part = re.sub(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+", "", part.strip())
                 if part.startswith("kafka-archive "):
                     found.append(part)
     prose = re.sub(r"```.*?```", "", text, flags=re.S)

@@ -23,27 +23,51 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("bootstrap_servers", str, None, "Kafka bootstrap servers, HOST:PORT[,HOST:PORT]"),
-    Option("endpoint_url", str, None, "S3-compatible endpoint URL; absent means AWS"),
+    Option("bootstrap_servers", str, None, "Kafka brokers, HOST:PORT[,HOST:PORT]"),
+    Option(
+        "endpoint_url", str, None, "S3-compatible endpoint URL (MinIO, Ceph, …); absent means AWS"
+    ),
     Option("region", str, None, "S3 region; absent means the standard AWS settings"),
     Option("master", str, "local[*]", "Spark master"),
-    Option("job_name", str, None, "names the state and the consumer group"),
-    Option("spool_dir", str, None, "local directory for spool files (default: system temp)"),
-    Option("schema_registry_url", str, None, "Confluent Schema Registry URL"),
+    Option(
+        "job_name",
+        str,
+        None,
+        "names the run: the consumer group kafka-archive.<job>, the Spark application, reports "
+        "and metrics; default derived from the topics and targets. The archive's state belongs "
+        "to each route (target + topic), not to the job: renaming a job, or adding or removing "
+        "a statement, keeps every route's progress",
+    ),
+    Option(
+        "spool_dir",
+        str,
+        None,
+        "local directory for spool files, on the driver and every executor (default: the "
+        "system's temporary directory)",
+    ),
+    Option(
+        "schema_registry_url",
+        str,
+        None,
+        "Confluent Schema Registry: values in its Avro wire format are decoded with their "
+        "writer schema",
+    ),
     Option(
         "s3_max_attempts",
         int,
         8,
-        "attempts per S3 request (retries with exponential "
-        "backoff and full jitter on throttling, 5xx and connection errors)",
+        "attempts per S3 request: retries with exponential backoff and full jitter (base 1 s, "
+        "cap 20 s) on throttling (503 SlowDown), 5xx and connection errors; past the budget the "
+        "run fails (exit 5 or 12) with nothing uncommitted counted as archived",
     ),
     Option(
         "s3_stream_part_mb",
         int,
         None,
-        "upload each object in parts of this many MiB "
-        "(at least 5) while it is still written, so reading and uploading overlap: for a "
-        "remote S3; off by default (on a loopback endpoint it only costs CPU)",
+        "the part size (N MiB, at least 5; default 16) of objects written in memory, which are "
+        "uploaded in parts while they are written (routes without PARTITIONBY or time in the "
+        "layout); set, spooled objects (the other routes) stream their parts too instead of "
+        "uploading at roll",
     ),
     Option(
         "s3_sse",
@@ -118,44 +142,96 @@ OPTIONS: tuple[Option, ...] = (
         "max_open_writers",
         int,
         64,
-        "open objects per Spark task at most (PARTITIONBY "
-        "with many values): past it the least recently written one is rolled early",
+        "open objects per Spark task at most (PARTITIONBY with many values): past it the least "
+        "recently written one is rolled (uploaded) early",
     ),
     Option(
         "max_records_per_unit",
         int,
         250_000,
-        "split a partition's "
-        "pending offsets into Spark tasks of about this many (a multiple of flush.count), "
-        "run in parallel and committed in offset order",
+        "split a partition with more pending offsets than this into Spark tasks of that many, "
+        "rounded down to a multiple of flush.count, run in parallel and committed in offset "
+        "order; set it above your largest partition's backlog to keep one task per partition",
     ),
-    Option("lock_ttl_seconds", int, 900, "how long a run's job lock outlives a dead run"),
-    Option("read_timeout_seconds", int, 60, "fail a partition read after this long without data"),
-    Option("start", str, "earliest", "where a job with no state starts"),
-    Option("max_records_per_partition", int, None, "stop each partition after this many offsets"),
-    Option("until", str, None, "stop each partition at the first record at or after this time"),
-    Option("topics", str, None, "FROM `*`: the topics to archive, comma-separated"),
-    Option("topics_regex", str, None, "FROM `*`: archive every topic whose name matches"),
+    Option(
+        "lock_ttl_seconds",
+        int,
+        900,
+        "the target prefix's lease: a dead run's lock expires after it, and a run that cannot "
+        "renew it for two thirds of it stops with exit 18",
+    ),
+    Option(
+        "read_timeout_seconds",
+        int,
+        60,
+        "fail a partition read (exit 11) after this long without data",
+    ),
+    Option(
+        "start",
+        str,
+        "earliest",
+        "where a route with no state begins: earliest, latest, an ISO-8601 time, or "
+        "group:<consumer-group> (adopt a group's committed offsets). A route with state "
+        "(written as its first run starts archiving a partition) ignores it and says so, and a "
+        "partition added to a topic after its route began is archived from offset 0, whatever "
+        "--start says (what retention deleted of it before it was archived is a gap: exit 16, "
+        "--allow-gaps). It applies to what a statement's first run finds: that run pins every "
+        "partition it finds (an empty one at 0), so with latest every record produced after it "
+        "is archived; a topic that FROM `*` matches after its first run has no pin and begins "
+        "at its first record under latest (under a time or a group, where those say). To leave "
+        "out an existing topic's history, give it a statement of its own",
+    ),
+    Option(
+        "max_records_per_partition",
+        int,
+        None,
+        "bound a run (backfills): archive at most this many offsets of each partition; the next "
+        "run resumes where it stopped",
+    ),
+    Option(
+        "until",
+        str,
+        None,
+        "bound a run (backfills): stop each partition at its first record at or after this "
+        "ISO-8601 time; the next run resumes where it stopped",
+    ),
+    Option(
+        "topics",
+        str,
+        None,
+        "for FROM `*`: the topics to archive, comma-separated (fixed at the start of a --follow "
+        "session)",
+    ),
+    Option(
+        "topics_regex",
+        str,
+        None,
+        "for FROM `*`: every non-internal topic whose whole name matches (checked at each run "
+        "and every 10 s of a --follow session, so new topics join the job)",
+    ),
     Option(
         "unsafe_single_writer_without_conditional_writes",
         bool,
         False,
-        "run against an S3 endpoint that ignores If-None-Match/If-Match: no fencing, so "
-        "two overlapping runs of a job can lose or duplicate records",
+        "run against an S3 endpoint that ignores If-None-Match/If-Match (exit 19 otherwise): no "
+        "fencing, so overlapping runs writing a prefix can lose or duplicate records; a warning "
+        "per run",
     ),
     Option(
         "jvm_class_cache",
         bool,
         True,
-        "local master: keep a class-data-sharing archive of Spark's JVM in the user's cache "
-        "directory (made by the first run, ~70 MB), so that later runs start it at half the CPU",
+        "local master: start Spark's JVM from a class-data-sharing archive kept in the user's "
+        "cache directory (made by the first run, ~70 MB), so that later runs start it at about "
+        "half the CPU; submit and non-local masters never use it",
     ),
     Option(
         "allow_gaps",
         bool,
         False,
-        "continue past records Kafka deleted before they were "
-        "archived (reported, exit 0) instead of stopping those partitions (exit 16)",
+        "continue past records Kafka deleted before they were archived (the gap is still "
+        "reported once and recorded in the partition's state, exit 0) instead of leaving those "
+        "partitions where they were and exiting 16",
     ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
