@@ -713,7 +713,7 @@ def submit(
         archives=archives,
         spark_submit=spark_submit_path,
     )
-    zip_path = submitting.package_zip(submitting.cache_dir(os.environ))
+    zip_path = shipping.own_package(submitting.cache_dir(os.environ))
     transform_files = shipping.transform_files(plan, submitting.cache_dir(os.environ))
     schemas = shipping.schema_files(plan, submitting.cache_dir(os.environ))
     if print_command:
