@@ -64,7 +64,7 @@ def test_the_package_zip_is_built_once_and_importable(tmp_path: Path) -> None:
     first = shipping.own_package(tmp_path)
     assert shipping.own_package(tmp_path) == first
     names = zipfile.ZipFile(first).namelist()
-    assert "kafka_archive/cli/commands.py" in names and "kafka_archive/kcql/kcql.lark" in names
+    assert "kafka_archive/cli/app.py" in names and "kafka_archive/kcql/kcql.lark" in names
     assert not any("__pycache__" in n for n in names)
 
 
