@@ -1,9 +1,12 @@
 """The command line (``kafka-archive``, entry point ``kafka_archive.cli:main``).
 
-- :mod:`.commands`: the click commands; flags -> Settings + Plan, the library called, errors
-  mapped to one line and an exit code;
-- :mod:`.render`: every text a command prints for a result; :mod:`.console`: progress;
-- :mod:`.cluster.submit` and :mod:`.cluster.entry`: ``submit``, the same run on a Spark cluster.
+- :mod:`.app`: the click group ``cli`` and ``main`` (logging, errors mapped to one line and
+  an exit code); :mod:`.invocation`: how one invocation speaks on stderr;
+- :mod:`.options`: the shared options (``RUN_OPTIONS``, ``RunFlags``) -> Settings + Plan;
+- :mod:`.commands`: the commands by group (archive, inspect, restore, cluster, connector);
+- :mod:`.output`: every text a command prints for a result; :mod:`.console`: progress;
+- :mod:`.cluster`: ``submit``, the same run on a Spark cluster (submit, entry, shipping,
+  secrets_file); :mod:`.connector`: ``import-connector`` (importer, lenses, confluent).
 """
 
 import gc
@@ -14,7 +17,7 @@ import gc
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from kafka_archive.cli.commands import cli, main
+    from kafka_archive.cli.app import cli, main
 finally:
     gc.freeze()
     if _collecting:

@@ -1,5 +1,5 @@
 import sys
 
-from kafka_archive.cli.commands import main
+from kafka_archive.cli.app import main
 
 sys.exit(main())

@@ -98,7 +98,7 @@ class LiveProgress(LogProgress):
         self._live: Any = None
 
     def units_started(self, units: Sequence[UnitProgress]) -> None:
-        from rich.live import Live
+        from rich.live import Live  # rich is heavy: imported for a terminal only
 
         super().units_started(units)
         self._live = Live(
@@ -116,7 +116,7 @@ class LiveProgress(LogProgress):
             self._live = None
 
     def _render(self) -> Any:
-        from rich.table import Table
+        from rich.table import Table  # rich is heavy: imported for a terminal only
 
         units = self._board.snapshot()
         done = sum(1 for u in units if u.done)

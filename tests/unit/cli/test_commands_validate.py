@@ -16,7 +16,7 @@ from kafka_archive import kcql
 from kafka_archive.archiver.commands import api
 from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.formats import avsc
-from kafka_archive.cli import commands, main
+from kafka_archive.cli import main
 
 FIXTURES = Path(__file__).parents[1] / "kcql" / "fixtures"
 NOWHERE = ("--bootstrap-servers", "127.0.0.1:9", "--endpoint-url", "http://127.0.0.1:9")
@@ -87,7 +87,7 @@ def planning_run(monkeypatch: pytest.MonkeyPatch) -> list[kcql.Plan]:
         reached.append(plan)
         raise _Reached("reached Kafka")
 
-    monkeypatch.setattr(commands.api, "run", run)
+    monkeypatch.setattr(api, "run", run)
     for name in list(__import__("os").environ):
         if name.startswith("KAFKA_ARCHIVE_"):
             monkeypatch.delenv(name)

@@ -2,7 +2,8 @@
 arguments it is given, so a cluster job takes exactly the code path of a local run.
 
 ``--secrets-file PATH`` first: the secret arguments ``submit`` kept off the command line,
-put back into the in-process arguments of ``run`` (never into a command line).
+put back into the in-process arguments of ``run`` (never into a command line;
+:mod:`kafka_archive.cli.cluster.secrets_file`).
 """
 
 from __future__ import annotations
@@ -10,22 +11,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-
-def run_args(argv: Sequence[str]) -> list[str]:
-    """``run``'s arguments: ``argv`` with the secrets file's arguments put back."""
-    from kafka_archive.cli.cluster.submit import SECRETS_FLAG, read_secrets
-
-    args = list(argv)
-    if len(args) >= 2 and args[0] == SECRETS_FLAG:
-        return [*args[2:], *read_secrets(args[1])]
-    return args
+from kafka_archive.archiver.core.errors import ConfigError  # needs the standard library alone
 
 
 def entry(argv: Sequence[str]) -> int:
-    from kafka_archive.archiver.core.errors import ConfigError
-
+    # Imported here, where their ImportError is caught: the Python running the driver may
+    # lack our dependencies, and this script must say so in one line.
     try:
         from kafka_archive.cli import main
+        from kafka_archive.cli.cluster.secrets_file import run_args
     except ImportError as exc:  # the driver's Python lacks our dependencies
         print(
             f"kafka-archive: error: the Python running the Spark driver ({sys.executable}) "

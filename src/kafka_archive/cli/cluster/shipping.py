@@ -1,9 +1,11 @@
-"""What ``submit`` ships to the cluster of the routes' own files: user transforms
-(``--py-files``) and Avro schema files (``--files``).
+"""What ``submit`` ships to the cluster besides the command: our package and the routes' own
+files, user transforms (``--py-files``) and Avro schema files (``--files``).
 
-The driver has imported every transform already (``api.compile_plan``); its top-level
-module goes as it is (a ``.py`` file), a top-level package as a zip of its directory built
-under the cache directory, named by the hash of its files (rebuilt when they change).
+A package directory, ours or a transform's, goes as a zip built under the cache directory,
+named by the hash of its files: reused while they match, rebuilt when one changes
+(:func:`package_zip`, the one builder of both). The driver has imported every transform
+already (``api.compile_plan``); its top-level module goes as it is (a ``.py`` file), a
+top-level package as such a zip.
 Each ``avro.schema.file`` (read and checked by ``api.compile_plan`` too) goes as a copy
 under the cache directory named by :func:`avsc.shipped_name`, which the driver looks for.
 """
@@ -15,6 +17,7 @@ import os
 import zipfile
 from pathlib import Path
 
+import kafka_archive
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.write import transforms
 from kafka_archive.kcql.plan import Plan
@@ -29,7 +32,7 @@ def transform_files(plan: Plan, cache_dir: Path) -> tuple[Path, ...]:
         path = transforms.shipped_path(route.transform)
         if path is None:
             continue
-        shipped = package_zip(path, cache_dir) if path.is_dir() else path
+        shipped = package_zip(path, cache_dir, f"transform-{path.name}") if path.is_dir() else path
         if shipped not in out:
             out.append(shipped)
     return tuple(out)
@@ -54,8 +57,15 @@ def schema_files(plan: Plan, cache_dir: Path) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def package_zip(package: Path, cache_dir: Path) -> Path:
-    """A zip holding the package directory ``package`` (under its own name)."""
+def own_package(cache_dir: Path) -> Path:
+    """The zip of the ``kafka_archive`` package, reused while version and sources match."""
+    root = Path(kafka_archive.__file__).resolve().parent
+    return package_zip(root, cache_dir, f"kafka_archive-{kafka_archive.__version__}")
+
+
+def package_zip(package: Path, cache_dir: Path, stem: str) -> Path:
+    """A zip holding the package directory ``package`` (under its own name, without
+    bytecode): ``<stem>-<hash of its files>.zip`` in ``cache_dir``, written once."""
     files = sorted(
         p
         for p in package.rglob("*")
@@ -65,7 +75,7 @@ def package_zip(package: Path, cache_dir: Path) -> Path:
     for path in files:
         digest.update(str(path.relative_to(package)).encode())
         digest.update(path.read_bytes())
-    target = cache_dir / f"transform-{package.name}-{digest.hexdigest()[:12]}.zip"
+    target = cache_dir / f"{stem}-{digest.hexdigest()[:12]}.zip"
     if target.exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -73,5 +83,5 @@ def package_zip(package: Path, cache_dir: Path) -> Path:
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
             archive.write(path, str(Path(package.name) / path.relative_to(package)))
-    partial.replace(target)
+    partial.replace(target)  # atomic: a concurrent submit sees a whole zip or none
     return target

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kafka_archive.archiver.config import secrets
 from kafka_archive.archiver.config.load import load_settings
 from kafka_archive.cli.cluster import submit
-from kafka_archive.cli.cluster.entry import run_args
+from kafka_archive.cli.cluster.secrets_file import run_args
 
 
 @pytest.mark.parametrize(

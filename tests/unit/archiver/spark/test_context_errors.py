@@ -87,13 +87,13 @@ def test_a_printable_error_unrelated_to_spark_is_not_taken_for_it() -> None:
 def test_the_cli_turns_a_gone_jvm_error_into_one_line_and_exit_21(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kafka_archive.cli import commands
+    from kafka_archive.cli import app
 
     def fail(*_: object, **__: object) -> None:
         raise _error_from_a_gone_jvm()
 
-    monkeypatch.setattr(commands.cli, "main", fail)
-    code = commands.main(["run"])
+    monkeypatch.setattr(app.cli, "main", fail)
+    code = app.main(["run"])
     err = capsys.readouterr().err
     assert code == 21, err
     assert "Traceback" not in err and "internal error" not in err
@@ -103,7 +103,7 @@ def test_the_cli_turns_a_gone_jvm_error_into_one_line_and_exit_21(
 def test_an_unprintable_unknown_error_is_still_one_internal_error_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kafka_archive.cli import commands
+    from kafka_archive.cli import app
 
     class Unprintable(Exception):
         def __str__(self) -> str:
@@ -112,8 +112,8 @@ def test_an_unprintable_unknown_error_is_still_one_internal_error_line(
     def fail(*_: object, **__: object) -> None:
         raise Unprintable()
 
-    monkeypatch.setattr(commands.cli, "main", fail)
-    code = commands.main(["run"])
+    monkeypatch.setattr(app.cli, "main", fail)
+    code = app.main(["run"])
     err = capsys.readouterr().err
-    assert code == commands.EXIT_INTERNAL, err
+    assert code == app.EXIT_INTERNAL, err
     assert "Traceback" not in err and err.startswith("kafka-archive: internal error: Unprintable")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kafka_archive.cli import main
-from kafka_archive.cli.cluster import submit
+from kafka_archive.cli.cluster import shipping, submit
 
 KCQL = "INSERT INTO bkt:a SELECT * FROM orders"
 
@@ -61,10 +61,10 @@ def test_secret_looking_values_are_redacted() -> None:
 
 
 def test_the_package_zip_is_built_once_and_importable(tmp_path: Path) -> None:
-    first = submit.package_zip(tmp_path)
-    assert submit.package_zip(tmp_path) == first
+    first = shipping.own_package(tmp_path)
+    assert shipping.own_package(tmp_path) == first
     names = zipfile.ZipFile(first).namelist()
-    assert "kafka_archive/cli/commands.py" in names and "kafka_archive/kcql/kcql.lark" in names
+    assert "kafka_archive/cli/app.py" in names and "kafka_archive/kcql/kcql.lark" in names
     assert not any("__pycache__" in n for n in names)
 
 

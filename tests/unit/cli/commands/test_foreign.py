@@ -6,7 +6,7 @@ import pytest
 
 from kafka_archive.archiver.commands import api
 from kafka_archive.archiver.read.listing import parse_location
-from kafka_archive.cli.foreign import layout_of
+from kafka_archive.cli.commands.foreign import layout_of
 
 
 @pytest.mark.parametrize(

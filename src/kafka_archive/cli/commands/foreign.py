@@ -1,7 +1,8 @@
 """The CLI of foreign archives (``--layout``): ``cat``, ``verify`` and ``restore`` of an
 archive another sink wrote, and ``adopt``, which takes one over for the next ``run``.
 
-``commands.py`` keeps only the call sites; the options and the work are here and in
+:mod:`.inspect` and :mod:`.restore` keep only the call sites; the options and the work
+are here, in ``archiver/commands/{foreign,foreign_verify,adopt}.py`` and in
 ``archiver/read/foreign``.
 """
 
@@ -18,7 +19,8 @@ import click
 from kafka_archive.archiver.commands import adopt as adopting
 from kafka_archive.archiver.commands import foreign, foreign_verify
 from kafka_archive.archiver.config.load import LoadedConfig, require_bootstrap
-from kafka_archive.cli.commands import RunFlags, _foreign_layout, _progress, _run_options, cli
+from kafka_archive.cli import invocation
+from kafka_archive.cli.options import RunFlags, foreign_layout, run_options
 from kafka_archive.cli.output import render_restore
 from kafka_archive.kcql.plan import LayoutKind, Plan, Target
 
@@ -99,11 +101,13 @@ def restore(
     loaded = flags.load()
     require_bootstrap(loaded.settings, flags.config)
     given = configured(flags, loaded, given)
-    result = foreign.restore(loaded.settings, given, topic, to_topic, progress=_progress(), **kw)
+    result = foreign.restore(
+        loaded.settings, given, topic, to_topic, progress=invocation.current().progress(), **kw
+    )
     click.echo(render_restore(result))
 
 
-@cli.command()
+@click.command()
 @click.option(
     "--from",
     "location",
@@ -111,7 +115,7 @@ def restore(
     help="Where the other sink's archive is (default: the target of the KCQL, when there "
     "is one: the run then writes on beside the sink's objects).",
 )
-@_foreign_layout
+@foreign_layout
 @click.option(
     "--group",
     metavar="GROUP",
@@ -122,7 +126,7 @@ def restore(
     is_flag=True,
     help="Adopt an archive with holes (reported) all the same.",
 )
-@_run_options
+@run_options
 def adopt(
     flags: RunFlags,
     location: str | None,
