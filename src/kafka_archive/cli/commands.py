@@ -459,15 +459,23 @@ def run(
             on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
             notify=_say,
         )
+        if totals.failed is not None:
+            _summarized(totals.failed)
         click.echo(render_follow(totals))
         return
-    try:
-        result = api.run(settings, plan, progress=_progress())
-    except ArchiveError as exc:
-        api.write_outputs(settings, plan, exc.result, scrub(str(exc)), report_path, metrics_file)
-        raise
-    api.write_outputs(settings, plan, result, None, report_path, metrics_file)
-    click.echo(render_summary(result))
+    outcome = api.run(settings, plan, progress=_progress())
+    error = None if outcome.error is None else scrub(str(outcome.error))
+    api.write_outputs(settings, plan, outcome.result, error, report_path, metrics_file)
+    _summarized(outcome)
+
+
+def _summarized(outcome: api.Outcome) -> None:
+    """The summary of what a batch committed; then the error that failed it, raised (one
+    line on stderr from ``main``): a failed batch's summary only when it committed or found
+    anything."""
+    if outcome.error is None or outcome.result.units or outcome.result.gaps:
+        click.echo(render_summary(outcome.result))
+    outcome.unwrap()
 
 
 @cli.command()
@@ -817,10 +825,9 @@ def _print_traceback() -> None:
 
 
 def _failed(exc: ArchiveError, debug: bool) -> int:
-    """One line on stderr (after the summary of what the run did commit); secrets scrubbed."""
+    """One line on stderr (after the summary of what a failed run did commit: `_summarized`);
+    secrets scrubbed."""
     if debug:
         _print_traceback()
-    if exc.result is not None and (exc.result.units or exc.result.gaps):
-        click.echo(render_summary(exc.result))
     _say(scrub(f"error: {exc}"), logging.ERROR, exc.exit_code)
     return exc.exit_code
