@@ -10,9 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+# Of ours, only what imports no dependency (the standard library alone) at the top: the
+# driver's Python may lack them, which :func:`entry` says in one line, not a traceback.
+from kafka_archive.archiver.core.errors import ConfigError
+
 
 def run_args(argv: Sequence[str]) -> list[str]:
     """``run``'s arguments: ``argv`` with the secrets file's arguments put back."""
+    # Imported here: kafka_archive.cli imports the dependencies (see entry()).
     from kafka_archive.cli.cluster.submit import SECRETS_FLAG, read_secrets
 
     args = list(argv)
@@ -22,9 +27,8 @@ def run_args(argv: Sequence[str]) -> list[str]:
 
 
 def entry(argv: Sequence[str]) -> int:
-    from kafka_archive.archiver.core.errors import ConfigError
-
     try:
+        # Imported here: the optional heavy part, whose lack is told in one line.
         from kafka_archive.cli import main
     except ImportError as exc:  # the driver's Python lacks our dependencies
         print(

@@ -38,14 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import kafka_archive
-from kafka_archive.archiver.config.cache import user_cache_dir
 from kafka_archive.archiver.config.secrets import REDACTED, has_userinfo, is_secret, redact_url
 from kafka_archive.archiver.core.errors import ConfigError
+from kafka_archive.cache import user_cache_dir
 
 SECRETS_FLAG = "--secrets-file"
 """The entry script's own first option: the file of secret run arguments it puts back."""
 
 _URL_FLAGS = ("--schema-registry-url", "--endpoint-url")
+
+ENTRY_SCRIPT = Path(__file__).resolve().with_name("entry.py")
+"""The script spark-submit runs (:mod:`.entry`): named by its path, not imported (it imports
+the CLI, which imports this module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,8 +256,6 @@ def command(
     """The spark-submit command line that runs ``kafka-archive run <run_args>`` on Spark;
     in cluster mode ``files`` (and the secrets file) go with it (``--files``), into the
     driver's working directory."""
-    from kafka_archive.cli.cluster import entry as spark_entry
-
     argv = [
         spark_submit_path(spark.spark_submit, environ),
         "--master",
@@ -291,7 +293,7 @@ def command(
     if shipped_files and spark.deploy_mode == "cluster":  # the driver runs elsewhere
         argv += ["--files", ",".join(str(p) for p in shipped_files)]
     shipped = ",".join(str(p) for p in (py_files, *extra_py_files))  # + user transforms
-    argv += ["--py-files", shipped, str(Path(spark_entry.__file__).resolve())]
+    argv += ["--py-files", shipped, str(ENTRY_SCRIPT)]
     if secrets_file is not None:
         argv += [SECRETS_FLAG, str(secrets_file)]
     return [*argv, "--master", spark.master, *run_args]
