@@ -67,6 +67,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests testbed samples bench
 	$(BIN)/ruff format --check src tests testbed samples bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
