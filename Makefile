@@ -67,6 +67,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests testbed samples bench docs
 	$(BIN)/ruff format --check src tests testbed samples bench docs
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	@# The manual builds without a warning (a broken link, a page missing from nav); the site
 	@# goes to a temporary directory, never into the tree.
 	site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d "$$site"; \

@@ -376,7 +376,7 @@ def warm_up(bindir: Path, topic: str, broker: str, endpoint: str, env: dict[str,
     """One unmeasured run of a few records, so that every measured run finds what a machine
     keeps between runs: the JVM's class-data-sharing archive (made once per java, Spark and
     JVM options by the first run that starts Spark: ~9 s and ~5.6 CPU-s more, once) and
-    Lark's parser tables (``kafka_archive/archiver/config/cache.py``)."""
+    Lark's parser tables (``kafka_archive/cache.py``)."""
     kcql = f"INSERT INTO bench:warm-up SELECT * FROM {topic} STOREAS `JSON`"
     command = archive_command(bindir, kcql, broker, endpoint)
     started = time.monotonic()

@@ -26,7 +26,6 @@ from kafka_archive.cli.commands.foreign import adopt
 from kafka_archive.cli.commands.inspect import cat_command, status, verify
 from kafka_archive.cli.commands.restore import restore
 from kafka_archive.cli.invocation import CurrentStderr, Invocation, JsonFormatter, json_requested
-from kafka_archive.cli.output import render_summary
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -151,10 +150,9 @@ def _print_traceback() -> None:
 
 
 def _failed(here: Invocation, exc: ArchiveError, debug: bool) -> int:
-    """One line on stderr (after the summary of what the run did commit); secrets scrubbed."""
+    """One line on stderr (after the summary of what a failed run did commit:
+    ``commands.archive._summarized``); secrets scrubbed."""
     if debug:
         _print_traceback()
-    if exc.result is not None and (exc.result.units or exc.result.gaps):
-        click.echo(render_summary(exc.result))
     here.say(scrub(f"error: {exc}"), logging.ERROR, exc.exit_code)
     return exc.exit_code

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kafka_archive.archiver.commands.follow import FollowResult
 from kafka_archive.archiver.commands.restore import RestoreRun
-from kafka_archive.archiver.commands.session import FollowResult
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.verify import VerifyResult
 from kafka_archive.archiver.core.model import BatchTimings, RunResult, TopicPartition

@@ -23,7 +23,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.parsers.lalr_parser_state import ParserState
 
-from kafka_archive.archiver.config.cache import user_cache_dir
+from kafka_archive.cache import user_cache_dir
 from kafka_archive.kcql.errors import KcqlSyntaxError, one_of
 from kafka_archive.kcql.examples import KCQL_ERROR_EXAMPLES, UNTERMINATED_QUOTE, SyntaxLabel
 from kafka_archive.kcql.plan import Span

@@ -99,7 +99,7 @@ class _Scene:
 
         def run() -> None:
             try:
-                self.archiver.batch(hold_tails=True)
+                self.archiver.batch(hold_tails=True).unwrap()
             except BaseException as exc:  # asserted by the test
                 self.batch_error.append(exc)
 
@@ -143,7 +143,7 @@ def _scene(
         with session.session(settings, parse(kcql), NullProgress()) as archiver:
             ours.lose_markers = True
             with pytest.raises(ArchiveError):
-                archiver.batch(hold_tails=True)
+                archiver.batch(hold_tails=True).unwrap()
             ours.lose_markers = False
             (unit,) = planned[-1]
             assert (unit.start, unit.stop) == (0, 250)
@@ -163,7 +163,7 @@ def _scene(
                 for event in (ours.data_go, ours.commit_go, its.data_go, its.commit_go):
                     event.set()
                 straggler.join(WAIT)
-            archiver.batch(hold_tails=True)  # what the next batch repairs
+            archiver.batch(hold_tails=True).unwrap()  # what the next batch repairs
 
 
 def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits(
@@ -204,7 +204,7 @@ def test_a_straggler_of_a_failed_batch_cannot_replace_what_a_later_batch_commits
         scene.straggler.join(WAIT)
     assert archived_ids(s3_client, scene.bucket) == list(range(400)), "every record once"
     assert isinstance(scene.outcome[0], UnitFailure), scene.outcome
-    assert scene.outcome[0].error_type == "FencedError", scene.outcome
+    assert scene.outcome[0].failure.kind == "FencedError", scene.outcome
 
 
 def test_a_later_batch_replaces_what_a_straggler_created_at_its_keys_whole(

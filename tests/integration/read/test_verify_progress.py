@@ -50,7 +50,7 @@ def test_verify_reports_each_partition_as_it_is_compared(
     produce(name, 40, partitions=2)
     plan = kcql.parse(f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 7")
     settings = load_settings(None, {}, {"bootstrap_servers": broker, "endpoint_url": s3_endpoint})
-    api.run(settings.settings, plan)
+    api.run(settings.settings, plan).unwrap()
 
     recorder = Recorder()
     result = api.verify(settings.settings, plan, offline=False, progress=recorder)

@@ -2,9 +2,11 @@
 
 Each command lives in its own module; this facade names them:
 
-- ``compile_plan``, ``check_layouts`` (:mod:`.plan_checks`): KCQL text -> a checked plan;
-- ``run``, ``follow``, ``reset_state`` (:mod:`.session`): archive, once or continuously;
-  ``serve`` (:mod:`.service`): follow with signals and metrics; ``write_outputs``;
+- ``compile_plan``, ``check_layouts`` (:mod:`.plan.checks`): KCQL text -> a checked plan;
+- ``run`` (:mod:`.session`), ``follow`` (:mod:`.follow`): archive, once or continuously,
+  each batch's :class:`Outcome` (what it committed, and its error); ``reset_state``
+  (:mod:`.reset`); ``serve`` (:mod:`.service`): follow with signals and metrics;
+  ``write_outputs``;
 - ``verify`` (:mod:`.verify`), ``status`` (:mod:`.status`): check the archive, show the lag;
 - ``cat`` (:mod:`.read.display`), ``restore`` (:mod:`.restore`): read it back.
 
@@ -15,9 +17,12 @@ report while they work.
 
 from __future__ import annotations
 
+from kafka_archive.archiver.commands.follow import FollowResult, follow
+from kafka_archive.archiver.commands.outcome import Outcome
+from kafka_archive.archiver.commands.reset import reset_state
 from kafka_archive.archiver.commands.restore import RestoreFilter, RestoreRun, restore
 from kafka_archive.archiver.commands.service import FollowOptions, serve, write_outputs
-from kafka_archive.archiver.commands.session import FollowResult, follow, reset_state, run
+from kafka_archive.archiver.commands.session import run
 from kafka_archive.archiver.commands.status import JobStatus, status
 from kafka_archive.archiver.commands.verify import VerifyResult, verify
 from kafka_archive.archiver.plan.checks import check_layouts, compile_plan
@@ -29,6 +34,7 @@ __all__ = [
     "FollowResult",
     "JobStatus",
     "NullProgress",
+    "Outcome",
     "Progress",
     "RestoreFilter",
     "RestoreRun",

@@ -17,6 +17,7 @@ from typing import Any
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
+from kafka_archive.archiver.core.failure import first_error
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.read import display as rendering
@@ -299,7 +300,7 @@ def restore(
     outcome = restoring.RestoreRun(
         to_topic, tuple(sorted(results, key=lambda r: r.tp)), time.monotonic() - started
     )
-    error = driver.first_error([r for r in outcome.units if r.error_type is not None])
+    error = first_error([r.failure for r in outcome.units if r.failure is not None])
     if error is not None:
         raise error
     return outcome

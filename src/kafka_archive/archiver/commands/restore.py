@@ -27,6 +27,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
+from kafka_archive.archiver.core.failure import TaskFailure, first_error, kind_of
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import ClientLog
@@ -95,14 +96,7 @@ class RestoreResult:
     records: int
     next_offset: int | None
     seconds: float
-    error_type: str | None = None
-    message: str | None = None
-    hint: str | None = None
-
-    def to_error(self) -> errors.ArchiveError:
-        return errors.rebuild(
-            self.error_type or "", self.message or "restore failed", tp=self.tp, hint=self.hint
-        )
+    failure: TaskFailure | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +237,7 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             done,
             next_offset,
             time.monotonic() - started,
-            "KafkaReadError",
-            message,
-            hint,
+            TaskFailure(kind_of(errors.KafkaReadError), message, hint, unit.tp),
         )
     except errors.ArchiveError as exc:
         _abort(producer)
@@ -255,9 +247,7 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
             done,
             next_offset,
             time.monotonic() - started,
-            type(exc).__name__,
-            exc.message,
-            exc.hint,
+            TaskFailure(kind_of(exc), exc.message, exc.hint, unit.tp),
         )
     finally:
         consumer.close()
@@ -410,7 +400,7 @@ def restore(
     outcome = RestoreRun(
         to_topic, tuple(sorted(results, key=lambda r: r.tp)), time.monotonic() - started
     )
-    error = driver.first_error([r for r in outcome.units if r.error_type is not None])
+    error = first_error([r.failure for r in outcome.units if r.failure is not None])
     if error is not None:
         raise error
     return outcome

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_archive.archiver.commands import report, session
+from kafka_archive.archiver.commands import follow, report, session
 from kafka_archive.archiver.commands.metrics_server import MetricsServer
 from kafka_archive.archiver.commands.status import JobStatus, status
 from kafka_archive.archiver.config.settings import Settings
@@ -55,8 +55,9 @@ def serve(
     on_batch: Callable[[RunResult], None],
     notify: Callable[[str], None],
     progress: Progress | None = None,
-) -> session.FollowResult:
-    """Follow until SIGTERM/SIGINT (see :func:`session.follow`); returns the totals."""
+) -> follow.FollowResult:
+    """Follow until SIGTERM/SIGINT (see :func:`.follow.follow`); returns the totals (and the
+    batch that ended the session on its error, if one did)."""
     server = None
     if options.metrics_port is not None:
         max_age = options.health_max_age or 3 * options.poll_seconds + 300
@@ -89,16 +90,16 @@ def serve(
         if server is not None:
             server.update(result, lag_or_none(settings, plan))
 
-    def on_error(error: ArchiveError, delay: float) -> None:
+    def on_error(error: ArchiveError, committed: RunResult | None, delay: float) -> None:
         log.warning("batch failed: %s; trying again in %.0f s", error, delay)
         if server is not None:
             server.failed(type(error).__name__)
-            if error.result is not None:
-                server.update(error.result, None, ok=False)
+            if committed is not None:
+                server.update(committed, None, ok=False)
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return session.follow(
+        return follow.follow(
             settings,
             plan,
             poll_seconds=options.poll_seconds,

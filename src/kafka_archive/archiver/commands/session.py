@@ -1,9 +1,11 @@
-"""``run`` and ``follow``: one job's archiving session on the driver.
+"""``run``: one job's archiving session on the driver (``follow`` runs one too, batch after
+batch: :mod:`.follow`).
 
 A session is the preflight done (:func:`preflight`), the plan checked, the job's
-lease held on each target, and Spark started on first need; each :meth:`Session.batch`
-plans units (:func:`units.plan_work`), runs them (:func:`driver.map_units`) and turns what
-they returned into a :class:`RunResult` or one error.
+lease held on each target (:mod:`.locks`), and Spark started on first need; each
+:meth:`Session.batch` plans units (:func:`units.plan_work`), runs them
+(:func:`driver.map_units`) and turns what they returned into an :class:`.outcome.Outcome`:
+a :class:`RunResult` of what they committed, and the error that failed the batch, if any.
 """
 
 from __future__ import annotations
@@ -12,17 +14,16 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 
 from kafka_archive.archiver import iceberg
+from kafka_archive.archiver.commands.locks import held_locks
+from kafka_archive.archiver.commands.outcome import Outcome, batch_error
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import (
     ArchiveError,
     KafkaUnavailableError,
-    RecordsLostError,
-    SparkStartError,
     TopicNotFoundError,
 )
 from kafka_archive.archiver.core.model import (
@@ -39,58 +40,25 @@ from kafka_archive.archiver.plan import topics
 from kafka_archive.archiver.plan import units as jobs
 from kafka_archive.archiver.plan.checks import check_layouts
 from kafka_archive.archiver.plan.naming import new_run_id
-from kafka_archive.archiver.plan.preflight import Preflight, preflight, targets_of
+from kafka_archive.archiver.plan.preflight import Preflight, preflight
 from kafka_archive.archiver.plan.views import (
+    PartitionView,
     learn_states,
     partition_states,
     proven_states,
     wanted_partitions,
 )
 from kafka_archive.archiver.spark import driver
-from kafka_archive.archiver.spark.context import jvm_stopped_error
 from kafka_archive.archiver.spark.progress import NullProgress, Progress, UnitProgress
-from kafka_archive.archiver.state import checkpoint, index, lease, legacy, probe
+from kafka_archive.archiver.state import checkpoint, index, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
-from kafka_archive.archiver.state.paths import (
-    state_root,
-    topic_pending_prefix,
-    topic_state_prefix,
-)
+from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write import transforms
 from kafka_archive.archiver.write.task import UnitFailure, archive_units
 from kafka_archive.kcql.plan import Plan, Target
 
 log = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def _locks(
-    store: S3Store, plan: Plan, job: str, run_id: str, ttl: int
-) -> Iterator[dict[Target, JobLock]]:
-    with contextlib.ExitStack() as stack:
-        yield {
-            target: stack.enter_context(_held(JobLock(store, target, job, run_id, ttl)))
-            for target in targets_of(plan)
-        }
-
-
-@contextlib.contextmanager
-def _held(lock: JobLock) -> Iterator[JobLock]:
-    """Hold ``lock``; when the run fails, a lock that cannot be released (the S3 fault that
-    failed the run) is logged, so that the run's own error is the one reported."""
-    lock.acquire()
-    try:
-        yield lock
-    except BaseException:
-        try:
-            lock.release()
-        except ArchiveError as exc:
-            log.warning(
-                "could not release the job lock (it expires after lock_ttl_seconds): %s", exc
-            )
-        raise
-    lock.release()
 
 
 def _shown(unit: WorkUnit) -> UnitProgress:
@@ -261,8 +229,11 @@ class Session:
             self.partitions[topic] = ()
         return bool(gone)
 
-    def batch(self, *, hold_tails: bool) -> RunResult:
-        """Archive from each committed offset to the end as of now; raise the first failure.
+    def batch(self, *, hold_tails: bool) -> Outcome:
+        """Archive from each committed offset to the end as of now: what the units
+        committed, with the error that failed the batch if one did (a unit's, the lease
+        lost, records lost: :func:`.outcome.batch_error`). An error before the units ran
+        (the offsets, the states, planning, Spark's start) is raised.
 
         A batch reads the state of each partition the session does not know: at the first
         batch all of them; then those the last batch ran units for (their tasks committed),
@@ -289,6 +260,37 @@ class Session:
             if not self._leave_deleted_topics():
                 raise
             return self.batch(hold_tails=hold_tails)
+        work = self._plan(views, hold_tails=hold_tails)
+        units = transforms.with_roots(work.units, self.transform_roots)
+        ran = self._run_units(iceberg.with_data_layout(units, self.tables))
+        iceberg.commit_all(
+            self.tables, ran.done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
+        )
+        _commit_group(self.admin, ran.done)
+        clear_markers(self.store, self.plan, ran.done)
+        ended = time.monotonic()
+        result = RunResult(
+            job=self.job,
+            run_id=self.run_id,
+            units=tuple(sorted(ran.done, key=lambda u: (u.route_index, u.tp))),
+            skipped=work.skipped,
+            seconds=ended - started,
+            gaps=work.gaps,
+            targets=tuple(str(r.target) for r in self.plan.routes),
+            timings=ran.timings(started, ended),
+        )
+        error = batch_error(
+            [f.failure for f in ran.failures],
+            lease_lost=any(lock.lost for lock in self.locks.values()),
+            gaps=work.gaps,
+        )
+        if error is None:
+            self._keep(work, ran.done, tenure)
+        return Outcome(result, error)
+
+    def _plan(self, views: Sequence[PartitionView], *, hold_tails: bool) -> jobs.WorkPlan:
+        """The batch's units (:func:`.units.plan_work`), noted as unsettled until the batch
+        ends well, and announced."""
         work = jobs.plan_work(
             views,
             store=self.store,
@@ -317,9 +319,13 @@ class Session:
             self.progress.step(
                 f"archiving {partitions} partition(s){split} with Spark ({self.settings.master})"
             )
+        return work
+
+    def _run_units(self, units: Sequence[WorkUnit]) -> _Ran:
+        """``units`` run as Spark tasks (Spark started first if need be, timed apart), the
+        pieces of split partitions committed, and the results split into the units that
+        committed and the failures."""
         assert self.spark is not None, "batch() runs inside session()"
-        units = transforms.with_roots(work.units, self.transform_roots)
-        units = iceberg.with_data_layout(units, self.tables)
         planned = time.monotonic()
         spark_start = 0.0
         if units and not self.spark.started:
@@ -346,57 +352,50 @@ class Session:
         failures = [r for r in results if isinstance(r, UnitFailure)]
         done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
         done += [f.committed for f in failures if f.committed is not None]
-        iceberg.commit_all(
-            self.tables, done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
-        )
-        _commit_group(self.admin, done)
-        clear_markers(self.store, self.plan, done)
-        ended = time.monotonic()
-        outcome = RunResult(
-            job=self.job,
-            run_id=self.run_id,
-            units=tuple(sorted(done, key=lambda u: (u.route_index, u.tp))),
-            skipped=work.skipped,
-            seconds=ended - started,
-            gaps=work.gaps,
-            targets=tuple(str(r.target) for r in self.plan.routes),
-            timings=BatchTimings(
-                plan=planned - started,
-                spark_start=spark_start,
-                spark_job=job_ended - job_started,
-                # The tasks' own time spread over the task slots, at least the longest task.
-                work=max(max(busy, default=0.0), sum(busy) / max(slots, 1)),
-                commit=ended - job_ended,
-            ),
-        )
-        error = driver.first_error(failures, prefer="FencedError")
-        if error is not None:
-            error.result = outcome
-            raise error
-        lost = [lock for lock in self.locks.values() if lock.lost]
-        if lost:
-            error = lease.fenced("another run took the job's lease over during this batch")
-            error.result = outcome
-            raise error
-        unpassed = [g for g in work.gaps if not g.passed]
-        if unpassed:
-            gaps = RecordsLostError(
-                "Kafka deleted records before they were archived: "
-                + ", ".join(f"{g.tp} offsets {g.first}..{g.last}" for g in unpassed),
-                hint="Those partitions were left where they were (everything else was "
-                "archived). To accept the loss and continue from the earliest retained "
-                "offset, run again with --allow-gaps (config allow_gaps: true)",
-            )
-            gaps.result = outcome
-            raise gaps
-        # What this batch left as it knows it: the partitions planning settled, and those
-        # whose units committed (the state written, with the ETag their PUT returned).
+        # The tasks' own time spread over the task slots, at least the longest task.
+        work = max(max(busy, default=0.0), sum(busy) / max(slots, 1))
+        return _Ran(done, failures, planned, spark_start, job_started, job_ended, work)
+
+    def _keep(
+        self, work: jobs.WorkPlan, done: Sequence[UnitResult], tenure: tuple[int, ...]
+    ) -> None:
+        """After a batch that succeeded: what it left as it knows it, for the next batch —
+        the partitions planning settled, and those whose units committed (the state
+        written, with the ETag their PUT returned); its units are settled."""
         kept = dict(work.settled)
-        kept.update({(u.route_index, u.tp): u.state for u in done if u.state is not None})
+        kept.update(
+            {
+                (u.route_index, u.tp): u.state
+                for u in done
+                if isinstance(u.state, checkpoint.LoadedState)
+            }
+        )
         self._known, self._known_under = kept, tenure
         for unit in work.units:  # committed, or nothing to commit that any attempt makes
             self._unsettled.pop((unit.route_index, unit.tp), None)
-        return outcome
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ran:
+    """What a batch's Spark job returned, and when (``time.monotonic()``) its steps ran."""
+
+    done: list[UnitResult]
+    failures: list[UnitFailure]
+    planned: float
+    spark_start: float  # seconds
+    job_started: float
+    job_ended: float
+    work: float  # seconds: the tasks' time over the task slots
+
+    def timings(self, started: float, ended: float) -> BatchTimings:
+        """Where the batch's time went, from its start to its end."""
+        return BatchTimings(
+            plan=self.planned - started,
+            spark_start=self.spark_start,
+            spark_job=self.job_ended - self.job_started,
+            work=self.work,
+            commit=ended - self.job_ended,
+        )
 
 
 @contextlib.contextmanager
@@ -414,7 +413,7 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
             unsafe=settings.unsafe_single_writer_without_conditional_writes,
         )
         with (
-            _locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
+            held_locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
             driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
         ):
             archiver.locks = locks
@@ -455,114 +454,31 @@ def _open_targets(
     return etags
 
 
-def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> RunResult:
-    """Archive every route of the plan from its committed offset to the current end.
+def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> Outcome:
+    """Archive every route of the plan from its committed offset to the current end: the
+    outcome of the session's one batch.
 
-    Raises an :class:`ArchiveError` subclass for every failure a user can act on. Units
-    that succeeded before another failed keep their commits (each partition is its own
-    exactly-once stream), and the error of the first failed unit is raised.
+    Units that succeeded before another failed keep their commits (each partition is its
+    own exactly-once stream): the outcome holds them, with the error of the first failed
+    unit (:meth:`Session.batch`). An error before any unit ran is raised (an
+    :class:`ArchiveError` subclass for every failure a user can act on).
     """
     started = time.monotonic()
-    with session(settings, plan, progress or NullProgress()) as archiver:
-        result = archiver.batch(hold_tails=False)
-    return dataclasses.replace(result, seconds=time.monotonic() - started)
+    outcome: Outcome | None = None
+    try:
+        with session(settings, plan, progress or NullProgress()) as archiver:
+            outcome = archiver.batch(hold_tails=False)
+            outcome.unwrap()  # raised here: the session ends as a failed one does
+    except ArchiveError as exc:
+        if outcome is None or exc is not outcome.error:
+            raise
+        return outcome
+    result = dataclasses.replace(outcome.result, seconds=time.monotonic() - started)
+    return Outcome(result)
 
 
-FOLLOW_BATCH_LIMIT = 1_000_000
 # How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).
 DISCOVER_SECONDS = 10.0
-FOLLOW_MAX_BACKOFF = 60.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FollowResult:
-    job: str
-    run_id: str
-    batches: int
-    records: int
-    bytes: int
-    objects: int
-    seconds: float
-
-
-def follow(
-    settings: Settings,
-    plan: Plan,
-    *,
-    poll_seconds: float,
-    stop: threading.Event,
-    on_batch: Callable[[RunResult], None],
-    progress: Progress | None = None,
-    on_error: Callable[[ArchiveError, float], None] | None = None,
-    started: Callable[[Session], None] | None = None,
-) -> FollowResult:
-    """Archive continuously in micro-batches until ``stop`` is set; returns the totals.
-
-    A micro-batch starts every ``poll_seconds`` (start to start; at once after one that
-    took longer). Each micro-batch is a bounded run (at most ``max_records_per_partition``
-    offsets per partition, default 1,000,000, so a stop request is served soon) that holds
-    back young tails (the route's flush interval, default one hour, on the driver's clock):
-    objects roll by count and size as records arrive, and by interval even when none do. The
-    lock and the SparkContext stay up between batches. Setting ``stop`` lets the current batch
-    finish and commit.
-
-    With ``on_error``, a batch failing on a retriable error (S3 or Kafka unavailable, an
-    upload or read that ran out of retries) is reported to it with the back-off delay
-    (poll interval doubling per failure in a row, at most a minute) and tried again; what
-    its units committed before the failure is in the error's ``result``. ``started`` is
-    told the session once it is open (to cancel its Spark jobs from another thread).
-    """
-    if settings.max_records_per_partition is None:
-        settings = dataclasses.replace(settings, max_records_per_partition=FOLLOW_BATCH_LIMIT)
-    begun = time.monotonic()
-    batches = records = size = objects = 0
-    failed_in_a_row = 0
-    with session(settings, plan, progress or NullProgress()) as archiver:
-        if started is not None:
-            started(archiver)
-        while True:
-            batch_started = time.monotonic()
-            try:
-                archiver.discover()
-                result = archiver.batch(hold_tails=True)
-            except ArchiveError as exc:
-                if stop.is_set() and isinstance(exc, SparkStartError):
-                    # The stop signal reached the JVM too as it started (a signal to the
-                    # whole process group): not a start that failed (no Java), a JVM stopped.
-                    raise jvm_stopped_error() from exc
-                # A service rides out an S3 or Kafka outage: what units committed stays
-                # committed, the rest is read again by the next batch. Anything else (a bad
-                # record under the fail policy, a fenced run, access denied) ends the run.
-                if not exc.retriable or on_error is None:
-                    raise
-                failed_in_a_row += 1
-                delay = min(poll_seconds * 2**failed_in_a_row, FOLLOW_MAX_BACKOFF)
-                on_error(exc, delay)
-                if stop.wait(delay):
-                    break
-                continue
-            failed_in_a_row = 0
-            batches += 1
-            records, size, objects = (
-                records + result.records,
-                size + result.bytes,
-                objects + result.objects,
-            )
-            on_batch(result)
-            # A batch starts every poll interval (start to start, as Spark's processing-time
-            # trigger): one that took longer is followed at once. A record then waits at most
-            # max(interval, batch) for its batch to start, not the interval plus the batch.
-            if stop.wait(max(poll_seconds - (time.monotonic() - batch_started), 0.0)):
-                break
-    return FollowResult(
-        job=archiver.job,
-        run_id=archiver.run_id,
-        batches=batches,
-        records=records,
-        bytes=size,
-        objects=objects,
-        seconds=time.monotonic() - begun,
-    )
 
 
 def clear_markers(store: S3Store, plan: Plan, done: list[UnitResult]) -> None:
@@ -589,33 +505,3 @@ def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
         admin.commit_group(offsets)
     except Exception as exc:  # the archive is committed; a lag-tool mirror must not fail it
         log.warning("could not commit offsets to the consumer group: %s", exc)
-
-
-def reset_state(settings: Settings, plan: Plan) -> int:
-    """Forget what the plan's routes archived: delete their partition states and intent
-    markers (also those of the layout before routes owned their state; other topics under
-    the same targets keep theirs), holding each target's lock (so never under a live run).
-    Archived objects stay; the next run starts where ``--start`` says and may archive
-    records again. Returns the number of state objects deleted."""
-    iceberg.refuse_tables(plan, "run --reset-state")
-    deleted = 0
-    with (
-        preflight(settings, plan, kafka=False) as pre,
-        _locks(pre.store, plan, pre.job, new_run_id(), settings.lock_ttl_seconds),
-    ):
-        for target in targets_of(plan):
-            topics = {r.topic for r in plan.routes if r.target == target}
-            every = any(r.all_topics for r in plan.routes if r.target == target)
-            folders = (
-                [f"{state_root(target)}/state/", f"{state_root(target)}/pending/"]
-                if every
-                else [
-                    f(target, t) for t in topics for f in (topic_state_prefix, topic_pending_prefix)
-                ]
-            )
-            keys = [key for folder in folders for key in pre.store.list_keys(target.bucket, folder)]
-            keys += legacy.forget(pre.store, target, topics, every=every)
-            if keys:
-                pre.store.delete(target.bucket, keys)
-            deleted += len(keys)
-    return deleted

@@ -2,6 +2,10 @@
 what its exit code means (``meaning``, documented in docs/reference/exit-codes.md).
 
 Messages name topics, partitions, offsets and object keys, never record payloads or secrets.
+A leaf of the archiver: it imports of the project only :mod:`.model` (an error names the
+:class:`TopicPartition` it happened on; the model knows nothing of errors). What a failed run
+did commit travels beside its error (``commands.outcome``), never on it; an error crosses
+back from a Spark task as a :class:`.failure.TaskFailure`.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import errno
 import tempfile
 from typing import Any, ClassVar
 
-from kafka_archive.archiver.core.model import RunResult, TopicPartition
+from kafka_archive.archiver.core.model import TopicPartition
 
 
 class ArchiveError(Exception):
@@ -35,8 +39,6 @@ class ArchiveError(Exception):
         self.tp = tp
         self.offset = offset
         self.hint = hint
-        # What the run did complete before it failed (set by api.run), for the summary.
-        self.result: RunResult | None = None
 
     def __str__(self) -> str:
         where = ""
@@ -44,22 +46,6 @@ class ArchiveError(Exception):
             where = f"{self.tp}" + (f" offset {self.offset}" if self.offset is not None else "")
             where += ": "
         return where + self.message + (f". {self.hint}" if self.hint else "")
-
-
-def rebuild(
-    error_type: str,
-    message: str,
-    *,
-    tp: TopicPartition | None = None,
-    offset: int | None = None,
-    hint: str | None = None,
-) -> ArchiveError:
-    """The error a Spark task returned by name (errors cross back as values), as the error
-    of that class again on the driver; an unknown name gives an :class:`ArchiveError`."""
-    cls = globals().get(error_type, ArchiveError)
-    if not (isinstance(cls, type) and issubclass(cls, ArchiveError)):
-        cls = ArchiveError
-    return cls(message, tp=tp, offset=offset, hint=hint)
 
 
 class ConfigError(ArchiveError):

@@ -1,14 +1,14 @@
-"""Nouns of the runtime that cross the driver/executor boundary. All frozen and picklable."""
+"""Nouns of the runtime that cross the driver/executor boundary. All frozen and picklable.
+
+A leaf of the archiver: of the project it imports only :mod:`kafka_archive.kcql.plan`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafka_archive.kcql.plan import Route
-
-if TYPE_CHECKING:
-    from kafka_archive.archiver.state.checkpoint import LoadedState
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -91,6 +91,15 @@ class ObjectWritten:
     size: int
 
 
+class CommittedState(Protocol):
+    """A partition state as a unit committed it, with the ETag its write returned: a
+    :class:`kafka_archive.archiver.state.checkpoint.LoadedState`, which the model names by
+    what it offers (the state layer is above the model, and imports it)."""
+
+    @property
+    def etag(self) -> str | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class UnitResult:
     route_index: int
@@ -113,7 +122,7 @@ class UnitResult:
     tasks: int = 1
     # The partition state the unit committed, with the ETag its write returned (None: not
     # known): a follow session's next batch plans from it without reading it again.
-    state: LoadedState | None = None
+    state: CommittedState | None = None
     # Intent markers of the objects the unit committed: stale, cleared by the driver in one
     # bulk delete per batch (``session.clear_markers``), not one request per unit.
     committed_markers: tuple[str, ...] = ()

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_archive.archiver.core import jsontext
+from kafka_archive.archiver.core.errors import BadRecordError
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.formats.base import BadRecordError
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, decoded
 from kafka_archive.kcql.plan import FieldRef, Route, SelectField, Source
 

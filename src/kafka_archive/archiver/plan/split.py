@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
+from kafka_archive.archiver.core.failure import TaskFailure, kind_of
 from kafka_archive.archiver.core.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.state import checkpoint
@@ -117,7 +118,7 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
         if isinstance(result, UnitFailure) or cut < unit.stop:
             break  # failed or cut short: what follows is not contiguous
     failures = [r for _, r in pieces if isinstance(r, UnitFailure)]
-    fenced = [f for f in failures if f.error_type == "FencedError"]
+    fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
     failure = next(iter(fenced or failures), None)
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     state: checkpoint.LoadedState | None = None
@@ -126,9 +127,8 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
             UnitFencing(store, first).check()
             state = commit_state(store, first, start, cut, written)
         except errors.ArchiveError as exc:
-            return UnitFailure(
-                first.route_index, first.tp, type(exc).__name__, exc.message, exc.offset, exc.hint
-            )
+            refused = TaskFailure(kind_of(exc), exc.message, exc.hint, first.tp, exc.offset)
+            return UnitFailure(first.route_index, first.tp, refused)
     result = UnitResult(
         route_index=first.route_index,
         tp=first.tp,

@@ -1,7 +1,7 @@
 """Units run as Spark tasks from the driver, shared by ``run``, ``follow``, ``verify`` and
 ``restore``: :class:`SparkOnDemand` starts Spark the first time units run, :func:`map_units`
-runs them (one task each, or packed), their progress shown live, and :func:`first_error`
-turns the failures the tasks returned back into our errors."""
+runs them (one task each, or packed), their progress shown live. Errors of our taxonomy come
+back as values (:class:`.core.failure.TaskFailure`) among the results."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from kafka_archive.archiver.config.settings import Settings
-from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.spark import tasktime
 from kafka_archive.archiver.spark.context import spark_context, stop_spark
 from kafka_archive.archiver.spark.progress import Progress, UnitProgress, listening
@@ -90,7 +89,7 @@ def map_units(
 
     With ``shown``, the units' tasks report to a listener here (each unit gets its address
     as ``progress_to``) and ``progress`` draws them. Errors of our taxonomy come back as
-    results (see :func:`first_error`); anything else fails the Spark job.
+    results (:class:`.core.failure.TaskFailure`); anything else fails the Spark job.
     """
     if not units:
         return []
@@ -147,17 +146,3 @@ def _packed(
     for unit, result in zip(flat, _untimed(results.collect(), busy), strict=True):
         ordered[position[id(unit)]] = result
     return ordered
-
-
-class Failed(Protocol):
-    """A unit's result that carries an error of our taxonomy back from its task."""
-
-    def to_error(self) -> ArchiveError: ...
-
-
-def first_error(failures: Sequence[Failed], prefer: str | None = None) -> ArchiveError | None:
-    """The error to raise for failed units: the first of type ``prefer`` if any (a fenced
-    run explains the others), else the first; None when nothing failed."""
-    chosen = [f for f in failures if prefer and getattr(f, "error_type", None) == prefer]
-    failed = (chosen or list(failures))[:1]
-    return failed[0].to_error() if failed else None

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_archive.archiver.config.cache import user_cache_dir
+from kafka_archive.cache import user_cache_dir
 
 # Unified logging of CDS off (the dump warns for every class it skips, on the JVM's stdout).
 LOG_OFF = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"

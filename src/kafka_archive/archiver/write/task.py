@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.errors import BadRecordError as EncodeError
+from kafka_archive.archiver.core.failure import TaskFailure, kind_of
 from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.kafka.reader import CONSUMERS, Batch, KafkaReader
@@ -47,16 +48,11 @@ class UnitFailure:
 
     route_index: int
     tp: TopicPartition
-    error_type: str
-    message: str
-    offset: int | None
-    hint: str | None
+    failure: TaskFailure
     committed: UnitResult | None = None
 
     def to_error(self) -> errors.ArchiveError:
-        return errors.rebuild(
-            self.error_type, self.message, tp=self.tp, offset=self.offset, hint=self.hint
-        )
+        return self.failure.to_error()
 
 
 def _failed(sender: ProgressSender, offset: object) -> None:
@@ -83,7 +79,7 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
         raise
     STORES.give(settings.s3, store)  # after a unit that returned: nothing of it still running
     if isinstance(result, UnitFailure):
-        _failed(sender, result.offset)
+        _failed(sender, result.failure.offset)
     else:
         sender.finish(
             offset=result.next_offset,
@@ -132,16 +128,15 @@ def _archive_unit(
                 # Policy "fail": keep what was cleanly written before this record.
                 chunks.flush_all()
                 partial = commit_unit(unit, store, lifecycle, record.offset, started)
-                return UnitFailure(
-                    unit.route_index,
-                    unit.tp,
-                    "BadRecordError",
+                failure = TaskFailure(
+                    kind_of(errors.BadRecordError),
                     f"cannot store the record as {unit.route.format.value}: {exc}",
-                    record.offset,
                     f"Records before offset {record.offset} were archived; fix or "
                     "skip the record (error policy) and run again",
-                    committed=partial,
+                    unit.tp,
+                    record.offset,
                 )
+                return UnitFailure(unit.route_index, unit.tp, failure, partial)
             # Once for what the unit read (the markers and commit below need no other); also
             # for a piece or an Iceberg route, whose commit is the driver's.
             topic.confirm()
@@ -158,14 +153,8 @@ def _archive_unit(
         )
         if error is None:
             raise
-        return UnitFailure(
-            unit.route_index,
-            error.tp or unit.tp,
-            type(error).__name__,
-            error.message,
-            error.offset,
-            error.hint,
-        )
+        failure = TaskFailure.of(error, tp=unit.tp)
+        return UnitFailure(unit.route_index, error.tp or unit.tp, failure)
     except BaseException:
         chunks.discard_all()
         raise

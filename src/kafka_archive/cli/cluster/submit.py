@@ -35,16 +35,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_archive.archiver.config.cache import user_cache_dir
 from kafka_archive.archiver.config.secrets import REDACTED, is_secret, redact_url
 from kafka_archive.archiver.core.errors import ConfigError
-from kafka_archive.cli.cluster import entry as spark_entry
+from kafka_archive.cache import user_cache_dir
 from kafka_archive.cli.cluster.secrets_file import (
     SECRETS_FLAG,
     Secrets,
     split_secrets,
     write_secrets,
 )
+
+ENTRY_SCRIPT = Path(__file__).resolve().with_name("entry.py")
+"""The script spark-submit runs (:mod:`.entry`): named by its path, not imported (it imports
+the CLI, which imports this module)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +167,7 @@ def command(
     if shipped_files and spark.deploy_mode == "cluster":  # the driver runs elsewhere
         argv += ["--files", ",".join(str(p) for p in shipped_files)]
     shipped = ",".join(str(p) for p in (py_files, *extra_py_files))  # + user transforms
-    argv += ["--py-files", shipped, str(Path(spark_entry.__file__).resolve())]
+    argv += ["--py-files", shipped, str(ENTRY_SCRIPT)]
     if secrets_file is not None:
         argv += [SECRETS_FLAG, str(secrets_file)]
     return [*argv, "--master", spark.master, *run_args]

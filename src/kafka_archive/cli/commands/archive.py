@@ -13,7 +13,6 @@ from kafka_archive.archiver.commands import api
 from kafka_archive.archiver.config.load import require_bootstrap
 from kafka_archive.archiver.config.secrets import scrub
 from kafka_archive.archiver.config.settings import Settings
-from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.plan.naming import job_name_for
 from kafka_archive.cli import invocation
 from kafka_archive.cli.options import (
@@ -181,13 +180,19 @@ def run(
         )
         _follow(settings, plan, options)
         return
-    try:
-        result = api.run(settings, plan, progress=invocation.current().progress())
-    except ArchiveError as exc:
-        api.write_outputs(settings, plan, exc.result, scrub(str(exc)), report_path, metrics_file)
-        raise
-    api.write_outputs(settings, plan, result, None, report_path, metrics_file)
-    click.echo(render_summary(result))
+    outcome = api.run(settings, plan, progress=invocation.current().progress())
+    error = None if outcome.error is None else scrub(str(outcome.error))
+    api.write_outputs(settings, plan, outcome.result, error, report_path, metrics_file)
+    _summarized(outcome)
+
+
+def _summarized(outcome: api.Outcome) -> None:
+    """The summary of what a batch committed; then the error that failed it, raised (one
+    line on stderr from ``main``): a failed batch's summary only when it committed or found
+    anything."""
+    if outcome.error is None or outcome.result.units or outcome.result.gaps:
+        click.echo(render_summary(outcome.result))
+    outcome.unwrap()
 
 
 def _reset_state(settings: Settings, plan: kcql.Plan, yes: bool) -> None:
@@ -219,4 +224,6 @@ def _follow(settings: Settings, plan: kcql.Plan, options: api.FollowOptions) -> 
         on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
         notify=here.say,
     )
+    if totals.failed is not None:
+        _summarized(totals.failed)
     click.echo(render_follow(totals))

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from kafka_archive.archiver.core.errors import ConfigError, SchemaRegistryUnavailableError, rebuild
+from kafka_archive.archiver.core.errors import ConfigError, SchemaRegistryUnavailableError
+from kafka_archive.archiver.core.failure import TaskFailure
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 
 
@@ -45,7 +46,7 @@ def test_an_outage_is_retriable_and_an_unknown_id_is_not(answering: str) -> None
             SchemaRegistry(url).schema(ident)
         assert caught.value.retriable and caught.value.exit_code == 25
         assert "pw" not in str(caught.value)
-        crossed = rebuild("SchemaRegistryUnavailableError", caught.value.message)
+        crossed = TaskFailure.of(caught.value).to_error()
         assert isinstance(crossed, SchemaRegistryUnavailableError), "from a Spark task too"
     with pytest.raises(ConfigError) as unknown:
         SchemaRegistry(answering).schema(2)

@@ -1,4 +1,6 @@
-"""The user's cache directory of kafka-archive: things a run builds once and reuses."""
+"""The user's cache directory of kafka-archive: things a run builds once and reuses (KCQL's
+parser tables, the JVM's class-data archive, `submit`'s zip). A leaf below `kcql` and the
+archiver, which both use it."""
 
 from __future__ import annotations
 
