@@ -186,30 +186,30 @@ def test_state_conflict_when_another_writer_moved_the_partitions(
     their leases do not exclude each other; one prefix has one lease): the second one's
     commit finds the partitions moved by the first since it planned, and stops (exit 9)
     without adding rows."""
-    from kafka_archive.archiver import iceberg
+    from kafka_archive.archiver.iceberg import commits
 
     name, bkt = topic(partitions=1), bucket()
     args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
     produce(name, 100, partitions=1)
     assert main(args) == 0, capsys.readouterr().err
     produce(name, 100, first=100, partitions=1)
-    real_commit = iceberg.commit
+    real_commit = commits.commit
 
     def racing(table: Any, *a: Any, **k: Any) -> None:
         # Another writer commits the same partition first (a whole run of another job).
-        iceberg.commit = real_commit
+        commits.commit = real_commit
         try:
             other = kcql_for(name, bkt, 100, prefix="tables/orders-other")
             assert main([*run_args(other, broker, s3_endpoint), "--job-name", "other-writer"]) == 0
         finally:
-            iceberg.commit = racing
+            commits.commit = racing
         real_commit(table, *a, **k)
 
-    iceberg.commit = racing
+    commits.commit = racing
     try:
         code = main(args)
     finally:
-        iceberg.commit = real_commit
+        commits.commit = real_commit
     err = capsys.readouterr().err
     assert code == 9, err
     assert "another writer committed" in err

@@ -26,7 +26,7 @@ from archive_helpers import KAFKA_ARCHIVE, process_group, run_args
 from faultproxy import FaultProxy
 from iceberg_helpers import kcql_for, reader_table
 
-from kafka_archive.archiver import iceberg
+from kafka_archive.archiver.iceberg import commits
 from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def test_a_driver_frozen_inside_its_commit_past_its_lease_does_not_commit(
         "PYSPARK_PYTHON": sys.executable,
         "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
     }
-    real_commit = iceberg.commit
+    real_commit = commits.commit
     with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
         proxy.drop_response = hold
         command = [KAFKA_ARCHIVE, *run_args(kcql, broker, proxy.url), "--master", "local[1]"]
@@ -88,11 +88,11 @@ def test_a_driver_frozen_inside_its_commit_past_its_lease_does_not_commit(
                 ended.update(code=a.returncode, err=err)
                 real_commit(table, *args, **kwargs)
 
-            iceberg.commit = after_a
+            commits.commit = after_a
             try:
                 b_code = main(run_args(kcql, broker, s3_endpoint))
             finally:
-                iceberg.commit = real_commit
+                commits.commit = real_commit
             b_err = capsys.readouterr().err
     assert ended, "B never reached its commit"
     assert ended["code"] != 0, f"A committed after losing its lease: {ended['err'][-2000:]}"

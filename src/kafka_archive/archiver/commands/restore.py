@@ -18,7 +18,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +32,13 @@ from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import ClientLog
 from kafka_archive.archiver.read import listing
+from kafka_archive.archiver.read.decoding import StoredRecord
 from kafka_archive.archiver.read.listing import StoredObject
 from kafka_archive.archiver.read.seek import FoundRecord, partition_records
 from kafka_archive.archiver.spark import driver
 from kafka_archive.archiver.spark.progress import NullProgress, Progress
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.kcql.plan import Plan, Route
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -313,83 +314,30 @@ def restore(
     target = listing.parse_location(location)
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
-    if route.envelope.enabled and not route.envelope.value:
-        raise errors.ConfigError(
-            f"the archive of {topic} keeps no values ('store.envelope.fields.value'=false): "
-            "restoring it would produce a tombstone for every record",
-            hint="Restore from an archive that keeps the values",
-        )
+    require_values(route, topic)
     committed = listing.committed_offsets(store, target)
-    objects = {
-        tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
-        for tp, objs in listing.list_partition_objects(store, route).items()
-        if tp.topic == topic
-    }
-    objects = {tp: objs for tp, objs in objects.items() if objs}
+    objects = archived_objects(listing.list_partition_objects(store, route), committed, topic)
     if not objects:
         raise errors.NotInArchiveError(f"nothing of {topic} is archived under {target}")
-    first = next(iter(objects.values()))[0]
-    sample = partition_records(store, route, (first,), None)
-    found = next(sample, None)
-    if found is None:
-        raise errors.DamagedObjectError(
-            f"s3://{target.bucket}/{first.key} holds no records",
-            tp=first.tp,
-            hint="Run kafka-archive verify to list damaged objects",
-        )
-    has_envelope = found.stored.has_envelope
-    if not has_envelope and not values_only:
-        raise errors.ConfigError(
-            f"the archive of {topic} stores values only (no keys, headers or timestamps)",
-            hint="Pass --values-only to replay the values alone, or archive with "
-            "PROPERTIES('store.envelope'=true) to restore whole records",
-        )
-    if not has_envelope and route.format.value not in ("JSON", "TEXT", "BYTES"):
-        log.warning(
-            "%s objects hold rows, not the values as produced: each is replayed as `cat "
-            "--output raw` prints it (%s)",
-            route.format.value,
-            "its CSV text" if route.format.value.startswith("CSV") else "the row as JSON",
-        )
-    # Without the envelope's metadata ('store.envelope.fields.metadata'=false) no record
-    # has a timestamp either: a time bound would silently select nothing.
-    timed = has_envelope and found.stored.timestamp is not None
-    if not timed and (only.from_ms is not None or only.to_ms is not None):
-        raise errors.ConfigError(
-            "--from-time/--to-time need record timestamps, which only the envelope with its "
-            "metadata keeps"
-        )
-    with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
-        try:
-            target_partitions = admin.partitions((to_topic,))[to_topic]
-        except errors.TopicNotFoundError as exc:
-            exc.hint = (
-                "restore replays into an existing topic: create it first (with at least the "
-                "archive's partitions for --partition-map same), or fix --to-topic"
-            )
-            raise
-    if partition_map == "same":
-        missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
-        if missing:
-            raise errors.ConfigError(
-                f"{to_topic} has {len(target_partitions)} partition(s); the archive has "
-                f"partition(s) {', '.join(map(str, missing))}",
-                hint="Add partitions to the target topic, or pass --partition-map hash",
-            )
-    units = [
-        RestoreUnit(
-            route=route,
-            tp=tp,
-            objects=objs,
-            committed=committed.get(tp),
-            to_topic=to_topic,
-            to_partition=tp.partition if partition_map == "same" else None,
-            values_only=values_only,
-            only=only,
-            max_records=max_records,
-        )
-        for tp, objs in sorted(objects.items())
-    ]
+    _check_sample(
+        first_record(store, route, target, objects),
+        route,
+        topic,
+        values_only=values_only,
+        only=only,
+    )
+    partitions = target_partitions(settings, to_topic)
+    require_partitions(partition_map, to_topic, partitions, objects)
+    units = plan_units(
+        route,
+        objects,
+        committed,
+        to_topic,
+        partition_map=partition_map,
+        values_only=values_only,
+        only=only,
+        max_records=max_records,
+    )
     progress.step(
         f"restoring {len(units)} partition(s) into {to_topic} with Spark ({settings.master})"
     )
@@ -404,3 +352,160 @@ def restore(
     if error is not None:
         raise error
     return outcome
+
+
+# -- what restore decides before it starts (pure) ------------------------------------------
+
+
+def require_values(route: Route, topic: str) -> None:
+    """Refuse an archive that keeps no values: every record would replay as a tombstone."""
+    if route.envelope.enabled and not route.envelope.value:
+        raise errors.ConfigError(
+            f"the archive of {topic} keeps no values ('store.envelope.fields.value'=false): "
+            "restoring it would produce a tombstone for every record",
+            hint="Restore from an archive that keeps the values",
+        )
+
+
+def archived_objects(
+    listed: Mapping[TopicPartition, Sequence[StoredObject]],
+    committed: Mapping[TopicPartition, int],
+    topic: str,
+) -> dict[TopicPartition, tuple[StoredObject, ...]]:
+    """The objects of ``topic`` to restore, by partition, in listing order: those below
+    their partition's committed offset (above it: a crashed run's); partitions with none
+    left out."""
+    objects = {
+        tp: tuple(o for o in objs if tp not in committed or o.start_offset < committed[tp])
+        for tp, objs in listed.items()
+        if tp.topic == topic
+    }
+    return {tp: objs for tp, objs in objects.items() if objs}
+
+
+def require_envelope(topic: str, stored: StoredRecord, *, values_only: bool) -> None:
+    """Refuse to restore values alone unless asked (``--values-only``)."""
+    if not stored.has_envelope and not values_only:
+        raise errors.ConfigError(
+            f"the archive of {topic} stores values only (no keys, headers or timestamps)",
+            hint="Pass --values-only to replay the values alone, or archive with "
+            "PROPERTIES('store.envelope'=true) to restore whole records",
+        )
+
+
+def replayed_rows(route: Route, stored: StoredRecord) -> str | None:
+    """What a record of an archive of rows without the envelope replays as (its CSV text,
+    the row as JSON: not the value as produced); None for an archive of values."""
+    if stored.has_envelope or route.format.value in ("JSON", "TEXT", "BYTES"):
+        return None
+    return "its CSV text" if route.format.value.startswith("CSV") else "the row as JSON"
+
+
+def require_timestamps(stored: StoredRecord, only: RestoreFilter) -> None:
+    """Refuse time bounds on an archive whose records have no timestamps."""
+    # Without the envelope's metadata ('store.envelope.fields.metadata'=false) no record
+    # has a timestamp either: a time bound would silently select nothing.
+    timed = stored.has_envelope and stored.timestamp is not None
+    if not timed and (only.from_ms is not None or only.to_ms is not None):
+        raise errors.ConfigError(
+            "--from-time/--to-time need record timestamps, which only the envelope with its "
+            "metadata keeps"
+        )
+
+
+def require_partitions(
+    partition_map: str,
+    to_topic: str,
+    target_partitions: Collection[int],
+    objects: Iterable[TopicPartition],
+) -> None:
+    """With ``--partition-map same``, refuse a target topic without one of the archive's
+    partitions."""
+    if partition_map != "same":
+        return
+    missing = sorted(tp.partition for tp in objects if tp.partition not in target_partitions)
+    if missing:
+        raise errors.ConfigError(
+            f"{to_topic} has {len(target_partitions)} partition(s); the archive has "
+            f"partition(s) {', '.join(map(str, missing))}",
+            hint="Add partitions to the target topic, or pass --partition-map hash",
+        )
+
+
+def plan_units(
+    route: Route,
+    objects: Mapping[TopicPartition, tuple[StoredObject, ...]],
+    committed: Mapping[TopicPartition, int],
+    to_topic: str,
+    *,
+    partition_map: str,
+    values_only: bool,
+    only: RestoreFilter,
+    max_records: int | None,
+) -> list[RestoreUnit]:
+    """One unit per archived partition, in partition order; ``same`` maps a partition to
+    the target's of its number, else the producer's partitioner places each record."""
+    return [
+        RestoreUnit(
+            route=route,
+            tp=tp,
+            objects=objs,
+            committed=committed.get(tp),
+            to_topic=to_topic,
+            to_partition=tp.partition if partition_map == "same" else None,
+            values_only=values_only,
+            only=only,
+            max_records=max_records,
+        )
+        for tp, objs in sorted(objects.items())
+    ]
+
+
+# -- what restore reads before it starts -------------------------------------------------
+
+
+def first_record(
+    store: S3Store,
+    route: Route,
+    target: Target,
+    objects: Mapping[TopicPartition, tuple[StoredObject, ...]],
+) -> FoundRecord:
+    """The first record of the first partition's first object: what the archive keeps."""
+    first = next(iter(objects.values()))[0]
+    found = next(partition_records(store, route, (first,), None), None)
+    if found is None:
+        raise errors.DamagedObjectError(
+            f"s3://{target.bucket}/{first.key} holds no records",
+            tp=first.tp,
+            hint="Run kafka-archive verify to list damaged objects",
+        )
+    return found
+
+
+def _check_sample(
+    found: FoundRecord, route: Route, topic: str, *, values_only: bool, only: RestoreFilter
+) -> None:
+    """Refuse (or warn of) what the archive's first record shows it cannot restore."""
+    require_envelope(topic, found.stored, values_only=values_only)
+    rows = replayed_rows(route, found.stored)
+    if rows is not None:
+        log.warning(
+            "%s objects hold rows, not the values as produced: each is replayed as `cat "
+            "--output raw` prints it (%s)",
+            route.format.value,
+            rows,
+        )
+    require_timestamps(found.stored, only)
+
+
+def target_partitions(settings: Settings, to_topic: str) -> tuple[int, ...]:
+    """The partitions of the existing topic restore replays into."""
+    with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
+        try:
+            return admin.partitions((to_topic,))[to_topic]
+        except errors.TopicNotFoundError as exc:
+            exc.hint = (
+                "restore replays into an existing topic: create it first (with at least the "
+                "archive's partitions for --partition-map same), or fix --to-topic"
+            )
+            raise

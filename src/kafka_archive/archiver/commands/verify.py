@@ -18,11 +18,13 @@ Per topic-partition (one Spark task each, like ``run``):
 
 Cost: one listing per route, one GET of every object, and one read of the checked offset
 range from Kafka; memory holds one decoded object per open group.
+
+This module reads (S3, Kafka) and runs the Spark tasks; what the reads show is judged by
+the pure checks of :mod:`kafka_archive.archiver.read.verdict`.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import time
@@ -41,18 +43,25 @@ from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
-from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.partition.parse import parse_key
 from kafka_archive.archiver.plan.preflight import Preflight, preflight
 from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.read.decoding import (
     StoredRecord,
     UnreadableObject,
     read_object,
-    same_value,
     stored_form,
 )
 from kafka_archive.archiver.read.listing import StoredObject, list_partition_objects
+from kafka_archive.archiver.read.verdict import (
+    Comparison,
+    Discrepancy,
+    Events,
+    allowed_gap_notes,
+    found,
+    object_problems,
+    placement_problems,
+    sequence_findings,
+)
 from kafka_archive.archiver.spark import driver
 from kafka_archive.archiver.spark.progress import (
     NullProgress,
@@ -66,16 +75,6 @@ from kafka_archive.kcql.plan import Plan, Route, Target
 
 # Reading ranges with assign() joins no group and commits nothing; librdkafka wants an id.
 _GROUP = "kafka-archive.verify"
-
-
-@dataclass(frozen=True, slots=True)
-class Discrepancy:
-    """Something wrong in the archive: where (offsets, object) and what."""
-
-    first_offset: int | None
-    last_offset: int | None
-    key: str | None
-    problem: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,41 +172,9 @@ def group_of(
     return object_group(route, values, timestamp_ms=time_ms)
 
 
-class _Events:
-    """Problems found record by record, merged into ranges of consecutive offsets."""
-
-    def __init__(self) -> None:
-        self.out: list[Discrepancy] = []
-        self._open: dict[tuple[str | None, str], tuple[int, int]] = {}
-
-    def add(self, offset: int, key: str | None, problem: str) -> None:
-        span = self._open.get((key, problem))
-        if span is not None and span[1] == offset - 1:
-            self._open[(key, problem)] = (span[0], offset)
-            return
-        if span is not None:
-            self.out.append(Discrepancy(span[0], span[1], key, problem))
-        self._open[(key, problem)] = (offset, offset)
-
-    def close(self) -> list[Discrepancy]:
-        for (key, problem), (first, last) in self._open.items():
-            self.out.append(Discrepancy(first, last, key, problem))
-        self._open.clear()
-        return sorted(self.out, key=lambda d: (d.first_offset or 0, d.key or ""))
-
-
-@dataclass
-class _Cursor:
-    obj: StoredObject
-    records: list[StoredRecord] | None
-    index: int = 0
-    searched: int = 0  # records compared looking past compacted ones (bounded per object)
-
-
 class _PartitionChecker:
-    """Mutable, local to one task: reads objects once, compares, collects problems."""
-
-    registry: SchemaRegistry | None = None
+    """Mutable, local to one task: reads the partition's objects (once each) and Kafka's
+    records, and hands them to the pure checks of :mod:`.read.verdict`."""
 
     def __init__(self, check: PartitionCheck, store: S3Store) -> None:
         self.check = check
@@ -217,10 +184,9 @@ class _PartitionChecker:
         # The offsets compared with Kafka (first, last), when they were.
         self.compared: tuple[tuple[int, int], ...] = ()
         self.counts: dict[str, int] = {}
-        self.events = _Events()
+        self.events = Events()
         self.unarchivable = 0
         self.unverifiable = 0
-        self.compacted_away = 0  # archived records Kafka's log cleaner removed since
         self.size = 0
         self.sender = ProgressSender(check.progress_to, check.progress())
 
@@ -235,134 +201,45 @@ class _PartitionChecker:
             objects=len(self.counts),
         )
 
-    def problem(
-        self, obj: StoredObject | None, text: str, first: int | None = None, last: int | None = None
-    ) -> None:
-        self.problems.append(Discrepancy(first, last, obj.key if obj else None, text))
-
     def load(self, obj: StoredObject) -> list[StoredRecord] | None:
         data = self.store.get_bytes(self.check.route.target.bucket, obj.key)
         if data is None:
-            self.problem(obj, "object disappeared while verifying", obj.start_offset)
+            self.problems.append(found(obj, "object disappeared while verifying", obj.start_offset))
             return None
         self.size += len(data)
         try:
             data = decompress(obj.key, data)
             records = read_object(self.check.route.format, data, self.check.route.envelope)
         except (UnreadableObject, ValueError) as exc:
-            self.problem(
-                obj, f"unreadable {self.check.route.format.value} object: {exc}", obj.start_offset
-            )
+            text = f"unreadable {self.check.route.format.value} object: {exc}"
+            self.problems.append(found(obj, text, obj.start_offset))
             return None
         self.counts[obj.key] = len(records)
-        if not records:
-            self.problem(obj, "empty object", obj.start_offset)
-        offsets = [r.offset for r in records if r.offset is not None]
-        if offsets and (offsets[0] != obj.start_offset or offsets != sorted(set(offsets))):
-            self.problem(
-                obj,
-                "stored offsets do not start at the key's offset or are not strictly increasing",
-                obj.start_offset,
-            )
+        self.problems += object_problems(obj, records)
         return records
 
-    # -- offline ----------------------------------------------------------------------
-
     def offline(self) -> None:
+        """The objects against the state, each object read (those the comparison with
+        Kafka did not), and their sequence in a single-group layout."""
         check = self.check
-        committed = check.committed
-        starts: dict[int, StoredObject] = {}
-        for obj in check.objects:
-            if committed is None:
-                self.problem(
-                    obj,
-                    "object exists but the job has no committed state for this partition",
-                    obj.start_offset,
-                )
-            elif obj.start_offset >= committed:
-                self.problem(
-                    obj,
-                    f"object starts at or beyond the committed offset "
-                    f"{committed} (left by a crashed run; the next run removes it)",
-                    obj.start_offset,
-                )
-            other = starts.get(obj.start_offset)
-            if other is not None:
-                self.problem(
-                    obj,
-                    f"starts at the same offset as {other.key}: the record at "
-                    "that offset is archived twice",
-                    obj.start_offset,
-                )
-            starts[obj.start_offset] = obj
-        keys = {o.key for o in check.objects}
-        for key in check.state_objects:
-            if key not in keys:
-                first, last = self._missing_offsets(key)
-                self.problem(None, f"the state names {key}, which does not exist", first, last)
-        below = sum(1 for o in check.objects if committed is None or o.start_offset < committed)
-        if below < check.state_object_count:
-            self.problem(
-                None,
-                f"the state counts {check.state_object_count} object(s) written, "
-                f"but {below} exist: {check.state_object_count - below} object(s) "
-                "were deleted",
-            )
+        self.problems += placement_problems(
+            check.route,
+            check.tp,
+            check.objects,
+            check.committed,
+            check.state_objects,
+            check.state_object_count,
+        )
         for obj in check.objects:
             if obj.key not in self.counts:
                 self.load(obj)
-        layout = layout_for(check.route)
-        if layout.fields or layout.times:
-            return
-        for before, after in zip(check.objects, check.objects[1:], strict=False):
-            count = self.counts.get(before.key)
-            if count is None:
-                continue
-            end = before.start_offset + count
-            if after.start_offset < end:
-                self.problem(
-                    after,
-                    f"overlaps {before.key}, which holds {count} records from "
-                    f"offset {before.start_offset}",
-                    after.start_offset,
-                    end - 1,
-                )
-            elif after.start_offset > end:
-                # Offsets compared with Kafka record by record are no guess: a record missing
-                # there is a problem, one the format refused a note of its own.
-                known = (*check.passed_gaps, *self.compared)
-                for first, last in uncovered(end, after.start_offset - 1, known):
-                    self.notes.append(
-                        f"offsets {first}..{last} are in no object: a hole, unless Kafka "
-                        "has no records there (compaction, transaction markers)"
-                    )
-
-    def allowed_gaps(self) -> None:
-        """Name the gaps runs passed (the state's record), which are in no object."""
-        for first, last in self.check.passed_gaps:
-            self.notes.append(
-                f"offsets {first}..{last}: an allowed gap, deleted by Kafka before they were "
-                "archived and passed by a run with --allow-gaps (recorded in the partition's "
-                "state)"
-            )
-
-    def _missing_offsets(self, key: str) -> tuple[int | None, int | None]:
-        """The offsets a missing object held, from its key: from its start offset up to the
-        next object of its group (or the committed offset)."""
-        parsed = parse_key(layout_for(self.check.route), key)
-        if parsed is None or parsed.tp != self.check.tp:
-            return None, None
-        later = [
-            o.start_offset
-            for o in self.check.objects
-            if o.group == parsed.group and o.start_offset > parsed.start_offset
-        ]
-        end = min(later) if later else self.check.committed
-        return parsed.start_offset, None if end is None else end - 1
-
-    # -- against Kafka ----------------------------------------------------------------
+        known = (*check.passed_gaps, *self.compared)
+        problems, notes = sequence_findings(check.route, check.objects, self.counts, known)
+        self.problems += problems
+        self.notes += notes
 
     def against_kafka(self, settings: Settings) -> tuple[int | None, int | None]:
+        """Compare the archive with Kafka's records of :meth:`PartitionCheck.span`."""
         check = self.check
         assert check.low is not None and check.high is not None
         committed = check.committed
@@ -371,15 +248,10 @@ class _PartitionChecker:
         first, last = check.span()
         if first >= last:
             return None, None
-        by_group: dict[tuple[str | None, ...], list[StoredObject]] = {}
-        for obj in live:
-            by_group.setdefault(obj.group, []).append(obj)
-        starts = {g: [o.start_offset for o in objs] for g, objs in by_group.items()}
-        cursors: dict[tuple[str | None, ...], _Cursor] = {}
-        reached: set[str] = set()
-        fmt = check.route.format
+        comparison = Comparison(live, first, check.compacted, self.load, self.problems, self.events)
         url = settings.schema_registry_url
-        registry = self.registry = SchemaRegistry(url) if url else None
+        registry = SchemaRegistry(url) if url else None
+        projector = projector_for(check.route)
         with KafkaReader(
             settings.kafka,
             check.tp,
@@ -392,135 +264,22 @@ class _PartitionChecker:
                 for record in batch:
                     try:
                         expected = stored_form(
-                            fmt,
+                            check.route.format,
                             record,
                             check.route.envelope,
-                            projector_for(check.route),
+                            projector,
                             registry,
                             check.value_schema,
                         )
                     except ValueError:
                         self.unarchivable += 1  # refused by the format; never archived
                         continue
-                    self._compare(record, expected, by_group, starts, cursors, reached, first)
+                    group = group_of(check.route, record, registry)
+                    comparison.add(record.offset, group, expected)
                     if self.sender.due():
                         self.report(record.offset + 1)
-        for cursor in cursors.values():
-            self._finish(cursor)
-        for obj in live:
-            if obj.start_offset >= first and obj.key not in reached and self.counts.get(obj.key):
-                if check.compacted and obj.start_offset < last:
-                    self.compacted_away += self.counts[obj.key]
-                    continue
-                self.problem(
-                    obj,
-                    "holds records that belong to no offset of its group in Kafka (a copy?)",
-                    obj.start_offset,
-                )
-        if self.compacted_away:
-            self.notes.append(
-                f"{self.compacted_away} archived record(s) are no longer in Kafka: the topic "
-                "is compacted, and its log cleaner removed them after they were archived"
-            )
+        self.notes += comparison.close(last, self.counts)
         return first, last
-
-    def _compare(
-        self,
-        record: Record,
-        expected: Any,
-        by_group: dict[tuple[str | None, ...], list[StoredObject]],
-        starts: dict[tuple[str | None, ...], list[int]],
-        cursors: dict[tuple[str | None, ...], _Cursor],
-        reached: set[str],
-        first: int,
-    ) -> None:
-        group = group_of(self.check.route, record, self.registry)
-        index = bisect.bisect_right(starts.get(group, []), record.offset) - 1
-        if index < 0:
-            self.events.add(record.offset, None, "record is in no object")
-            return
-        obj = by_group[group][index]
-        if obj.start_offset < first:
-            return  # the object began before Kafka's retained range
-        cursor = cursors.get(group)
-        if cursor is None or cursor.obj is not obj:
-            if cursor is not None:
-                self._finish(cursor)
-            reached.add(obj.key)
-            cursor = cursors[group] = _Cursor(obj, self.load(obj))
-            if record.offset != obj.start_offset and not self.check.compacted:
-                self.problem(
-                    obj,
-                    f"the key says the first record is at offset "
-                    f"{obj.start_offset}, but its group's first record from there is "
-                    f"at {record.offset}",
-                    obj.start_offset,
-                )
-        if cursor.records is None:
-            return
-        if self.check.compacted:
-            self._skip_compacted(cursor, record, expected)
-        if cursor.index >= len(cursor.records):
-            self.events.add(record.offset, obj.key, "record missing from its object")
-            return
-        stored = cursor.records[cursor.index]
-        cursor.index += 1
-        if not same_value(stored.value, expected) or stored.offset not in (None, record.offset):
-            self.events.add(record.offset, obj.key, "archived record differs from Kafka")
-
-    def _skip_compacted(self, cursor: _Cursor, record: Record, expected: Any) -> None:
-        """Move ``cursor`` past the archived records Kafka's log cleaner removed before
-        ``record``: those at lower offsets (the envelope keeps offsets), else those before
-        the next one equal to it (the archive holds Kafka's records as a subsequence, in
-        order: the first equal one is as good as any). Nothing equal: left where it is, and
-        the comparison reports the difference. An honest object costs one comparison per
-        archived record; the search stops at twice that (an object that differs throughout,
-        a transform's, is not searched quadratically)."""
-        records = cursor.records
-        assert records is not None
-        index = cursor.index
-        if records[index:] and records[index].offset is not None:
-            while index < len(records) and (records[index].offset or 0) < record.offset:
-                index += 1
-        else:
-            end = min(len(records), index + max(0, 2 * len(records) - cursor.searched))
-            for i in range(index, end):
-                if same_value(records[i].value, expected):
-                    cursor.searched += i - index + 1
-                    index = i
-                    break
-            else:
-                cursor.searched += end - index
-        self.compacted_away += index - cursor.index
-        cursor.index = index
-
-    def _finish(self, cursor: _Cursor) -> None:
-        if cursor.records is not None and cursor.index < len(cursor.records):
-            extra = len(cursor.records) - cursor.index
-            if self.check.compacted:
-                self.compacted_away += extra
-                return
-            self.problem(
-                cursor.obj,
-                f"holds {extra} record(s) more than Kafka has for its range (duplicates?)",
-                cursor.obj.start_offset,
-            )
-
-
-def uncovered(first: int, last: int, gaps: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The ranges of offsets ``first..last`` that no gap of ``gaps`` (``(first, last)``
-    each) covers, in order."""
-    left: list[tuple[int, int]] = []
-    at = first
-    for gap_first, gap_last in sorted(gaps):
-        if gap_last < at or gap_first > last:
-            continue
-        if gap_first > at:
-            left.append((at, gap_first - 1))
-        at = max(at, gap_last + 1)
-    if at <= last:
-        left.append((at, last))
-    return left
 
 
 def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
@@ -533,7 +292,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
             if first is not None and last is not None and last > first:
                 checker.compared = ((first, last - 1),)
         checker.offline()
-        checker.allowed_gaps()
+        checker.notes += allowed_gap_notes(check.passed_gaps)
     except BaseException:
         checker.sender.finish(failed=True)
         raise

@@ -7,5 +7,6 @@
   record takes in it (what ``verify`` compares);
 - :mod:`.seek`: a partition's records in offset order from any offset, reading only the
   objects (or gzip blocks) that hold them;
-- :mod:`.display`: how ``cat`` prints a record.
+- :mod:`.display`: how ``cat`` prints a record;
+- :mod:`.verdict`: what ``verify`` concludes of a partition's objects and records (pure).
 """

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import fastavro
+
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.formats import csv_, json_, schema, text
+from kafka_archive.archiver.formats import avsc, csv_, json_, schema, text
 from kafka_archive.archiver.formats import envelope as env
 from kafka_archive.archiver.formats.bytes_ import read_values
 from kafka_archive.archiver.formats.structured import ENVELOPE_NAME, decode_value, row_to_record
@@ -135,8 +137,6 @@ def _structured(
 
 
 def _read_avro(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
-    import fastavro
-
     try:
         reader = fastavro.reader(io.BytesIO(data))
         rows = [row for row in reader if isinstance(row, dict)]
@@ -148,6 +148,7 @@ def _read_avro(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
 
 
 def _read_parquet(data: bytes, envelope: Envelope | None) -> list[StoredRecord]:
+    # Heavy to import (pyarrow): loaded only when a PARQUET object is read.
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -295,8 +296,6 @@ def _with_schema(
 ) -> Any:
     """A value written with a user schema (AVRO, PARQUET): refused unless it matches, and
     read back with the schema's defaults filled in."""
-    from kafka_archive.archiver.formats import avsc
-
     value = (
         projector.project(record, registry)
         if projector is not None

@@ -198,6 +198,7 @@ def _row_groups(
     group at a time from the one holding ``start`` (range GETs): a row group is skipped
     when its rows all come before ``start`` — by position without the envelope (the records
     fill the object's offsets), by the stored offsets' statistics with it."""
+    # Heavy to import (pyarrow): loaded only when a PARQUET object is read.
     import pyarrow as pa
     import pyarrow.parquet as pq
 

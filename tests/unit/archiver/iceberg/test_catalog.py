@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.core.errors import CatalogError
+from kafka_archive.archiver.iceberg.catalog import (
+    catalog_errors,
+    load_catalog,
+    remember_secrets,
+    s3_properties,
+)
+from kafka_archive.archiver.iceberg.table import open_tables
 
 
 def unique(what: str) -> str:
@@ -22,8 +29,8 @@ def test_an_unknown_uri_scheme_is_reported_without_the_uri_password(
     """pyiceberg's own error quotes the URI it could not infer a catalog type from."""
     password = unique("pw")
     monkeypatch.setenv("PYICEBERG_CATALOG__LEAKY__URI", f"foo://admin:{password}@lake:8181/x")
-    with pytest.raises(iceberg.CatalogError) as info:
-        iceberg.load_catalog("leaky", S3Settings())
+    with pytest.raises(CatalogError) as info:
+        load_catalog("leaky", S3Settings())
     message = str(info.value)
     assert "Could not infer the catalog type from the uri: foo://admin:***@lake:8181" in message
     assert password not in message
@@ -50,9 +57,9 @@ def test_an_error_quoting_every_property_shows_no_key_nor_credential(
         "token": token,
         "s3.secret-access-key": secret,
     }
-    properties = {**iceberg.s3_properties(S3Settings(endpoint_url="http://x:9")), **configured}
-    iceberg.remember_secrets(properties)
-    with pytest.raises(iceberg.CatalogError) as info, iceberg._catalog_errors("be opened"):
+    properties = {**s3_properties(S3Settings(endpoint_url="http://x:9")), **configured}
+    remember_secrets(properties)
+    with pytest.raises(CatalogError) as info, catalog_errors("be opened"):
         pyiceberg_load("odd", **properties)
     message = str(info.value)
     assert "Could not initialize catalog with the following properties" in message
@@ -67,8 +74,8 @@ def test_a_multiline_driver_error_is_one_line_without_the_password(
 ) -> None:
     password = unique("pw")
     monkeypatch.setenv("PYICEBERG_CATALOG__LITE__URI", f"sqlite://admin:{password}@/x.db")
-    with pytest.raises(iceberg.CatalogError) as info:
-        iceberg.load_catalog("lite", S3Settings())
+    with pytest.raises(CatalogError) as info:
+        load_catalog("lite", S3Settings())
     message = str(info.value)
     assert "Invalid SQLite URL" in message and password not in message
     assert "\n" not in message
@@ -121,7 +128,7 @@ def test_short_lived_credentials_are_renewed_in_the_catalog_and_its_tables(
         "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
     )
 
-    (table,) = iceberg.open_tables(plan, S3Settings(region="eu-west-1"))
+    (table,) = open_tables(plan, S3Settings(region="eu-west-1"))
     first = table.catalog.properties["s3.access-key-id"]
     assert first.startswith("AKIDSHORT")
     for _ in range(2):

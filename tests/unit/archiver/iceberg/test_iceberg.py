@@ -11,9 +11,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
-from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.core.errors import BadRecordError, ConfigError
 from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.iceberg.catalog import (
+    CatalogSource,
+    catalog_errors,
+    load_catalog,
+    s3_properties,
+)
+from kafka_archive.archiver.iceberg.offsets import offset_property, offsets_of
+from kafka_archive.archiver.iceberg.routes import DATA_NAME, data_route, location, partition_spec
+from kafka_archive.archiver.iceberg.schema import table_schema
+from kafka_archive.archiver.iceberg.table import TableRoute, create_table
 from kafka_archive.archiver.partition.layouts import layout_for
 
 topics = st.text(st.sampled_from("abcXYZ019._-"), min_size=1, max_size=40)
@@ -23,9 +33,9 @@ topics = st.text(st.sampled_from("abcXYZ019._-"), min_size=1, max_size=40)
 def test_offsets_round_trip_through_the_summary_for_any_topic_name(
     state: dict[tuple[str, int], int],
 ) -> None:
-    summary = {iceberg.offset_property(TopicPartition(t, p)): str(o) for (t, p), o in state.items()}
+    summary = {offset_property(TopicPartition(t, p)): str(o) for (t, p), o in state.items()}
     summary |= {"added-data-files": "3", "kafka-archive.records": "9"}  # not offsets
-    assert iceberg.offsets_of(summary) == {TopicPartition(t, p): o for (t, p), o in state.items()}
+    assert offsets_of(summary) == {TopicPartition(t, p): o for (t, p), o in state.items()}
 
 
 def route(prefix: str = "tables/orders") -> kcql.plan.Route:
@@ -38,13 +48,13 @@ def route(prefix: str = "tables/orders") -> kcql.plan.Route:
 
 @pytest.mark.parametrize("prefix", ["tables/orders", "t"])
 def test_files_go_under_data_named_by_offset_run_and_job(prefix: str) -> None:
-    layout = layout_for(iceberg.data_route(route(prefix), "0123456789abcdef", "job-1.x"))
+    layout = layout_for(data_route(route(prefix), "0123456789abcdef", "job-1.x"))
     key = layout.key(TopicPartition("orders.v1", 3), 42, ())
     assert key == f"{prefix}/data/orders.v1/3/000000000042_0123456789abcdef_job-1.x.parquet"
-    match = iceberg._DATA_NAME.match(key.rsplit("/", 1)[-1])
+    match = DATA_NAME.match(key.rsplit("/", 1)[-1])
     assert match is not None
     assert (match["run"], match["job"]) == ("0123456789abcdef", "job-1.x")
-    assert iceberg.location(route(prefix)) == f"s3://bkt/{prefix}"
+    assert location(route(prefix)) == f"s3://bkt/{prefix}"
 
 
 def test_s3_settings_reach_the_file_io(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,7 +64,7 @@ def test_s3_settings_reach_the_file_io(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = S3Settings(
         endpoint_url="http://127.0.0.1:9000", region="eu-west-1", addressing_style="virtual"
     )
-    props = iceberg.s3_properties(settings)
+    props = s3_properties(settings)
     assert props == {
         "s3.endpoint": "http://127.0.0.1:9000",
         "s3.region": "eu-west-1",
@@ -70,8 +80,8 @@ def test_an_unconfigured_catalog_is_a_config_error_naming_the_variable(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("PYICEBERG_HOME", raising=False)
     monkeypatch.delenv("PYICEBERG_CATALOG__NOPE__URI", raising=False)
-    with pytest.raises(iceberg.ConfigError) as info:
-        iceberg.load_catalog("nope", S3Settings())
+    with pytest.raises(ConfigError) as info:
+        load_catalog("nope", S3Settings())
     assert "PYICEBERG_CATALOG__NOPE__URI" in (info.value.hint or "")
 
 
@@ -110,7 +120,7 @@ def partitioned(partition_by: str) -> kcql.plan.Route:
 def test_partitionby_maps_to_identity_and_one_day_or_hour_field(
     partition_by: str, spec: list[tuple[str, str, str]]
 ) -> None:
-    assert iceberg.partition_spec(partitioned(partition_by)) == spec
+    assert partition_spec(partitioned(partition_by)) == spec
 
 
 def test_a_table_partitioned_by_date_gets_the_record_time_as_timestamptz() -> None:
@@ -144,7 +154,7 @@ def test_a_table_partitioned_by_date_gets_the_record_time_as_timestamptz() -> No
     assert written(partitioned("country"), [record(0, 5, b'{"country": "DE"}')]).schema.names == [
         "country"
     ]
-    with pytest.raises(iceberg.BadRecordError, match="_timestamp"):
+    with pytest.raises(BadRecordError, match="_timestamp"):
         written(partitioned("_date.uuuu-MM-dd"), [record(0, 5, b'{"_timestamp": 1}')])
 
 
@@ -153,7 +163,7 @@ def test_a_catalog_error_is_one_line() -> None:
     at: …)"): the error the CLI prints as its one last line must not."""
     from kafka_archive.archiver.core.errors import CatalogError
 
-    with pytest.raises(CatalogError) as caught, iceberg._catalog_errors("load table db.t"):
+    with pytest.raises(CatalogError) as caught, catalog_errors("load table db.t"):
         raise RuntimeError("(sqlite3.OperationalError) no such table\n(Background on this error)")
     assert "\n" not in str(caught.value)
     assert "no such table (Background on this error)" in str(caught.value)
@@ -174,10 +184,10 @@ def test_a_first_file_iceberg_cannot_type_is_a_one_line_type_error_not_catalog_a
     first = tmp_path / "first.parquet"
     pq.write_table(pa.table({"id": [1.0], "note": pa.array([None], pa.null())}), first)
     catalog = SqlCatalog("default", uri=f"sqlite:///{tmp_path / 'catalog.db'}")
-    source = cast(iceberg.CatalogSource, SimpleNamespace(catalog=catalog))  # no AWS chain
-    table = iceberg.TableRoute("db.orders", source, {0: route()})
+    source = cast(CatalogSource, SimpleNamespace(catalog=catalog))  # no AWS chain
+    table = TableRoute("db.orders", source, {0: route()})
     with pytest.raises(BadRecordError) as caught:
-        iceberg._create(table, str(first))
+        create_table(table, str(first))
     error = caught.value
     assert error.exit_code == 10
     text = f"{error} {error.hint}"
@@ -220,7 +230,7 @@ def test_a_tables_schema_gives_its_files_the_columns_an_inferred_field_can_take(
         NestedField(10, "at", TimestamptzType(), required=False),
         NestedField(11, "cost", DecimalType(9, 2), required=False),
     )
-    text = iceberg.table_schema(table)
+    text = table_schema(table)
     assert text is not None
     assert schema.from_avro(json.loads(text)) == schema.Type(
         "record",
@@ -233,4 +243,4 @@ def test_a_tables_schema_gives_its_files_the_columns_an_inferred_field_can_take(
         ),
     )
     only_map = of(NestedField(1, "m", MapType(2, StringType(), 3, LongType()), required=False))
-    assert iceberg.table_schema(only_map) is None
+    assert table_schema(only_map) is None

@@ -6,13 +6,30 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.iceberg.commits import append
+from kafka_archive.archiver.iceberg.offsets import (
+    JOB,
+    RECORDS,
+    RUN_ID,
+    STATE_SEQUENCE,
+    STATE_SNAPSHOT,
+    STATE_TIME,
+    committed_at,
+    offset_property,
+    offsets_of,
+    snapshot_properties,
+    table_offsets,
+    table_properties,
+)
 
 TP = TopicPartition("orders", 0)
 
@@ -30,8 +47,8 @@ def table(tmp_path: Path) -> Any:
 
 def ours(table: Any, offset: int, run: str = "0123456789abcdef") -> int:
     """A commit of ours moving TP to ``offset`` (no files); its snapshot id."""
-    props = {iceberg.offset_property(TP): str(offset), iceberg.RUN_ID: run, iceberg.JOB: "j"}
-    iceberg._append(table, [], props)
+    props = {offset_property(TP): str(offset), RUN_ID: run, JOB: "j"}
+    append(table, [], props)
     table.refresh()
     return int(table.current_snapshot().snapshot_id)
 
@@ -50,7 +67,7 @@ def expire_all_but_current(table: Any) -> None:
 
 
 def state(table: Any) -> dict[TopicPartition, int]:
-    return iceberg._table_offsets(table)
+    return table_offsets(table)
 
 
 def test_state_through_foreign_commits_expiry_and_rollback(table: Any) -> None:
@@ -62,7 +79,7 @@ def test_state_through_foreign_commits_expiry_and_rollback(table: Any) -> None:
     foreign(table)
     assert state(table) == {TP: 10}  # from the ancestry
     expire_all_but_current(table)
-    assert all(iceberg.RUN_ID not in s.summary.additional_properties for s in table.snapshots())
+    assert all(RUN_ID not in s.summary.additional_properties for s in table.snapshots())
     assert state(table) == {TP: 10}  # from the properties
     first = ours(table, 20)
     ours(table, 30)
@@ -71,7 +88,7 @@ def test_state_through_foreign_commits_expiry_and_rollback(table: Any) -> None:
     # are no longer in it), although the properties say 30.
     table.manage_snapshots().rollback_to_snapshot(first).commit()
     table.refresh()
-    assert table.properties[iceberg.offset_property(TP)] == "30"
+    assert table.properties[offset_property(TP)] == "30"
     assert state(table) == {TP: 20}
     # Commits on top of it, then rolled back below our commit of 40: the ancestry's newest
     # of ours is 20 again (the properties say 40).
@@ -80,7 +97,7 @@ def test_state_through_foreign_commits_expiry_and_rollback(table: Any) -> None:
     ours(table, 40)
     table.manage_snapshots().rollback_to_snapshot(base).commit()
     table.refresh()
-    assert table.properties[iceberg.offset_property(TP)] == "40"
+    assert table.properties[offset_property(TP)] == "40"
     assert state(table) == {TP: 20}
 
 
@@ -89,9 +106,46 @@ def test_an_old_versions_commit_after_ours_wins_over_the_properties(table: Any) 
     wrote only the summary) newer than the properties' snapshot: the ancestry's newest."""
     ours(table, 10)
     with table.transaction() as tx:
-        props = {iceberg.offset_property(TP): "25", iceberg.RUN_ID: "fedcba9876543210"}
+        props = {offset_property(TP): "25", RUN_ID: "fedcba9876543210"}
         with tx.update_snapshot(snapshot_properties=props).fast_append():
             pass
     table.refresh()
-    assert table.properties[iceberg.offset_property(TP)] == "10"
+    assert table.properties[offset_property(TP)] == "10"
     assert state(table) == {TP: 25}
+
+
+@given(
+    st.dictionaries(st.tuples(st.sampled_from(["a", "b.c"]), st.integers(0, 99)), st.integers(0)),
+    st.integers(0, 10**9),
+)
+def test_a_snapshots_properties_hold_the_offsets_and_who_committed_them(
+    state: dict[tuple[str, int], int], records: int
+) -> None:
+    offsets = {TopicPartition(t, p): o for (t, p), o in state.items()}
+    props = snapshot_properties(offsets, records, "0123456789abcdef", "job")
+    assert offsets_of(props) == offsets
+    assert (props[RECORDS], props[RUN_ID], props[JOB]) == (str(records), "0123456789abcdef", "job")
+    made = SimpleNamespace(snapshot_id=7, sequence_number=None, timestamp_ms=1_700_000_000_000)
+    stamped = table_properties(props, made)
+    assert offsets_of(stamped) == offsets
+    assert {k: v for k, v in stamped.items() if k not in props} == {
+        STATE_SNAPSHOT: "7",
+        STATE_SEQUENCE: "0",  # format 1: no sequence numbers
+        STATE_TIME: "1700000000000",
+    }
+
+
+def test_committed_at_is_our_last_snapshots_time_else_the_current_ones(table: Any) -> None:
+    assert committed_at(None) is None
+    assert committed_at(table) is None  # no snapshot yet
+    foreign(table)
+    theirs = table.current_snapshot().timestamp_ms
+    assert committed_at(table) == dt.datetime.fromtimestamp(theirs / 1000, dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    ours(table, 10)
+    mine = table.current_snapshot().timestamp_ms
+    foreign(table)
+    assert committed_at(table) == dt.datetime.fromtimestamp(mine / 1000, dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
