@@ -84,72 +84,84 @@ def _survey(
     for tp, objects in found.items():
         if grouped(objects, archive.kept(objects[0])):
             out.append(_grouped(archive.layout.name, tp, objects, marks[tp], group, admin))
-            continue
-        by_offset, damaged, records = scan(archive, objects)
-        if damaged:
-            bad = damaged[0]
-            raise errors.DamagedObjectError(
-                f"{bad.key}: {bad.problem}",
-                tp=tp,
-                hint="Run kafka-archive verify --layout ... and repair or remove it first",
+        else:
+            out.append(
+                _adopt_partition(archive, tp, objects, marks[tp], group, admin, indexes.get(tp))
             )
-        offsets = sorted(by_offset)
-        first, last = offsets[0], offsets[-1]
-        holes: list[tuple[int, int]] = []
-        for before, after in itertools.pairwise(offsets):
-            if after > before + 1:
-                holes.append((before + 1, after - 1))
-        dups = [o for o, placed in by_offset.items() if len(placed) > 1]
-        mark = marks[tp]
-        notes = []
-        group_offset = admin.group_offset(tp, group) if group else None
-        end = last + 1
-        if end > mark.high:
-            raise errors.TopicRecreatedError(
-                f"{tp}: the archive holds offsets up to {last}, beyond Kafka's end "
-                f"({mark.high}): the topic was re-created since the sink archived it",
-                tp=tp,
-                hint="Adopt into a new topic's route only what belongs to it; this archive "
-                "stays readable with cat, verify and restore",
-            )
-        indexed = indexes.get(tp)
-        if indexed is not None and indexed > last:
-            holes.append((end, indexed))
-            notes.append(
-                f"the sink's index ({lenses_index}) says it committed offset {indexed}, past "
-                f"the archive's last {last}: offsets {end}..{indexed} are in no object"
-            )
-        elif indexed is not None:
-            notes.append(f"the sink's index ({lenses_index}) says it committed offset {indexed}")
-        if group_offset is not None and group_offset > end:
-            holes.append((end, group_offset - 1))
-            notes.append(
-                f"the group {group} committed {group_offset}, past the archive's end {end}: "
-                f"offsets {end}..{group_offset - 1} were acknowledged but are in no object"
-            )
-        elif group_offset is not None and group_offset < end:
-            notes.append(
-                f"the group {group} committed {group_offset}, before the archive's end {end}: "
-                "the sink had written objects it had not committed (the next run starts at "
-                f"{end}, so nothing is written twice)"
-            )
-        out.append(
-            AdoptedPartition(
-                tp,
-                first,
-                end,
-                len(objects),
-                records,
-                tuple(holes),
-                tuple(sorted(dups)[:10]),
-                len(dups),
-                mark.low,
-                mark.high,
-                group_offset,
-                tuple(notes),
-            )
-        )
     return archive.layout.name, out
+
+
+def _adopt_partition(
+    archive: ForeignArchive,
+    tp: TopicPartition,
+    objects: list[ForeignObject],
+    mark: Watermarks,
+    group: str | None,
+    admin: KafkaAdmin,
+    indexed: int | None,
+) -> AdoptedPartition:
+    """A partition whose records have offsets: its first and end offset, holes and
+    duplicates, checked against Kafka's end, the sink's index and the connector's group."""
+    by_offset, damaged, records = scan(archive, objects)
+    if damaged:
+        bad = damaged[0]
+        raise errors.DamagedObjectError(
+            f"{bad.key}: {bad.problem}",
+            tp=tp,
+            hint="Run kafka-archive verify --layout ... and repair or remove it first",
+        )
+    offsets = sorted(by_offset)
+    first, last = offsets[0], offsets[-1]
+    holes: list[tuple[int, int]] = []
+    for before, after in itertools.pairwise(offsets):
+        if after > before + 1:
+            holes.append((before + 1, after - 1))
+    dups = [o for o, placed in by_offset.items() if len(placed) > 1]
+    notes = []
+    group_offset = admin.group_offset(tp, group) if group else None
+    end = last + 1
+    if end > mark.high:
+        raise errors.TopicRecreatedError(
+            f"{tp}: the archive holds offsets up to {last}, beyond Kafka's end "
+            f"({mark.high}): the topic was re-created since the sink archived it",
+            tp=tp,
+            hint="Adopt into a new topic's route only what belongs to it; this archive "
+            "stays readable with cat, verify and restore",
+        )
+    if indexed is not None and indexed > last:
+        holes.append((end, indexed))
+        notes.append(
+            f"the sink's index ({lenses_index}) says it committed offset {indexed}, past "
+            f"the archive's last {last}: offsets {end}..{indexed} are in no object"
+        )
+    elif indexed is not None:
+        notes.append(f"the sink's index ({lenses_index}) says it committed offset {indexed}")
+    if group_offset is not None and group_offset > end:
+        holes.append((end, group_offset - 1))
+        notes.append(
+            f"the group {group} committed {group_offset}, past the archive's end {end}: "
+            f"offsets {end}..{group_offset - 1} were acknowledged but are in no object"
+        )
+    elif group_offset is not None and group_offset < end:
+        notes.append(
+            f"the group {group} committed {group_offset}, before the archive's end {end}: "
+            "the sink had written objects it had not committed (the next run starts at "
+            f"{end}, so nothing is written twice)"
+        )
+    return AdoptedPartition(
+        tp,
+        first,
+        end,
+        len(objects),
+        records,
+        tuple(holes),
+        tuple(sorted(dups)[:10]),
+        len(dups),
+        mark.low,
+        mark.high,
+        group_offset,
+        tuple(notes),
+    )
 
 
 lenses_index = ".indexes/<connector>/.locks/<topic>/<partition>.lock"

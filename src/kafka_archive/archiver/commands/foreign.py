@@ -12,14 +12,14 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from kafka_archive.archiver.commands import restore as restoring
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.failure import first_error
 from kafka_archive.archiver.core.model import TopicPartition
-from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.read import display as rendering
 from kafka_archive.archiver.read.decoding import StoredRecord
 from kafka_archive.archiver.read.foreign import layout_for
@@ -187,15 +187,6 @@ class ForeignSource:
                 position += 1
 
 
-@dataclass(frozen=True, slots=True)
-class RestorePlan:
-    """What a foreign restore will do, and what it cannot restore."""
-
-    sources: Mapping[TopicPartition, ForeignSource]
-    not_kept: tuple[str, ...] = field(default=())
-    rows: bool = False  # values are rows restored as their JSON, not the produced bytes
-
-
 def restore(
     settings: Settings,
     spec: ForeignSpec,
@@ -210,8 +201,6 @@ def restore(
 ) -> Any:
     """Replay a foreign archive of ``topic`` into ``to_topic`` (``restore.restore``'s
     exactly-once, resumable units, reading the foreign objects)."""
-    from kafka_archive.archiver.commands import restore as restoring
-
     progress = progress or NullProgress()
     only = only or restoring.RestoreFilter()
     started = time.monotonic()
@@ -221,60 +210,9 @@ def restore(
         raise errors.NotInArchiveError(
             f"nothing of {topic} is in the {archive.layout.name} archive under {spec.location}"
         )
-    kept = archive.kept(next(iter(found.values()))[0])
-    missing = kept.missing()
-    if len(missing) == 3 and not values_only:
-        raise errors.ConfigError(
-            f"the {archive.layout.name} archive of {topic} keeps values only (no keys, "
-            "headers or timestamps)",
-            hint="Pass --values-only to replay the values alone",
-        )
-    if missing and len(missing) < 3:
-        log.warning(
-            "the %s archive of %s does not keep %s: restored records have none",
-            archive.layout.name,
-            topic,
-            ", ".join(missing),
-        )
-    if any(o.key.endswith((".avro", ".parquet")) for objs in found.values() for o in objs):
-        log.warning(
-            "the %s archive of %s holds Avro/Parquet rows: each value is restored as the "
-            "row's compact JSON, not the bytes produced (a registry's framing is not kept)",
-            archive.layout.name,
-            topic,
-        )
-    if any(grouped(objs, kept) for objs in found.values()):
-        log.warning(
-            "the %s archive of %s spreads partitions over partitioner folders and keeps no "
-            "offsets: they are restored object by object (by each object's first offset), "
-            "not in their original order",
-            archive.layout.name,
-            topic,
-        )
-        if only.from_offset is not None or only.to_offset is not None:
-            raise errors.ConfigError(
-                "--from-offset/--to-offset need the records' offsets, which this archive "
-                "does not keep"
-            )
-    if (only.from_ms is not None or only.to_ms is not None) and not kept.timestamp:
-        raise errors.ConfigError(
-            f"--from-time/--to-time need record timestamps, which the {archive.layout.name} "
-            "archive does not keep"
-        )
-    with KafkaAdmin(settings.kafka, "kafka-archive.restore") as admin:
-        try:
-            target_partitions = admin.partitions((to_topic,))[to_topic]
-        except errors.TopicNotFoundError as exc:
-            exc.hint = "restore replays into an existing topic: create it first, or fix --to-topic"
-            raise
-    if partition_map == "same":
-        absent = sorted(tp.partition for tp in found if tp.partition not in target_partitions)
-        if absent:
-            raise errors.ConfigError(
-                f"{to_topic} has {len(target_partitions)} partition(s); the archive has "
-                f"partition(s) {', '.join(map(str, absent))}",
-                hint="Add partitions to the target topic, or pass --partition-map hash",
-            )
+    check_restorable(archive, found, topic, values_only=values_only, only=only)
+    partitions = restoring.target_partitions(settings, to_topic)
+    restoring.require_partitions(partition_map, to_topic, partitions, found)
     name = archive.layout.name
     route = Route(target=archive.target, topic=topic, format=Format.BYTES)
     units = [
@@ -304,3 +242,55 @@ def restore(
     if error is not None:
         raise error
     return outcome
+
+
+def check_restorable(
+    archive: ForeignArchive,
+    found: Mapping[TopicPartition, list[ForeignObject]],
+    topic: str,
+    *,
+    values_only: bool,
+    only: Any,
+) -> None:
+    """Refuse what the archive cannot restore as asked (values alone without
+    --values-only, offsets or times it does not keep); warn of what it restores otherwise
+    than produced."""
+    kept = archive.kept(next(iter(found.values()))[0])
+    name = archive.layout.name
+    missing = kept.missing()
+    if len(missing) == 3 and not values_only:
+        raise errors.ConfigError(
+            f"the {name} archive of {topic} keeps values only (no keys, headers or timestamps)",
+            hint="Pass --values-only to replay the values alone",
+        )
+    if missing and len(missing) < 3:
+        log.warning(
+            "the %s archive of %s does not keep %s: restored records have none",
+            name,
+            topic,
+            ", ".join(missing),
+        )
+    if any(o.key.endswith((".avro", ".parquet")) for objs in found.values() for o in objs):
+        log.warning(
+            "the %s archive of %s holds Avro/Parquet rows: each value is restored as the "
+            "row's compact JSON, not the bytes produced (a registry's framing is not kept)",
+            name,
+            topic,
+        )
+    if any(grouped(objs, kept) for objs in found.values()):
+        log.warning(
+            "the %s archive of %s spreads partitions over partitioner folders and keeps no "
+            "offsets: they are restored object by object (by each object's first offset), "
+            "not in their original order",
+            name,
+            topic,
+        )
+        if only.from_offset is not None or only.to_offset is not None:
+            raise errors.ConfigError(
+                "--from-offset/--to-offset need the records' offsets, which this archive "
+                "does not keep"
+            )
+    if (only.from_ms is not None or only.to_ms is not None) and not kept.timestamp:
+        raise errors.ConfigError(
+            f"--from-time/--to-time need record timestamps, which the {name} archive does not keep"
+        )

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_archive.archiver.commands.foreign import ForeignSpec, open_archive
@@ -203,6 +203,94 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
 
+@dataclass
+class _Grouped:
+    """A folder-spread partition's archived records as read: by value (what is left to
+    match), each object's first record by its start offset, and what could not be read."""
+
+    left: Counter[str] = field(default_factory=Counter)
+    firsts: dict[int, tuple[str, ForeignObject]] = field(default_factory=dict)
+    count: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _read_grouped(archive: ForeignArchive, objects: list[ForeignObject]) -> _Grouped:
+    read = _Grouped()
+    for obj in objects:
+        try:
+            records = archive.read(obj)
+        except errors.DamagedObjectError as exc:
+            read.findings.append(
+                Finding(obj.first_offset, None, archive.full_key(obj), exc.message)
+            )
+            continue
+        read.count += len(records)
+        read.left.update(_canonical(r.comparable) for r in records)
+        if records:
+            if obj.first_offset in read.firsts:
+                other = read.firsts[obj.first_offset][1]
+                read.findings.append(
+                    Finding(
+                        obj.first_offset,
+                        obj.first_offset,
+                        archive.full_key(obj),
+                        f"starts at the same offset as {archive.full_key(other)} (duplicate)",
+                    )
+                )
+            read.firsts[obj.first_offset] = (_canonical(records[0].comparable), obj)
+    return read
+
+
+def _match_kafka(
+    settings: Settings,
+    archive: ForeignArchive,
+    tp: TopicPartition,
+    objects: list[ForeignObject],
+    read: _Grouped,
+    start: int,
+    stop: int,
+) -> tuple[int | None, _Ranges]:
+    """Kafka's records from ``start`` matched against ``read`` (consumed as they match):
+    the last offset matched, and the offsets before the last object's start that no
+    archived record matched. A first record unlike Kafka's at its start is a finding."""
+    registry = registry_of(settings)
+    last_start = max(o.first_offset for o in objects)
+    missing, reached = _Ranges(), None
+    with KafkaReader(
+        settings.kafka,
+        tp,
+        start=start,
+        stop=stop,
+        group=_GROUP,
+        idle_timeout=settings.read_timeout_seconds,
+    ) as reader:
+        for batch in reader.batches():
+            for record in batch:
+                if record.offset >= stop or not +read.left:
+                    continue
+                try:
+                    value = kafka_value(registry, record.value)
+                    canon = _canonical(archive.layout.comparable(objects[0], value))
+                except ValueError:
+                    continue
+                head = read.firsts.get(record.offset)
+                if head is not None and head[0] != canon:
+                    read.findings.append(
+                        Finding(
+                            record.offset,
+                            record.offset,
+                            archive.full_key(head[1]),
+                            "its first record differs from Kafka's at its start offset",
+                        )
+                    )
+                if read.left[canon] > 0:
+                    read.left[canon] -= 1
+                    reached = record.offset
+                elif record.offset < last_start:
+                    missing.add(record.offset)
+    return reached, missing
+
+
 def _verify_grouped(
     settings: Settings,
     archive: ForeignArchive,
@@ -216,76 +304,30 @@ def _verify_grouped(
     records must be Kafka's from the first start on, as a multiset (each Kafka record in
     one object, once), up to where the archive's records run out."""
     layout = archive.layout
-    findings: list[Finding] = []
     notes = [
         f"the objects are in {len({o.group for o in objects})} partitioner folders and the "
         "format keeps no offsets: records are matched to Kafka's by value, and each object's "
         "first record by its offset"
     ]
-    left: Counter[str] = Counter()
-    firsts: dict[int, tuple[str, ForeignObject]] = {}
-    count = 0
-    for obj in objects:
-        try:
-            records = archive.read(obj)
-        except errors.DamagedObjectError as exc:
-            findings.append(Finding(obj.first_offset, None, archive.full_key(obj), exc.message))
-            continue
-        count += len(records)
-        left.update(_canonical(r.comparable) for r in records)
-        if records:
-            if obj.first_offset in firsts:
-                other = firsts[obj.first_offset][1]
-                findings.append(
-                    Finding(
-                        obj.first_offset,
-                        obj.first_offset,
-                        archive.full_key(obj),
-                        f"starts at the same offset as {archive.full_key(other)} (duplicate)",
-                    )
-                )
-            firsts[obj.first_offset] = (_canonical(records[0].comparable), obj)
-    first, last_start = objects[0].first_offset, max(o.first_offset for o in objects)
+    read = _read_grouped(archive, objects)
+    findings, first = read.findings, objects[0].first_offset
     if marks is None:
         return ForeignVerdict(
-            tp, len(objects), count, first, None, None, None, kept, tuple(findings), tuple(notes)
-        )
-    registry = registry_of(settings)
-    missing = _Ranges()
-    start, stop, reached = max(first, marks.low), marks.high, None
-    if start < stop:
-        with KafkaReader(
-            settings.kafka,
             tp,
-            start=start,
-            stop=stop,
-            group=_GROUP,
-            idle_timeout=settings.read_timeout_seconds,
-        ) as reader:
-            for batch in reader.batches():
-                for record in batch:
-                    if record.offset >= stop or not +left:
-                        continue
-                    try:
-                        value = kafka_value(registry, record.value)
-                        canon = _canonical(layout.comparable(objects[0], value))
-                    except ValueError:
-                        continue
-                    head = firsts.get(record.offset)
-                    if head is not None and head[0] != canon:
-                        findings.append(
-                            Finding(
-                                record.offset,
-                                record.offset,
-                                archive.full_key(head[1]),
-                                "its first record differs from Kafka's at its start offset",
-                            )
-                        )
-                    if left[canon] > 0:
-                        left[canon] -= 1
-                        reached = record.offset
-                    elif record.offset < last_start:
-                        missing.add(record.offset)
+            len(objects),
+            read.count,
+            first,
+            None,
+            None,
+            None,
+            kept,
+            tuple(findings),
+            tuple(notes),
+        )
+    start, stop = max(first, marks.low), marks.high
+    reached, missing = None, _Ranges()
+    if start < stop:
+        reached, missing = _match_kafka(settings, archive, tp, objects, read, start, stop)
     for a, b in missing.spans:
         like = max((o for o in objects if o.first_offset <= a), key=lambda o: o.first_offset)
         name = layout.expected_key(tp, a, like).rpartition("/")[2]
@@ -298,7 +340,7 @@ def _verify_grouped(
                 f"(deleted?), the sink named it {name} in one of the partitioner's folders",
             )
         )
-    extra = sum((+left).values())
+    extra = sum((+read.left).values())
     if extra:
         findings.append(
             Finding(
@@ -309,15 +351,14 @@ def _verify_grouped(
                 "(duplicates, or records that differ)",
             )
         )
-    checked_to = None if reached is None else reached + 1
     return ForeignVerdict(
         tp,
         len(objects),
-        count,
+        read.count,
         first,
         reached,
         start,
-        checked_to,
+        None if reached is None else reached + 1,
         kept,
         tuple(sorted(findings, key=lambda f: (f.first_offset or 0, f.key or ""))),
         tuple(notes),
