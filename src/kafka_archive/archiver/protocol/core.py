@@ -127,8 +127,7 @@ def claim_entry(state: LogState, run_id: str, refs: Sequence[PartitionRef]) -> E
 def is_fenced(state: LogState, writer: WriterId, refs: Iterable[PartitionRef]) -> bool:
     """True when a claim above `writer`'s epoch took any of `refs` (it must stop)."""
     return any(
-        (h := state.holder(r)) is not None and h != writer and h.epoch > writer.epoch
-        for r in refs
+        (h := state.holder(r)) is not None and h != writer and h.epoch > writer.epoch for r in refs
     )
 
 
@@ -152,9 +151,7 @@ def commit_verdict(
     return Verdict.OK
 
 
-def commit_entry(
-    state: LogState, writer: WriterId, commits: Sequence[PartitionCommit]
-) -> Entry:
+def commit_entry(state: LogState, writer: WriterId, commits: Sequence[PartitionCommit]) -> Entry:
     return Entry(state.seq + 1, EntryKind.COMMIT, writer, commits=tuple(commits))
 
 

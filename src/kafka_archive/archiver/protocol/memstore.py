@@ -11,6 +11,7 @@ missing from it).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -145,17 +146,13 @@ class MemStore:
         if fate is Fate.DELIVER:
             return apply()
         if fate is Fate.LOSE_RESPONSE:
-            try:
+            with contextlib.suppress(PreconditionFailed, NotFound):
                 apply()
-            except (PreconditionFailed, NotFound):
-                pass
             raise Ambiguous(f"{op} {key}: response lost")
 
         def land() -> None:
-            try:
+            with contextlib.suppress(PreconditionFailed, NotFound):
                 apply()
-            except (PreconditionFailed, NotFound):
-                pass
 
         self.in_flight.append(Delayed(op, key, land))
         raise Ambiguous(f"{op} {key}: no response yet")

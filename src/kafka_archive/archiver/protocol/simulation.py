@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from . import core
 from .log import (
     PartitionRef,
+    checkpoint_seq,
     decode_checkpoint,
     decode_entry,
     entry_key,
@@ -121,6 +122,8 @@ class Checker:
     def check(self) -> None:
         """Checks what changed in the store since the last call (all of it, the first time)."""
         changed, self.store.changed = self.store.changed, set()
+        if not changed:
+            return
         log = log_prefix(PREFIX)
         for key in sorted(changed):
             raw = self.store.raw(key)
@@ -128,14 +131,17 @@ class Checker:
                 raise Violation(f"committed object {key} deleted or overwritten")
             if not key.startswith(log):
                 continue
-            seq = int(key[len(log) :].split(".")[0])
-            if key.endswith(".checkpoint.json"):
+            cp_seq = checkpoint_seq(key)
+            if cp_seq is not None:
+                seq = cp_seq
                 if raw is not None and seq not in self.checkpoints:
                     self.checkpoints.add(seq)
                     self._new_entries()
                     if decode_checkpoint(raw[1]) != self.folds[seq].checkpoint():
                         raise Violation(f"checkpoint {seq} is not the fold of entries 1..{seq}")
-            elif seq in self.entries and (raw is None or raw[1] != self.entries[seq]):
+            elif (seq := int(key[len(log) :].split(".")[0])) in self.entries and (
+                raw is None or raw[1] != self.entries[seq]
+            ):
                 raise Violation(f"log entry {seq} overwritten or deleted")
         self._new_entries()
 
@@ -408,8 +414,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failure is not None:
         print("\n".join(failure.moves[-60:]))
         print(f"seed {failure.seed} violates: {failure.violation}")
-        print(f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
-              f"--seed {failure.seed}" + "".join(f" --mutation {m}" for m in args.mutation))
+        print(
+            f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
+            f"--seed {failure.seed}" + "".join(f" --mutation {m}" for m in args.mutation)
+        )
         return 1
     return 0
 

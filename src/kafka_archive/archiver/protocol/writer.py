@@ -19,6 +19,7 @@ prove it catches each; production passes none.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from .log import (
     PartitionRef,
     WriterId,
     checkpoint_key,
+    checkpoint_prefix,
     checkpoint_seq,
     decode_checkpoint,
     decode_entry,
@@ -41,7 +43,7 @@ from .log import (
     entry_key,
     log_prefix,
 )
-from .store import Ambiguous, NotFound, PreconditionFailed, Store, StoreError, Stored
+from .store import Ambiguous, NotFound, PreconditionFailed, Store, Stored, StoreError
 
 T = TypeVar("T")
 
@@ -56,6 +58,8 @@ MUTATIONS: Mapping[str, str] = {
     "straggler_delete": "a writer that lost (fenced) deletes the keys it wrote, unconditionally",
     "ambiguous_commit_is_failure": "a commit without response taken as failed: its objects "
     "deleted (If-Match)",
+    "foreign_entry_as_ours": "after a create without answer, any entry found at its seq taken "
+    "as ours (the foreign Iceberg snapshot taken for the run's own commit)",
     "skip_fence_check": "after a 412 on its commit, a writer re-validates ranges only, not epochs",
 }
 
@@ -161,7 +165,7 @@ def read_log(prefix: str, known: core.LogState | None = None) -> Steps[core.LogS
     state = known
     if state is None:
         state = core.LogState()
-        listed = yield from _read(List(log_prefix(prefix)))
+        listed = yield from _read(List(checkpoint_prefix(prefix)))
         seqs = sorted(s for k in listed if (s := checkpoint_seq(k.key)) is not None)
         if seqs:
             got = yield from _get(checkpoint_key(prefix, seqs[-1]))
@@ -284,7 +288,10 @@ class Writer:
                         yield from self._delete(o.key, self.written.get(o.key))
                     return False
             got = yield from _get(key)
-            outcome = core.create_outcome(None if got is None else decode_entry(got.body), entry)
+            found = None if got is None else decode_entry(got.body)
+            if found is not None and self._mut("foreign_entry_as_ours"):
+                found = entry
+            outcome = core.create_outcome(found, entry)
             if outcome is not core.Outcome.UNKNOWN:
                 return outcome is core.Outcome.LANDED
 
@@ -311,12 +318,10 @@ class Writer:
     def _checkpoint(self) -> Steps[None]:
         """Best effort: a checkpoint another wrote is the same fold; a lost one costs reads."""
         body = encode_checkpoint(self.state.checkpoint())
-        try:
+        with contextlib.suppress(PreconditionFailed, Ambiguous):
             yield from _do(
                 Put(checkpoint_key(self.prefix, self.state.seq), body, {}, if_none_match=True)
             )
-        except (PreconditionFailed, Ambiguous):
-            pass
 
     # -- objects ---------------------------------------------------------------------------
 
@@ -383,10 +388,8 @@ class Writer:
 
     def _delete(self, key: str, if_match: str | None) -> Steps[None]:
         """One delete; whatever it answers, the caller looks again (a create, a listing)."""
-        try:
+        with contextlib.suppress(PreconditionFailed, NotFound, Ambiguous):
             yield from _do(Delete(key, if_match))
-        except (PreconditionFailed, NotFound, Ambiguous):
-            pass
 
     # -- vacuum ----------------------------------------------------------------------------
 
