@@ -158,7 +158,10 @@ class Checker:
                 for o in c.objects:
                     obj = self.store.raw(o.key)
                     if obj is None or checksum(obj[1]) != o.checksum:
-                        raise Violation(f"entry {entry.seq} names {o.key}, which is not there")
+                        raise Violation(
+                            f"entry {entry.seq} names {o.key}, which is missing or not "
+                            "the bytes it names"
+                        )
                     self.committed[o.key] = obj[0]
             if entry.commits:
                 self._coverage()

@@ -330,7 +330,7 @@ class Writer:
         for ref in self.refs:
             start = at = self.state.end(ref)
             high = self.source.high(ref)
-            objects = []
+            objects: list[ObjectRef] = []
             while at < high and len(objects) < self.batch_objects:
                 key, last, body = self.source.cut(ref, at, high)
                 objects.append((yield from self._write_object(ref, key, at, last, body)))

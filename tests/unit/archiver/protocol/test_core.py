@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive.archiver.protocol import core
@@ -41,6 +41,7 @@ def claimed(*runs: str) -> tuple[core.LogState, list[WriterId]]:
     return state, ws
 
 
+@settings(max_examples=60)
 @given(valid_logs(), st.data())
 def test_a_checkpoint_plus_the_tail_folds_as_the_whole_log(
     log: list[Entry], data: st.DataObject

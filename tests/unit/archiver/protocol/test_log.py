@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
@@ -29,11 +29,13 @@ def test_keys_sort_by_seq_and_tell_checkpoints_apart() -> None:
     assert checkpoint_seq(entry_key("p", 12)) is None
 
 
+@settings(max_examples=50)
 @given(entries)
 def test_entry_round_trips(entry: object) -> None:
     assert decode_entry(encode_entry(entry)) == entry  # type: ignore[arg-type]
 
 
+@settings(max_examples=50)
 @given(valid_logs())
 def test_checkpoint_round_trips(log: list) -> None:  # type: ignore[type-arg]
     cp = core.fold_all(core.LogState(), log).checkpoint()

@@ -62,7 +62,7 @@ def test_a_lost_response_took_effect() -> None:
 
 
 def test_a_delayed_request_lands_later_with_its_precondition_judged_then() -> None:
-    s = MemStore(Script(Fate.DELAY, Fate.DELAY))
+    s = MemStore(Script(Fate.DELAY, Fate.DELIVER, Fate.DELAY))
     with pytest.raises(Ambiguous):
         s.put("k", b"late", {}, if_none_match=True)
     e = s.put("k", b"first", {})  # the sender's retry, or another writer
