@@ -13,6 +13,7 @@ N is absent; a deleted N would let it commit on a stale view.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -209,7 +210,9 @@ def encode_entry(entry: Entry) -> bytes:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def decode_entry(data: bytes) -> Entry:
+    """The entry `data` encodes (an entry never changes, and decoding it is pure: cached)."""
     doc = _load(data, "log entry")
     try:
         return Entry(

@@ -133,10 +133,11 @@ class MemStore:
         self.requests["LIST"] += 1
         hide = self.faults.stale_by()
         newest = self._creates - hide
+        keys = sorted(k for k in self.objects if k.startswith(prefix) and k > start_after)
         return [
             ListedKey(k, o.etag, o.last_modified, len(o.body))
-            for k, o in sorted(self.objects.items())
-            if k.startswith(prefix) and k > start_after and o.created <= newest
+            for k in keys
+            if (o := self.objects[k]).created <= newest
         ]
 
     # -- faults ------------------------------------------------------------------------

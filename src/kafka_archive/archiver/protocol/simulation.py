@@ -194,9 +194,17 @@ def _span(offsets: Sequence[int]) -> str:
 class Result:
     seed: int
     violation: str | None
-    moves: list[str]
+    trace: list[str | tuple[str, Request, object]]
     requests: Counter[str]
     objects: int
+
+    @property
+    def moves(self) -> list[str]:
+        """The schedule, one line a move: what replays with the same seed."""
+        return [
+            m if isinstance(m, str) else f"{m[0]} {_describe(m[1])} -> {_describe_reply(m[2])}"
+            for m in self.trace
+        ]
 
 
 class Simulation:
@@ -214,7 +222,7 @@ class Simulation:
         self.grace = 60.0
         self.live: list[_Live] = []
         self.runs = 0
-        self.moves: list[str] = []
+        self.moves: list[str | tuple[str, Request, object]] = []  # formatted when read
         for _ in range(n):
             self._spawn()
 
@@ -245,7 +253,7 @@ class Simulation:
             assert w.pending is not None
             req = w.pending
             reply = execute(self.store, req)
-            self.moves.append(f"{w.name} {_describe(req)} -> {_describe_reply(reply)}")
+            self.moves.append((w.name, req, reply))
             w.pending = w.steps.send(reply)
         except StopIteration as stop:
             w.done = True
