@@ -9,7 +9,7 @@ correct writer never creates such an entry, so a reader that meets one meets a b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -185,17 +185,27 @@ class Found(Enum):
 
 
 def found_object(
-    state: LogState, me: WriterId, attempt: int, ref: PartitionRef, found: FoundObject
+    state: LogState,
+    me: WriterId,
+    dead: Container[int],
+    ref: PartitionRef,
+    found: FoundObject,
 ) -> Found:
     """What a 412 on an object create means. Never adoption: an object is named only by
-    the writer that created it, with the checksum it computed itself."""
+    the writer that created it, with the checksum it computed itself.
+
+    `dead`: the attempts of this run declared dead, whose late creates may be deleted. A
+    lower attempt number alone proves nothing where attempts run side by side (a Spark
+    speculative copy): only the one that hands out attempts (the driver) may declare one
+    dead; the simulation's writer runs its attempts one after the other, so every earlier
+    one is."""
     if found.key in state.named():
         return Found.NAMED
     w = found.writer
     if w is None:
         return Found.CHECK
     if w == me:
-        return Found.DELETE if found.attempt < attempt else Found.CHECK
+        return Found.DELETE if found.attempt in dead else Found.CHECK
     return Found.DELETE if is_fenced(state, w, [ref]) else Found.CHECK
 
 

@@ -370,7 +370,7 @@ class Writer:
             if self._mut("adopt_by_metadata") and found_ref == ref:
                 return ours
             found = core.FoundObject(key, head.etag, writer, found_attempt)
-            verdict = core.found_object(self.state, self.me, attempt, ref, found)
+            verdict = core.found_object(self.state, self.me, range(attempt), ref, found)
             if self._mut("recover_unfenced") and verdict is core.Found.CHECK:
                 verdict = core.Found.DELETE
             if verdict is core.Found.NAMED:
