@@ -360,18 +360,18 @@ def _describe_reply(reply: object) -> str:
     return "ok"
 
 
-def simulate(seed: int, mutations: frozenset[str] = frozenset()) -> Result:
-    return Simulation(seed, mutations).run()
+def simulate(seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250) -> Result:
+    return Simulation(seed, mutations, steps).run()
 
 
 def first_failure(
-    seeds: range, mutations: frozenset[str] = frozenset()
+    seeds: range, mutations: frozenset[str] = frozenset(), steps: int = 250
 ) -> tuple[Result | None, int]:
     """The first schedule of `seeds` that violates an invariant, and how many ran."""
     ran = 0
     for seed in seeds:
         ran += 1
-        result = simulate(seed, mutations)
+        result = simulate(seed, mutations, steps)
         if result.violation is not None:
             return result, ran
     return None, ran
@@ -409,17 +409,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--schedules", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0, help="the first seed")
+    p.add_argument("--steps", type=int, default=250, help="moves before faults stop")
     p.add_argument("--mutation", choices=sorted(MUTATIONS), action="append", default=[])
     p.add_argument("--replay", action="store_true", help="print the moves of --seed")
     args = p.parse_args(argv)
     mutations = frozenset(args.mutation)
     if args.replay:
-        result = simulate(args.seed, mutations)
+        result = simulate(args.seed, mutations, args.steps)
         print("\n".join(result.moves))
         print(f"seed {args.seed}: {result.violation or 'no violation'}")
         return 1 if result.violation else 0
     started = time.monotonic()
-    failure, ran = first_failure(range(args.seed, args.seed + args.schedules), mutations)
+    seeds = range(args.seed, args.seed + args.schedules)
+    failure, ran = first_failure(seeds, mutations, args.steps)
     took = time.monotonic() - started
     print(f"{ran} schedules in {took:.1f} s ({ran / took:.0f}/s)")
     if failure is not None:
@@ -427,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"seed {failure.seed} violates: {failure.violation}")
         print(
             f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
-            f"--seed {failure.seed}" + "".join(f" --mutation {m}" for m in args.mutation)
+            f"--seed {failure.seed} --steps {args.steps}"
+            + "".join(f" --mutation {m}" for m in args.mutation)
         )
         return 1
     return 0
