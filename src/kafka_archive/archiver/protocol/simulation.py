@@ -134,7 +134,7 @@ class Checker:
             cp_seq = checkpoint_seq(key)
             if cp_seq is not None:
                 seq = cp_seq
-                if raw is not None and seq not in self.checkpoints:
+                if raw is not None:  # created, or (a violation if different) rewritten
                     self.checkpoints.add(seq)
                     self._new_entries()
                     if decode_checkpoint(raw[1]) != self.folds[seq].checkpoint():
