@@ -1,7 +1,8 @@
 """Deterministic simulation of the commit protocol: writers, faults and a seeded scheduler.
 
 One schedule (`simulate(seed)`): 2–3 writers over a few partitions whose end offsets grow
-(records keep arriving), against one `MemStore`. A `random.Random(seed)` picks every move:
+(records keep arriving), against one `MemStore`; half the runs write some of the partitions
+only (statements sharing a target share its log). A `random.Random(seed)` picks every move:
 which writer sends its next request, the fate of each PUT/DELETE (delivered, response lost,
 delayed until a later move lands it), stale listings, crashes (a writer dropped between two
 requests; a new run starts later), pauses with the clock jump a resumed VM sees. After every
@@ -226,13 +227,18 @@ class Simulation:
         for _ in range(n):
             self._spawn()
 
-    def _spawn(self) -> _Live:
+    def _spawn(self, every_partition: bool = False) -> _Live:
+        """A new run: during the faults, of some partitions half the time (runs of other
+        statements share the target's log); the runs after them, of every partition."""
         self.runs += 1
         name = f"w{self.runs}"
+        refs = self.refs
+        if not every_partition and len(refs) > 1 and self.rng.random() < 0.5:
+            refs = sorted(self.rng.sample(refs, self.rng.randint(1, len(refs) - 1)))
         writer = Writer(
             PREFIX,
             f"run-{self.runs}",
-            self.refs,
+            refs,
             Kafka(self.highs, self.rng.randint(1, 3)),
             clock=lambda: self.store.now,
             batch_objects=self.rng.randint(1, 3),
@@ -242,7 +248,7 @@ class Simulation:
         )
         live = _Live(name, writer, writer.session())
         self.live.append(live)
-        self.moves.append(f"spawn {name}")
+        self.moves.append(f"spawn {name} of {[r.partition for r in refs]}")
         return live
 
     def _step(self, w: _Live) -> None:
@@ -303,7 +309,7 @@ class Simulation:
                 self.checker.check()
             for w in self.live:
                 w.paused_until = 0
-            self._spawn()
+            self._spawn(every_partition=True)
             bound = 20_000
             while any(not w.done for w in self.live):
                 bound -= 1
@@ -319,7 +325,7 @@ class Simulation:
                 if self.checker.state.end(ref) != self.highs[ref]:
                     raise Violation(f"liveness: {ref} committed to {self.checker.state.end(ref)}")
             self.store.now += self.grace + 1
-            last = self._spawn()
+            last = self._spawn(every_partition=True)
             while not last.done:
                 self._step(last)
                 self.checker.check()
