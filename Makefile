@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-full test-unit test-integration lint docs install clean bench
+.PHONY: demo test test-full test-unit test-integration lint docs install clean bench simulate
 
 install: $(STAMP)
 
@@ -62,6 +62,17 @@ test-integration: $(STAMP)
 	@$(KAFKA_TOOLS)
 	$(TESTBED)
 	$(BIN)/python -m pytest -m "integration and not full"
+
+# The commit protocol's deterministic simulation (issue 37, archiver/protocol/simulation.py) at
+# nightly size; make test runs a few hundred schedules. A failure prints its seed and moves;
+# replay one: .venv/bin/python -m kafka_archive.archiver.protocol.simulation --replay --seed N
+# [--steps M] (SIM_STEPS: moves of each schedule before faults stop)
+SIM_SCHEDULES ?= 100000
+SIM_SEED ?= 0
+SIM_STEPS ?= 250
+simulate: $(STAMP)
+	$(BIN)/python -m kafka_archive.archiver.protocol.simulation --schedules $(SIM_SCHEDULES) \
+		--seed $(SIM_SEED) --steps $(SIM_STEPS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests testbed samples bench docs

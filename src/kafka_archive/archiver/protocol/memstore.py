@@ -1,0 +1,174 @@
+"""An in-memory S3 model with S3's conditional semantics and injectable faults.
+
+Semantics: strong read-after-write, ETags that name one content version (a new one per
+PUT), 412 on a failed If-None-Match / If-Match, 404 on a missing key (DELETE included when
+it carries If-Match), listings in byte order. Faults, chosen per request by a `Faults`:
+a lost response (the request took effect, the caller sees `Ambiguous`), a delayed request
+(the caller sees `Ambiguous` now; the request lands later, when `deliver` is called: after
+its sender paused, crashed or retried), a stale listing (keys created most recently are
+missing from it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TypeVar
+
+from .store import Ambiguous, ListedKey, NotFound, PreconditionFailed, Stored
+
+T = TypeVar("T")
+
+
+class Fate(Enum):
+    DELIVER = "deliver"
+    LOSE_RESPONSE = "lose_response"
+    DELAY = "delay"
+
+
+class Faults:
+    """No faults; subclass (the simulation's draws from its seeded RNG)."""
+
+    def fate(self, op: str, key: str) -> Fate:
+        return Fate.DELIVER
+
+    def stale_by(self) -> int:
+        """How many of the most recently created keys a listing misses."""
+        return 0
+
+
+@dataclass
+class _Object:
+    body: bytes
+    etag: str
+    metadata: dict[str, str]
+    last_modified: float
+    created: int  # creation order, for stale listings
+
+
+@dataclass
+class Delayed:
+    """A request in flight: `land()` applies it to the store (its result goes nowhere)."""
+
+    op: str
+    key: str
+    land: Callable[[], None]
+
+
+@dataclass
+class MemStore:
+    faults: Faults = field(default_factory=Faults)
+    now: float = 0.0
+    objects: dict[str, _Object] = field(default_factory=dict)
+    in_flight: list[Delayed] = field(default_factory=list)
+    requests: Counter[str] = field(default_factory=Counter)
+    changed: set[str] = field(default_factory=set)  # keys put or deleted (for a checker)
+    _etags: int = 0
+    _creates: int = 0
+
+    # -- the Store protocol ------------------------------------------------------------
+
+    def get(self, key: str) -> Stored:
+        self.requests["GET"] += 1
+        o = self.objects.get(key)
+        if o is None:
+            raise NotFound(key)
+        return Stored(key, o.etag, o.last_modified, dict(o.metadata), o.body)
+
+    def head(self, key: str) -> Stored:
+        self.requests["HEAD"] += 1
+        o = self.objects.get(key)
+        if o is None:
+            raise NotFound(key)
+        return Stored(key, o.etag, o.last_modified, dict(o.metadata))
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        metadata: Mapping[str, str],
+        *,
+        if_none_match: bool = False,
+        if_match: str | None = None,
+    ) -> str:
+        self.requests["PUT"] += 1
+        self._etags += 1
+        etag = f'"{self._etags}"'
+        meta = dict(metadata)
+
+        def apply() -> str:
+            old = self.objects.get(key)
+            if if_none_match and old is not None:
+                raise PreconditionFailed(key)
+            if if_match is not None and (old is None or old.etag != if_match):
+                raise (NotFound if old is None else PreconditionFailed)(key)
+            if old is None:
+                self._creates += 1
+            created = self._creates if old is None else old.created
+            self.objects[key] = _Object(body, etag, meta, self.now, created)
+            self.changed.add(key)
+            return etag
+
+        return self._send("PUT", key, apply)
+
+    def delete(self, key: str, *, if_match: str | None = None) -> None:
+        self.requests["DELETE"] += 1
+
+        def apply() -> None:
+            old = self.objects.get(key)
+            if if_match is not None:
+                if old is None:
+                    raise NotFound(key)
+                if old.etag != if_match:
+                    raise PreconditionFailed(key)
+            if self.objects.pop(key, None) is not None:
+                self.changed.add(key)
+
+        self._send("DELETE", key, apply)
+
+    def list(self, prefix: str, start_after: str = "") -> list[ListedKey]:
+        self.requests["LIST"] += 1
+        hide = self.faults.stale_by()
+        newest = self._creates - hide
+        keys = sorted(k for k in self.objects if k.startswith(prefix) and k > start_after)
+        return [
+            ListedKey(k, o.etag, o.last_modified, len(o.body))
+            for k in keys
+            if (o := self.objects[k]).created <= newest
+        ]
+
+    # -- faults ------------------------------------------------------------------------
+
+    def _send(self, op: str, key: str, apply: Callable[[], T]) -> T:
+        fate = self.faults.fate(op, key)
+        if fate is Fate.DELIVER:
+            return apply()
+        if fate is Fate.LOSE_RESPONSE:
+            with contextlib.suppress(PreconditionFailed, NotFound):
+                apply()
+            raise Ambiguous(f"{op} {key}: response lost")
+
+        def land() -> None:
+            with contextlib.suppress(PreconditionFailed, NotFound):
+                apply()
+
+        self.in_flight.append(Delayed(op, key, land))
+        raise Ambiguous(f"{op} {key}: no response yet")
+
+    def deliver(self, index: int) -> Delayed:
+        """Lands the request in flight at `index` now."""
+        d = self.in_flight.pop(index)
+        d.land()
+        return d
+
+    def deliver_all(self) -> None:
+        while self.in_flight:
+            self.deliver(0)
+
+    def raw(self, key: str) -> tuple[str, bytes] | None:
+        """The ETag and body at `key`, bypassing faults and counts (the checker's view)."""
+        o = self.objects.get(key)
+        return None if o is None else (o.etag, o.body)

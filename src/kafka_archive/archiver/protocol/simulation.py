@@ -1,0 +1,446 @@
+"""Deterministic simulation of the commit protocol: writers, faults and a seeded scheduler.
+
+One schedule (`simulate(seed)`): 2–3 writers over a few partitions whose end offsets grow
+(records keep arriving), against one `MemStore`; half the runs write some of the partitions
+only (statements sharing a target share its log). A `random.Random(seed)` picks every move:
+which writer sends its next request, the fate of each PUT/DELETE (delivered, response lost,
+delayed until a later move lands it), stale listings, crashes (a writer dropped between two
+requests; a new run starts later), pauses with the clock jump a resumed VM sees. After every
+move `Checker` checks the invariants against the store itself:
+
+1. a log entry, once created, never changes (the commit point cannot be overwritten);
+2. the log folds: every claim above every epoch before it, every commit by the holder of the
+   claim on its partitions (a fenced writer never commits), starting at the committed end;
+3. a committed object is present with the ETag and checksum it had when its entry named it
+   (never deleted or overwritten: vacuum and recovery included);
+4. every offset below a partition's committed end is in exactly one committed object (read
+   from the objects' bodies);
+5. a checkpoint is the fold of the entries up to its seq.
+
+Then faults stop, delayed requests land, and every live writer plus a new one run to their end
+within a bound (liveness: recovery finishes); a last run after the grace vacuums, and the
+objects under the prefix must be exactly the committed ones. The same seed replays the same
+schedule: a failure prints the seed and the moves.
+
+`python -m kafka_archive.archiver.protocol.simulation [--schedules N] [--seed S]
+[--mutation NAME]` runs many (`make simulate`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from . import core
+from .log import (
+    PartitionRef,
+    checkpoint_seq,
+    decode_checkpoint,
+    decode_entry,
+    entry_key,
+    log_prefix,
+)
+from .memstore import Fate, Faults, MemStore
+from .writer import MUTATIONS, Request, Steps, Writer, checksum, drive, execute
+
+PREFIX = "archive/t"
+
+
+@dataclass
+class SimFaults(Faults):
+    rng: random.Random
+    lose: float = 0.04
+    delay: float = 0.06
+    stale: float = 0.3
+    on: bool = True
+
+    def fate(self, op: str, key: str) -> Fate:
+        if not self.on:
+            return Fate.DELIVER
+        r = self.rng.random()
+        if r < self.lose:
+            return Fate.LOSE_RESPONSE
+        if r < self.lose + self.delay:
+            return Fate.DELAY
+        return Fate.DELIVER
+
+    def stale_by(self) -> int:
+        if self.on and self.rng.random() < self.stale:
+            return self.rng.randint(1, 3)
+        return 0
+
+
+@dataclass
+class Kafka:
+    """The source: end offsets that grow; objects cut every `size` records (per writer)."""
+
+    highs: dict[PartitionRef, int]
+    size: int = 1
+
+    def high(self, ref: PartitionRef) -> int:
+        return self.highs[ref]
+
+    def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
+        last = min(first + self.size, high) - 1
+        key = f"{PREFIX}/{ref.topic}/{ref.partition}/{first:020d}.json"
+        body = json.dumps({"partition": ref.partition, "offsets": list(range(first, last + 1))})
+        return key, last, body.encode()
+
+
+@dataclass
+class _Live:
+    name: str
+    writer: Writer
+    steps: Steps[str]
+    pending: Request | None = None
+    started: bool = False
+    paused_until: int = 0
+    done: bool = False
+
+
+class Violation(Exception):
+    pass
+
+
+@dataclass
+class Checker:
+    """The invariants, checked against the store's own contents (never a writer's view)."""
+
+    store: MemStore
+    state: core.LogState = field(default_factory=core.LogState)
+    entries: dict[int, bytes] = field(default_factory=dict)
+    committed: dict[str, str] = field(default_factory=dict)  # key -> ETag when named
+    checkpoints: set[int] = field(default_factory=set)
+    folds: dict[int, core.LogState] = field(default_factory=dict)
+    covered: dict[PartitionRef, tuple[int, int]] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Checks what changed in the store since the last call (all of it, the first time)."""
+        changed, self.store.changed = self.store.changed, set()
+        if not changed:
+            return
+        log = log_prefix(PREFIX)
+        for key in sorted(changed):
+            raw = self.store.raw(key)
+            if key in self.committed and (raw is None or raw[0] != self.committed[key]):
+                raise Violation(f"committed object {key} deleted or overwritten")
+            if not key.startswith(log):
+                continue
+            cp_seq = checkpoint_seq(key)
+            if cp_seq is not None:
+                seq = cp_seq
+                if raw is not None:  # created, or (a violation if different) rewritten
+                    self.checkpoints.add(seq)
+                    self._new_entries()
+                    if decode_checkpoint(raw[1]) != self.folds[seq].checkpoint():
+                        raise Violation(f"checkpoint {seq} is not the fold of entries 1..{seq}")
+            elif (seq := int(key[len(log) :].split(".")[0])) in self.entries and (
+                raw is None or raw[1] != self.entries[seq]
+            ):
+                raise Violation(f"log entry {seq} overwritten or deleted")
+        self._new_entries()
+
+    def _new_entries(self) -> None:
+        while (raw := self.store.raw(entry_key(PREFIX, self.state.seq + 1))) is not None:
+            entry = decode_entry(raw[1])
+            try:
+                self.state = core.fold(self.state, entry)
+            except core.InvalidEntry as e:
+                raise Violation(f"invalid entry (a stale writer committed?): {e}") from None
+            self.entries[entry.seq] = raw[1]
+            self.folds[entry.seq] = self.state
+            for c in entry.commits:
+                for o in c.objects:
+                    obj = self.store.raw(o.key)
+                    if obj is None or checksum(obj[1]) != o.checksum:
+                        raise Violation(
+                            f"entry {entry.seq} names {o.key}, which is missing or not "
+                            "the bytes it names"
+                        )
+                    self.committed[o.key] = obj[0]
+            if entry.commits:
+                self._coverage()
+
+    def _coverage(self) -> None:
+        """Offsets [0, end) of each partition, each in one committed object (read from the
+        bodies; objects checked before stay as they were, by invariant 3)."""
+        for ref, st in self.state.partitions.items():
+            at, seen = self.covered.get(ref, (0, 0))
+            for o in st.objects[seen:]:
+                raw = self.store.raw(o.key)
+                assert raw is not None
+                offsets = json.loads(raw[1])["offsets"]
+                if offsets != list(range(at, at + len(offsets))) or not offsets:
+                    raise Violation(
+                        f"{ref}: committed object {o.key} holds {_span(offsets)}, the "
+                        f"committed objects before it end at {at}"
+                    )
+                at += len(offsets)
+            if at != st.end:
+                raise Violation(f"{ref}: committed objects end at {at}, committed end {st.end}")
+            self.covered[ref] = (at, len(st.objects))
+
+
+def _span(offsets: Sequence[int]) -> str:
+    return ",".join(map(str, offsets)) if len(offsets) < 30 else f"{len(offsets)} offsets"
+
+
+@dataclass
+class Result:
+    seed: int
+    violation: str | None
+    trace: list[str | tuple[str, Request, object]]
+    requests: Counter[str]
+    objects: int
+
+    @property
+    def moves(self) -> list[str]:
+        """The schedule, one line a move: what replays with the same seed."""
+        return [
+            m if isinstance(m, str) else f"{m[0]} {_describe(m[1])} -> {_describe_reply(m[2])}"
+            for m in self.trace
+        ]
+
+
+class Simulation:
+    def __init__(self, seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.mutations = mutations
+        self.max_steps = steps
+        self.faults = SimFaults(self.rng)
+        self.store = MemStore(self.faults)
+        self.checker = Checker(self.store)
+        n = self.rng.randint(2, 3)
+        self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
+        self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
+        self.grace = 60.0
+        self.live: list[_Live] = []
+        self.runs = 0
+        self.moves: list[str | tuple[str, Request, object]] = []  # formatted when read
+        for _ in range(n):
+            self._spawn()
+
+    def _spawn(self, every_partition: bool = False) -> _Live:
+        """A new run: during the faults, of some partitions half the time (runs of other
+        statements share the target's log); the runs after them, of every partition."""
+        self.runs += 1
+        name = f"w{self.runs}"
+        refs = self.refs
+        if not every_partition and len(refs) > 1 and self.rng.random() < 0.5:
+            refs = sorted(self.rng.sample(refs, self.rng.randint(1, len(refs) - 1)))
+        writer = Writer(
+            PREFIX,
+            f"run-{self.runs}",
+            refs,
+            Kafka(self.highs, self.rng.randint(1, 3)),
+            clock=lambda: self.store.now,
+            batch_objects=self.rng.randint(1, 3),
+            grace=self.grace,
+            checkpoint_every=self.rng.choice((2, 3, 10)),
+            mutations=self.mutations,
+        )
+        live = _Live(name, writer, writer.session())
+        self.live.append(live)
+        self.moves.append(f"spawn {name} of {[r.partition for r in refs]}")
+        return live
+
+    def _step(self, w: _Live) -> None:
+        try:
+            if not w.started:
+                w.started = True
+                w.pending = next(w.steps)
+            assert w.pending is not None
+            req = w.pending
+            reply = execute(self.store, req)
+            self.moves.append((w.name, req, reply))
+            w.pending = w.steps.send(reply)
+        except StopIteration as stop:
+            w.done = True
+            self.moves.append(f"{w.name} ends: {stop.value}")
+        except core.InvalidEntry as e:
+            raise Violation(f"{w.name} read an invalid log: {e}") from None
+        except Exception as e:
+            raise Violation(f"{w.name} failed: {e!r}") from None
+
+    def _move(self, tick: int) -> None:
+        self.store.now += 0.5
+        runnable = [w for w in self.live if not w.done and w.paused_until <= tick]
+        r = self.rng.random()
+        if r < 0.08 and self.store.in_flight:
+            i = self.rng.randrange(len(self.store.in_flight))
+            d = self.store.deliver(i)
+            self.moves.append(f"lands {d.op} {d.key}")
+        elif r < 0.12:
+            ref = self.rng.choice(self.refs)
+            self.highs[ref] += self.rng.randint(1, 3)
+            self.moves.append(f"kafka {ref.partition} -> {self.highs[ref]}")
+        elif r < 0.135 and runnable:
+            w = self.rng.choice(runnable)
+            self.live.remove(w)
+            self.moves.append(f"crash {w.name}")
+        elif r < 0.16 and runnable:
+            w = self.rng.choice(runnable)
+            w.paused_until = tick + self.rng.randint(5, 60)
+            jump = self.rng.choice((0.0, self.grace / 2, 2 * self.grace))
+            self.store.now += jump
+            self.moves.append(f"pause {w.name} until {w.paused_until}, clock +{jump:g}")
+        elif r < 0.17 and sum(not w.done for w in self.live) < 3:
+            self._spawn()
+        elif runnable:
+            self._step(self.rng.choice(runnable))
+
+    def run(self) -> Result:
+        try:
+            for tick in range(self.max_steps):
+                self._move(tick)
+                self.checker.check()
+            self.faults.on = False
+            self.moves.append("faults stop")
+            while self.store.in_flight:
+                d = self.store.deliver(0)
+                self.moves.append(f"lands {d.op} {d.key}")
+                self.checker.check()
+            for w in self.live:
+                w.paused_until = 0
+            self._spawn(every_partition=True)
+            bound = 20_000
+            while any(not w.done for w in self.live):
+                bound -= 1
+                if bound == 0:
+                    raise Violation("liveness: writers did not finish once faults stopped")
+                w = next(w for w in self.live if not w.done)
+                self._step(w)
+                self.checker.check()
+            finished = [w.writer for w in self.live if w.writer.outcome == "done"]
+            if not finished:
+                raise Violation("liveness: no writer finished once faults stopped")
+            for ref in self.refs:
+                if self.checker.state.end(ref) != self.highs[ref]:
+                    raise Violation(f"liveness: {ref} committed to {self.checker.state.end(ref)}")
+            self.store.now += self.grace + 1
+            last = self._spawn(every_partition=True)
+            while not last.done:
+                self._step(last)
+                self.checker.check()
+            data = {
+                k
+                for k in self.store.objects
+                if k.startswith(PREFIX + "/") and not k.startswith(log_prefix(PREFIX))
+            }
+            if data != set(self.checker.committed):
+                extra = sorted(data - set(self.checker.committed))
+                raise Violation(f"after vacuum past the grace, uncommitted objects left: {extra}")
+            violation = None
+        except Violation as v:
+            violation = str(v)
+        return Result(
+            self.seed, violation, self.moves, self.store.requests, len(self.checker.committed)
+        )
+
+
+def _describe(req: Request) -> str:
+    name = type(req).__name__.upper()
+    key = req.prefix if hasattr(req, "prefix") else getattr(req, "key", "")
+    cond = ""
+    if getattr(req, "if_none_match", False):
+        cond = " If-None-Match"
+    elif getattr(req, "if_match", None) is not None:
+        cond = f" If-Match {getattr(req, 'if_match', '')}"
+    return f"{name} {key}{cond}"
+
+
+def _describe_reply(reply: object) -> str:
+    if isinstance(reply, Exception):
+        return type(reply).__name__
+    if isinstance(reply, list):
+        return f"{len(reply)} keys"
+    if isinstance(reply, str):
+        return f"ETag {reply}"
+    return "ok"
+
+
+def simulate(seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250) -> Result:
+    return Simulation(seed, mutations, steps).run()
+
+
+def first_failure(
+    seeds: range, mutations: frozenset[str] = frozenset(), steps: int = 250
+) -> tuple[Result | None, int]:
+    """The first schedule of `seeds` that violates an invariant, and how many ran."""
+    ran = 0
+    for seed in seeds:
+        ran += 1
+        result = simulate(seed, mutations, steps)
+        if result.violation is not None:
+            return result, ran
+    return None, ran
+
+
+def steady_state_requests(partitions: int, batches: int, checkpoint_every: int = 10) -> float:
+    """Requests per object of one writer committing `batches` batches of one object per
+    partition, no faults (the log already claimed: a follow service's steady state)."""
+    store = MemStore()
+    refs = [PartitionRef("r", "t", p) for p in range(partitions)]
+    highs = dict.fromkeys(refs, 0)
+    writer = Writer(
+        PREFIX,
+        "run-1",
+        refs,
+        Kafka(highs, 1),
+        clock=lambda: store.now,
+        batch_objects=1,
+        checkpoint_every=checkpoint_every,
+    )
+    drive(writer.session(), store)
+    before = store.requests.copy()
+    objects = 0
+    for _ in range(batches):
+        for r in refs:
+            highs[r] += 1
+        commits = drive(writer._write_batch(), store)
+        drive(writer._commit(commits), store)
+        objects += sum(len(c.objects) for c in commits)
+    spent = store.requests - before
+    return sum(spent.values()) / objects
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--schedules", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0, help="the first seed")
+    p.add_argument("--steps", type=int, default=250, help="moves before faults stop")
+    p.add_argument("--mutation", choices=sorted(MUTATIONS), action="append", default=[])
+    p.add_argument("--replay", action="store_true", help="print the moves of --seed")
+    args = p.parse_args(argv)
+    mutations = frozenset(args.mutation)
+    if args.replay:
+        result = simulate(args.seed, mutations, args.steps)
+        print("\n".join(result.moves))
+        print(f"seed {args.seed}: {result.violation or 'no violation'}")
+        return 1 if result.violation else 0
+    started = time.monotonic()
+    seeds = range(args.seed, args.seed + args.schedules)
+    failure, ran = first_failure(seeds, mutations, args.steps)
+    took = time.monotonic() - started
+    print(f"{ran} schedules in {took:.1f} s ({ran / took:.0f}/s)")
+    if failure is not None:
+        print("\n".join(failure.moves[-60:]))
+        print(f"seed {failure.seed} violates: {failure.violation}")
+        print(
+            f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
+            f"--seed {failure.seed} --steps {args.steps}"
+            + "".join(f" --mutation {m}" for m in args.mutation)
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

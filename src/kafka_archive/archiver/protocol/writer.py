@@ -1,0 +1,429 @@
+"""Writers as step machines: the I/O layer that does what `core` decides.
+
+A writer's session is a generator that yields one store request at a time (`Get`, `Head`,
+`Put`, `Delete`, `List`) and is sent back the reply (a value, or the `StoreError` the
+request failed with). `drive` runs one against a real `Store`; the simulation steps several
+against `MemStore`, one request per step, so it can crash or pause a writer between any two.
+
+A session: read the log (newest checkpoint + the tail), claim its partitions (a claim entry
+of epoch = highest + 1: the lease), then batches until caught up: create each object
+If-None-Match with the writer's (run, epoch, attempt) in its metadata, then one commit entry
+If-None-Match at the next seq. A 412 on the entry means another writer got that seq: read
+what was missed; fenced (a higher claim) stops, never commits; else re-validate and try the
+next seq. Last, vacuum: unnamed objects of fenced writers (or of its own run), older than
+the grace, deleted If-Match.
+
+`mutations` reintroduces one historical bug at a time (`MUTATIONS`), for the simulation to
+prove it catches each; production passes none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from . import core
+from .log import (
+    Entry,
+    EntryKind,
+    ObjectRef,
+    PartitionCommit,
+    PartitionRef,
+    WriterId,
+    checkpoint_key,
+    checkpoint_prefix,
+    checkpoint_seq,
+    decode_checkpoint,
+    decode_entry,
+    encode_checkpoint,
+    encode_entry,
+    entry_key,
+    log_prefix,
+)
+from .store import Ambiguous, NotFound, PreconditionFailed, Store, Stored, StoreError
+
+T = TypeVar("T")
+
+MUTATIONS: Mapping[str, str] = {
+    "unconditional_entry": "claims and commits PUT without If-None-Match (the unconditional "
+    "lock release/write: a commit point that can be overwritten)",
+    "unconditional_delete": "a found object deleted without If-Match on the ETag it was judged by",
+    "adopt_by_metadata": "a found object adopted when its metadata names the same partition",
+    "vacuum_named": "vacuum does not skip objects the log names",
+    "vacuum_by_age_only": "vacuum deletes unnamed objects by age alone, whatever their writer",
+    "recover_unfenced": "recovery deletes a found object whose writer is not fenced",
+    "straggler_delete": "a writer that lost (fenced) deletes the keys it wrote, unconditionally",
+    "ambiguous_commit_is_failure": "a commit without response taken as failed: its objects "
+    "deleted (If-Match)",
+    "foreign_entry_as_ours": "after a create without answer, any entry found at its seq taken "
+    "as ours (the foreign Iceberg snapshot taken for the run's own commit)",
+    "skip_fence_check": "after a 412 on its commit, a writer re-validates ranges only, not epochs",
+}
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Get:
+    key: str
+
+
+@dataclass(frozen=True)
+class Head:
+    key: str
+
+
+@dataclass(frozen=True)
+class Put:
+    key: str
+    body: bytes
+    metadata: Mapping[str, str]
+    if_none_match: bool = False
+    if_match: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    key: str
+    if_match: str | None = None
+
+
+@dataclass(frozen=True)
+class List:
+    prefix: str
+    start_after: str = ""
+
+
+Request = Get | Head | Put | Delete | List
+Steps = Generator[Request, object, T]
+
+
+def execute(store: Store, req: Request) -> object:
+    """Does `req` against `store`: its result, or the `StoreError` it failed with."""
+    try:
+        if isinstance(req, Get):
+            return store.get(req.key)
+        if isinstance(req, Head):
+            return store.head(req.key)
+        if isinstance(req, Put):
+            return store.put(
+                req.key,
+                req.body,
+                req.metadata,
+                if_none_match=req.if_none_match,
+                if_match=req.if_match,
+            )
+        if isinstance(req, Delete):
+            store.delete(req.key, if_match=req.if_match)
+            return None
+        return store.list(req.prefix, req.start_after)
+    except StoreError as e:
+        return e
+
+
+def drive(steps: Steps[T], store: Store) -> T:
+    """Runs a session (or any step machine) to its end against `store`."""
+    try:
+        req = next(steps)
+        while True:
+            req = steps.send(execute(store, req))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+def _do(req: Request) -> Steps[Any]:
+    reply = yield req
+    if isinstance(reply, StoreError):
+        raise reply
+    return reply
+
+
+def _read(req: Get | Head | List) -> Steps[Any]:
+    """A read: no effect, so a read without answer is sent again."""
+    while True:
+        try:
+            return (yield from _do(req))
+        except Ambiguous:
+            continue
+
+
+def _get(key: str) -> Steps[Stored | None]:
+    try:
+        got: Stored = yield from _read(Get(key))
+    except NotFound:
+        return None
+    return got
+
+
+def read_log(prefix: str, known: core.LogState | None = None) -> Steps[core.LogState]:
+    """The log folded to its tail: from `known`, or from the newest listed checkpoint."""
+    state = known
+    if state is None:
+        state = core.LogState()
+        listed = yield from _read(List(checkpoint_prefix(prefix)))
+        seqs = sorted(s for k in listed if (s := checkpoint_seq(k.key)) is not None)
+        if seqs:
+            got = yield from _get(checkpoint_key(prefix, seqs[-1]))
+            if got is not None:
+                state = core.LogState.from_checkpoint(decode_checkpoint(got.body))
+    while True:
+        got = yield from _get(entry_key(prefix, state.seq + 1))
+        if got is None:
+            return state
+        state = core.fold(state, decode_entry(got.body))
+
+
+# -- the writer ---------------------------------------------------------------------------
+
+
+class Source(Protocol):
+    """What there is to archive (Kafka, for the real writer), and how objects are cut."""
+
+    def high(self, ref: PartitionRef) -> int:
+        """The partition's end offset now."""
+        ...
+
+    def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
+        """The object starting at `first` (below `high`): its key, last offset and body."""
+        ...
+
+
+class _Fenced(Exception):
+    pass
+
+
+class _Replan(Exception):
+    pass
+
+
+def checksum(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
+def object_writer(meta: Mapping[str, str]) -> tuple[WriterId | None, int, PartitionRef | None]:
+    """The writer, attempt and partition an object's metadata names (None: not ours)."""
+    try:
+        writer = WriterId(meta["run-id"], int(meta["epoch"]))
+        ref = PartitionRef(meta["route"], meta["topic"], int(meta["partition"]))
+        return writer, int(meta["attempt"]), ref
+    except (KeyError, ValueError):
+        return None, 0, None
+
+
+@dataclass
+class Writer:
+    prefix: str
+    run_id: str
+    refs: Sequence[PartitionRef]
+    source: Source
+    clock: Callable[[], float]
+    batch_objects: int = 2  # objects per partition per batch
+    grace: float = 60.0
+    checkpoint_every: int = 10
+    mutations: frozenset[str] = frozenset()
+    state: core.LogState = field(default_factory=core.LogState)
+    me: WriterId | None = None
+    outcome: str | None = None  # "done" | "fenced"
+    written: dict[str, str] = field(default_factory=dict)  # key -> ETag, objects it created
+    _attempts: int = 0
+
+    def _mut(self, name: str) -> bool:
+        return name in self.mutations
+
+    def session(self) -> Steps[str]:
+        self.state = yield from read_log(self.prefix)
+        yield from self._claim()
+        assert self.me is not None
+        while True:
+            try:
+                if core.is_fenced(self.state, self.me, self.refs):
+                    raise _Fenced
+                commits = yield from self._write_batch()
+                if not commits:
+                    break
+                yield from self._commit(commits)
+            except _Replan:
+                self.state = yield from read_log(self.prefix, self.state)
+            except _Fenced:
+                if self._mut("straggler_delete"):
+                    for key in list(self.written):
+                        yield from self._delete(key, None)
+                self.outcome = "fenced"
+                return self.outcome
+        yield from self.vacuum()
+        self.outcome = "done"
+        return self.outcome
+
+    # -- entries ---------------------------------------------------------------------------
+
+    def _claim(self) -> Steps[None]:
+        while True:
+            entry = core.claim_entry(self.state, self.run_id, self.refs)
+            if (yield from self._create_entry(entry, [])):
+                self.me = entry.writer
+                self.state = core.fold(self.state, entry)
+                return
+            self.state = yield from read_log(self.prefix, self.state)
+
+    def _create_entry(self, entry: Entry, objects: Sequence[ObjectRef]) -> Steps[bool]:
+        """Creates `entry` at its seq: True once it is there, False when another holds it."""
+        key = entry_key(self.prefix, entry.seq)
+        body = encode_entry(entry)
+        while True:
+            try:
+                yield from _do(
+                    Put(key, body, {}, if_none_match=not self._mut("unconditional_entry"))
+                )
+                return True
+            except PreconditionFailed:
+                pass
+            except Ambiguous:
+                if entry.kind is EntryKind.COMMIT and self._mut("ambiguous_commit_is_failure"):
+                    for o in objects:
+                        yield from self._delete(o.key, self.written.get(o.key))
+                    return False
+            got = yield from _get(key)
+            found = None if got is None else decode_entry(got.body)
+            if found is not None and self._mut("foreign_entry_as_ours"):
+                found = entry
+            outcome = core.create_outcome(found, entry)
+            if outcome is not core.Outcome.UNKNOWN:
+                return outcome is core.Outcome.LANDED
+
+    def _commit(self, commits: Sequence[PartitionCommit]) -> Steps[None]:
+        assert self.me is not None
+        objects = [o for c in commits for o in c.objects]
+        while True:
+            verdict = core.commit_verdict(self.state, self.me, commits)
+            if self._mut("skip_fence_check") and verdict is core.Verdict.FENCED:
+                stale = any(core.range_problem(self.state.end(c.ref), c) for c in commits)
+                verdict = core.Verdict.STALE if stale else core.Verdict.OK
+            if verdict is core.Verdict.FENCED:
+                raise _Fenced
+            if verdict is core.Verdict.STALE:
+                raise _Replan
+            entry = core.commit_entry(self.state, self.me, commits)
+            if (yield from self._create_entry(entry, objects)):
+                self.state = core.fold(self.state, entry)
+                if entry.seq % self.checkpoint_every == 0:
+                    yield from self._checkpoint()
+                return
+            self.state = yield from read_log(self.prefix, self.state)
+
+    def _checkpoint(self) -> Steps[None]:
+        """Best effort: a checkpoint another wrote is the same fold; a lost one costs reads."""
+        body = encode_checkpoint(self.state.checkpoint())
+        with contextlib.suppress(PreconditionFailed, Ambiguous):
+            yield from _do(
+                Put(checkpoint_key(self.prefix, self.state.seq), body, {}, if_none_match=True)
+            )
+
+    # -- objects ---------------------------------------------------------------------------
+
+    def _write_batch(self) -> Steps[list[PartitionCommit]]:
+        commits = []
+        for ref in self.refs:
+            start = at = self.state.end(ref)
+            high = self.source.high(ref)
+            objects: list[ObjectRef] = []
+            while at < high and len(objects) < self.batch_objects:
+                key, last, body = self.source.cut(ref, at, high)
+                objects.append((yield from self._write_object(ref, key, at, last, body)))
+                at = last + 1
+            if objects:
+                commits.append(PartitionCommit(ref, start, at, tuple(objects)))
+        return commits
+
+    def _write_object(
+        self, ref: PartitionRef, key: str, first: int, last: int, body: bytes
+    ) -> Steps[ObjectRef]:
+        assert self.me is not None
+        ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
+        while True:
+            self._attempts += 1
+            attempt = self._attempts
+            meta = {
+                "run-id": self.me.run_id,
+                "epoch": str(self.me.epoch),
+                "attempt": str(attempt),
+                "route": ref.route,
+                "topic": ref.topic,
+                "partition": str(ref.partition),
+            }
+            try:
+                self.written[key] = yield from _do(Put(key, body, meta, if_none_match=True))
+                return ours
+            except Ambiguous:
+                continue  # a new attempt; this one may still land, and then loses the key
+            except PreconditionFailed:
+                pass
+            try:
+                head: Stored = yield from _read(Head(key))
+            except NotFound:
+                continue
+            writer, found_attempt, found_ref = object_writer(head.metadata)
+            if self._mut("adopt_by_metadata") and found_ref == ref:
+                return ours
+            found = core.FoundObject(key, head.etag, writer, found_attempt)
+            verdict = core.found_object(self.state, self.me, range(attempt), ref, found)
+            if self._mut("recover_unfenced") and verdict is core.Found.CHECK:
+                verdict = core.Found.DELETE
+            if verdict is core.Found.NAMED:
+                raise _Replan
+            if verdict is core.Found.DELETE:
+                if_match = None if self._mut("unconditional_delete") else head.etag
+                yield from self._delete(key, if_match)
+                continue
+            self.state = yield from read_log(self.prefix, self.state)
+            if core.is_fenced(self.state, self.me, self.refs):
+                raise _Fenced
+            if key in self.state.named():
+                raise _Replan
+            raise RuntimeError(f"{key}: an object of no fenced writer is in the way")
+
+    def _delete(self, key: str, if_match: str | None) -> Steps[None]:
+        """One delete; whatever it answers, the caller looks again (a create, a listing)."""
+        with contextlib.suppress(PreconditionFailed, NotFound, Ambiguous):
+            yield from _do(Delete(key, if_match))
+
+    # -- vacuum ----------------------------------------------------------------------------
+
+    def vacuum(self) -> Steps[int]:
+        """Deletes the unnamed objects of fenced writers (and of this run), older than the
+        grace: what a crash, a fenced writer or a late create left. Returns how many."""
+        assert self.me is not None
+        self.state = yield from read_log(self.prefix, self.state)
+        named = self.state.named()
+        data = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
+        listed = yield from _read(List(data))
+        found = []
+        for item in listed:
+            if item.key.startswith(log_prefix(self.prefix)):
+                continue
+            if item.key in named and not self._mut("vacuum_named"):
+                continue
+            try:
+                head: Stored = yield from _read(Head(item.key))
+            except NotFound:
+                continue
+            writer, _, ref = object_writer(head.metadata)
+            found.append(core.Listed(item.key, head.etag, head.last_modified, writer, ref))
+        state = self.state
+        if self._mut("vacuum_named"):
+            state = core.LogState(state.seq, state.max_epoch, {})
+        if self._mut("vacuum_by_age_only"):
+            doomed = [
+                o
+                for o in found
+                if o.key not in state.named() and self.clock() - o.last_modified >= self.grace
+            ]
+        else:
+            doomed = core.vacuum_candidates(state, self.me, found, self.clock(), self.grace)
+        for o in doomed:
+            yield from self._delete(o.key, o.etag)
+        return len(doomed)

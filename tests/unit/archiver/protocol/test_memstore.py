@@ -1,0 +1,75 @@
+import pytest
+
+from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
+from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
+
+
+class Script(Faults):
+    """Fates in order, then delivery; listings missing the `stale` newest keys."""
+
+    def __init__(self, *fates: Fate, stale: int = 0) -> None:
+        self.fates = list(fates)
+        self.stale = stale
+
+    def fate(self, op: str, key: str) -> Fate:
+        return self.fates.pop(0) if self.fates else Fate.DELIVER
+
+    def stale_by(self) -> int:
+        return self.stale
+
+
+def test_conditional_puts_and_deletes_as_s3_answers_them() -> None:
+    s = MemStore()
+    e1 = s.put("k", b"1", {"a": "b"}, if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        s.put("k", b"2", {}, if_none_match=True)
+    with pytest.raises(PreconditionFailed):
+        s.put("k", b"2", {}, if_match='"nope"')
+    e2 = s.put("k", b"2", {}, if_match=e1)
+    assert e2 != e1 and s.get("k").body == b"2" and s.head("k").etag == e2
+    with pytest.raises(PreconditionFailed):
+        s.delete("k", if_match=e1)
+    s.delete("k", if_match=e2)
+    with pytest.raises(NotFound):
+        s.get("k")
+    with pytest.raises(NotFound):
+        s.delete("k", if_match=e2)
+    s.delete("k")  # unconditional DELETE of nothing: 204, as S3
+
+
+def test_an_etag_names_one_version_even_of_the_same_bytes() -> None:
+    s = MemStore()
+    e1 = s.put("k", b"x", {})
+    assert s.put("k", b"x", {}) != e1
+
+
+def test_listing_in_byte_order_after_a_key_and_stale_listings_miss_the_newest() -> None:
+    faults = Script()
+    s = MemStore(faults)
+    for k in ["p/b", "p/a", "q/a", "p/c"]:
+        s.put(k, b"", {})
+    assert [x.key for x in s.list("p/")] == ["p/a", "p/b", "p/c"]
+    assert [x.key for x in s.list("p/", start_after="p/a")] == ["p/b", "p/c"]
+    faults.stale = 2  # q/a and p/c, the two newest creates, are missing
+    assert [x.key for x in s.list("p/")] == ["p/a", "p/b"]
+
+
+def test_a_lost_response_took_effect() -> None:
+    s = MemStore(Script(Fate.LOSE_RESPONSE))
+    with pytest.raises(Ambiguous):
+        s.put("k", b"1", {}, if_none_match=True)
+    assert s.get("k").body == b"1"
+
+
+def test_a_delayed_request_lands_later_with_its_precondition_judged_then() -> None:
+    s = MemStore(Script(Fate.DELAY, Fate.DELIVER, Fate.DELAY))
+    with pytest.raises(Ambiguous):
+        s.put("k", b"late", {}, if_none_match=True)
+    e = s.put("k", b"first", {})  # the sender's retry, or another writer
+    with pytest.raises(Ambiguous):
+        s.delete("k", if_match=e)
+    s.put("k", b"second", {}, if_match=e)
+    assert [d.op for d in s.in_flight] == ["PUT", "DELETE"]
+    s.deliver_all()  # the late create finds the key taken; the late delete another ETag
+    assert s.get("k").body == b"second"
+    assert s.requests == {"PUT": 3, "DELETE": 1, "GET": 1}
