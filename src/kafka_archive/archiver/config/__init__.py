@@ -1,1 +1,2 @@
-"""Run settings: the option table, settings merged from file, environment and flags, secrets."""
+"""Run settings: the option table (each default once), the frozen Settings, loading file <
+environment < flags, --start positions, the spool directory, what counts as secret."""

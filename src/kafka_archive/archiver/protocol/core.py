@@ -13,7 +13,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .log import (
+from kafka_archive.archiver.protocol.log import (
     Checkpoint,
     Entry,
     EntryKind,

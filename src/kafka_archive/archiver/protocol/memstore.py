@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
 
-from .store import Ambiguous, ListedKey, NotFound, PreconditionFailed, Stored
+from kafka_archive.archiver.protocol.store import (
+    Ambiguous,
+    ListedKey,
+    NotFound,
+    PreconditionFailed,
+    Stored,
+)
 
 T = TypeVar("T")
 

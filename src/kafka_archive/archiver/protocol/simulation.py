@@ -37,8 +37,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from . import core
-from .log import (
+from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.log import (
     PartitionRef,
     checkpoint_seq,
     decode_checkpoint,
@@ -46,8 +46,16 @@ from .log import (
     entry_key,
     log_prefix,
 )
-from .memstore import Fate, Faults, MemStore
-from .writer import MUTATIONS, Request, Steps, Writer, checksum, drive, execute
+from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
+from kafka_archive.archiver.protocol.writer import (
+    MUTATIONS,
+    Request,
+    Steps,
+    Writer,
+    checksum,
+    drive,
+    execute,
+)
 
 PREFIX = "archive/t"
 

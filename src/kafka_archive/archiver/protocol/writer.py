@@ -25,8 +25,8 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from . import core
-from .log import (
+from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.log import (
     Entry,
     EntryKind,
     ObjectRef,
@@ -43,7 +43,14 @@ from .log import (
     entry_key,
     log_prefix,
 )
-from .store import Ambiguous, NotFound, PreconditionFailed, Store, Stored, StoreError
+from kafka_archive.archiver.protocol.store import (
+    Ambiguous,
+    NotFound,
+    PreconditionFailed,
+    Store,
+    Stored,
+    StoreError,
+)
 
 T = TypeVar("T")
 
