@@ -61,10 +61,14 @@ class AdoptedPartition:
 
 @dataclass(frozen=True, slots=True)
 class AdoptResult:
+    """What ``adopt`` found and wrote; ``refused``: why it wrote nothing (holes in the
+    archive), raised by the caller once the survey is shown."""
+
     location: str
     layout: str
     targets: tuple[str, ...]
     partitions: tuple[AdoptedPartition, ...]
+    refused: errors.RecordsLostError | None = None
 
 
 def _survey(
@@ -250,9 +254,11 @@ def adopt(
 ) -> AdoptResult:
     """Take the foreign archive of ``spec`` over for ``plan``'s routes (see the module doc).
 
+    Holes in the archive, or records the group committed that are in no object, leave
+    nothing written: the result's ``refused`` says why (``allow_gaps`` writes the states
+    all the same).
+
     Raises:
-        RecordsLostError: holes in the archive, or records the group committed that are in
-            no object (nothing is written; ``allow_gaps`` writes the states all the same).
         ConfigError: a route already has state, or archives none of the archive's topics.
     """
     with preflight(settings, plan, kafka=True) as pre:
@@ -260,18 +266,15 @@ def adopt(
         name, partitions = _survey(settings, spec, topics, group, pre.kafka)
         gaps = [(p.tp, g) for p in partitions for g in p.gaps]
         if gaps and not allow_gaps:
-            result = AdoptResult(spec.location, name, (), tuple(partitions))
             tp, (a, b) = gaps[0]
-            raise Refused(
-                result,
-                errors.RecordsLostError(
-                    f"{tp}: offsets {a}..{b} are in no object of the archive "
-                    f"({len(gaps)} gap(s) in all): adopting it would keep the hole",
-                    tp=tp,
-                    hint="Restore or re-archive those records first, or pass --allow-gaps "
-                    "to adopt the archive with its holes",
-                ),
+            refused = errors.RecordsLostError(
+                f"{tp}: offsets {a}..{b} are in no object of the archive "
+                f"({len(gaps)} gap(s) in all): adopting it would keep the hole",
+                tp=tp,
+                hint="Restore or re-archive those records first, or pass --allow-gaps "
+                "to adopt the archive with its holes",
             )
+            return AdoptResult(spec.location, name, (), tuple(partitions), refused)
         routes = [r for r in pre.plan.routes if any(p.tp.topic == r.topic for p in partitions)]
         if not routes:
             raise errors.ConfigError(f"no KCQL statement archives a topic of {spec.location}")
@@ -293,14 +296,6 @@ def adopt(
         tuple(str(t) for t in targets),
         tuple(dataclasses.replace(p, written=p.tp in written) for p in partitions),
     )
-
-
-class Refused(errors.RecordsLostError):
-    """A refused adoption, with the survey the CLI prints before the error."""
-
-    def __init__(self, survey: AdoptResult, error: errors.RecordsLostError) -> None:
-        super().__init__(error.message, hint=error.hint)
-        self.survey = survey
 
 
 @contextlib.contextmanager

@@ -147,9 +147,7 @@ def adopt(
             raise click.UsageError("give --from: the KCQL writes to several targets")
         location = targets.pop()
     given = configured(flags, loaded, spec(location, layout, layout_options))
-    try:
-        result = adopting.adopt(loaded.settings, plan, given, group=group, allow_gaps=allow_gaps)
-    except adopting.Refused as exc:
-        click.echo(adopting.render(exc.survey))
-        raise
+    result = adopting.adopt(loaded.settings, plan, given, group=group, allow_gaps=allow_gaps)
     click.echo(adopting.render(result))
+    if result.refused is not None:
+        raise result.refused
