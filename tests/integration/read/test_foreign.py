@@ -41,6 +41,8 @@ class Case:
 CASES = [
     Case("confluent-json", "confluent", sinks.confluent_json),
     Case("confluent-avro", "confluent", sinks.confluent_avro),
+    Case("confluent-parquet", "confluent", sinks.confluent_parquet),
+    Case("confluent-bytes", "confluent", sinks.confluent_bytes),
     Case("lenses-envelope", "lenses", sinks.lenses_json, keeps_records=True),
     Case("lenses-values-only", "lenses", sinks.lenses_values_json),
     Case(
@@ -64,6 +66,13 @@ CASES = [
         ("format.output.type=parquet", "format.output.fields=key,offset,timestamp,headers,value"),
         keeps_records=True,
     ),
+    Case(
+        "aiven-json-array",
+        "aiven",
+        sinks.aiven_json,
+        ("format.output.type=json", "format.output.fields=value,offset"),
+    ),
+    Case("aiven-csv-default", "aiven", sinks.aiven_csv_default),
     Case("secor-sequencefile", "secor", sinks.secor),
 ]
 PARTITIONED = [
