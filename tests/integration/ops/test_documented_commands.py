@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import foreign_sinks as sinks
 import pytest
 import yaml
-import foreign_sinks as sinks
 from archive_helpers import kafka_records, produce_to
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
