@@ -10,7 +10,8 @@ follows names the sink's own source file (the public repositories, read for issu
   ``filename.offset.zero.pad.width`` 10); ``JsonRecordWriterProvider``: one value per line,
   compact (Jackson ``writeObject``) + ``.gz`` when compressed; ``AvroRecordWriterProvider``:
   an Avro container with the value schema (Connect's ``ConnectDefault`` record for a
-  schemaless struct); ``ByteArrayRecordWriterProvider``: the value then the line separator.
+  schemaless struct); ``ByteArrayRecordWriterProvider``: the value then the line separator,
+  ``.bin``; ``ParquetRecordWriterProvider``: the Avro schema's rows, ``.snappy.parquet``.
 - Lenses (lensesio/stream-reactor, kafka-connect-cloud-common): ``FileNamer.OffsetFileNamer``:
   ``<topic>/<partition>/<last offset, 12 wide, '0'>_<earliest ts>_<latest ts>.json``
   (``PaddingService`` defaults); ``SchemalessEnvelopeTransformer``: ``{"key", "value",
@@ -22,7 +23,8 @@ follows names the sink's own source file (the public repositories, read for issu
   ``\\n``), ``Base64ValuePlainWriter``, ``KeyPlainWriter``, ``HeadersPlainWriter``
   (``b64(name):b64(value);``); ``JsonLinesOutputStreamWriter`` with ``ValueBuilder``
   (JsonConverter, schemas off), ``TimestampBuilder`` (ISO-8601), ``HeaderBuilder``
-  (``[{"key", "value"}]``); ``ParquetSchemaBuilder`` (offset and timestamp longs).
+  (``[{"key", "value"}]``); ``JsonOutputStreamWriter`` (an array: ``[\\n``, ``,\\n``,
+  ``\\n]``); ``ParquetSchemaBuilder`` (offset and timestamp longs).
 - Secor (pinterest/secor): ``LogFilePath``: ``<topic>/offset=<range>/<generation>_<p>_``
   ``<first offset, %020d>``; ``SequenceFileReaderWriterFactory``: Hadoop SequenceFile of
   LongWritable offset keys and BytesWritable values (written here from Hadoop's format:
@@ -92,6 +94,40 @@ def confluent_avro(topic: str, records: Sequence[KafkaRecord], size: int) -> Obj
         fastavro.writer(buffer, fastavro.parse_schema(schema), values, codec="null")
         key = _confluent_key(topic, first, ".avro")
         out.append((key, buffer.getvalue(), first.offset))
+    return out
+
+
+def confluent_parquet(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """``ParquetRecordWriterProvider``: ``AvroParquetWriter`` with the value's Avro schema
+    (Connect's ``ConnectDefault`` record, optional fields), ``parquet.codec`` snappy by
+    default, named ``<codec>.parquet`` (``CompressionCodecName.SNAPPY.getExtension()``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        values = [json.loads(r.value or b"") for r in chunk]
+        columns = {
+            name: pa.array([v[name] for v in values], pa.int64() if isinstance(x, int) else None)
+            for name, x in values[0].items()
+        }
+        buffer = io.BytesIO()
+        pq.write_table(pa.table(columns), buffer, compression="snappy")
+        key = _confluent_key(topic, first, ".snappy.parquet")
+        out.append((key, buffer.getvalue(), first.offset))
+    return out
+
+
+def confluent_bytes(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """``ByteArrayRecordWriterProvider``: each value as it is, then
+    ``format.bytearray.separator`` (the line separator, ``\\n``); ``.bin``
+    (``format.bytearray.extension``)."""
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        body = b"".join((r.value or b"") + b"\n" for r in chunk)
+        out.append((_confluent_key(topic, first, ".bin"), body, first.offset))
     return out
 
 
@@ -168,6 +204,35 @@ def aiven_csv(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
                 first.offset,
             )
         )
+    return out
+
+
+def aiven_csv_default(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """The defaults: ``format.output.type`` csv, ``format.output.fields`` value,
+    ``format.output.fields.value.encoding`` base64 (``Base64ValuePlainWriter``), one value a
+    line; ``file.compression.type`` gzip (the S3 sink's default), so ``.gz``."""
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        body = b"".join(_b64(r.value) + b"\n" for r in chunk)
+        key = f"{topic}-{first.partition}-{first.offset}.gz"
+        out.append((key, gzip.compress(body), first.offset))
+    return out
+
+
+def aiven_json(topic: str, records: Sequence[KafkaRecord], size: int) -> Objects:
+    """``format.output.type=json`` (``JsonOutputStreamWriter``): ``[\\n``, the records
+    separated by ``,\\n``, then ``\\n]``; each record an object of the fields (the
+    envelope, ``format.output.envelope`` true by default), here value and offset; the
+    value as Connect's JsonConverter (schemas off) makes it; no compression."""
+    out = []
+    for chunk in _chunks(records, size):
+        first = chunk[0]
+        docs = [
+            _compact({"value": json.loads(r.value or b"null"), "offset": r.offset}) for r in chunk
+        ]
+        body = b"[\n" + b",\n".join(docs) + b"\n]"
+        out.append((f"{topic}-{first.partition}-{first.offset}", body, first.offset))
     return out
 
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import foreign_sinks as sinks
 import pytest
 import yaml
-from archive_helpers import produce_to
+from archive_helpers import kafka_records, produce_to
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -173,9 +174,27 @@ def _damaged(world: World) -> None:
     world.s3.delete_object(Bucket="my-bucket", Key=key)
 
 
+CONNECT_ARCHIVED = 6_000  # records of each partition the sink archived before it stopped
+
+
+def _connect_sink_archive(world: World) -> None:
+    """foreign.md's commands read the archive Confluent's S3 sink `orders-s3`
+    (samples/connectors/confluent-orders-sink.json) wrote of `orders`: its first 6,000
+    records of each partition, JSON, 1,000 an object, under `old-bucket:connect/topics`;
+    the connector's consumer group (Connect's `connect-<name>`) committed past them."""
+    records = kafka_records(world.broker, "orders", PARTITIONS)
+    for p in range(PARTITIONS):
+        archived = [r for r in records if r.partition == p][:CONNECT_ARCHIVED]
+        assert len(archived) == CONNECT_ARCHIVED, (p, len(archived))
+        for key, body, _ in sinks.confluent_json("orders", archived, 1_000):
+            world.s3.put_object(Bucket="old-bucket", Key=f"connect/{key}", Body=body)
+    world.commit_group("connect-orders-s3", {"orders"}, CONNECT_ARCHIVED)
+
+
 SITUATIONS: dict[str, Callable[[World], None]] = {
     "docs/operations.md": _lagging,
     "docs/reading.md": _damaged,
+    "docs/foreign.md": _connect_sink_archive,
 }
 
 

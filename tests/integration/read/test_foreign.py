@@ -41,6 +41,8 @@ class Case:
 CASES = [
     Case("confluent-json", "confluent", sinks.confluent_json),
     Case("confluent-avro", "confluent", sinks.confluent_avro),
+    Case("confluent-parquet", "confluent", sinks.confluent_parquet),
+    Case("confluent-bytes", "confluent", sinks.confluent_bytes),
     Case("lenses-envelope", "lenses", sinks.lenses_json, keeps_records=True),
     Case("lenses-values-only", "lenses", sinks.lenses_values_json),
     Case(
@@ -64,6 +66,13 @@ CASES = [
         ("format.output.type=parquet", "format.output.fields=key,offset,timestamp,headers,value"),
         keeps_records=True,
     ),
+    Case(
+        "aiven-json-array",
+        "aiven",
+        sinks.aiven_json,
+        ("format.output.type=json", "format.output.fields=value,offset"),
+    ),
+    Case("aiven-csv-default", "aiven", sinks.aiven_csv_default),
     Case("secor-sequencefile", "secor", sinks.secor),
 ]
 PARTITIONED = [
@@ -254,10 +263,14 @@ RESTORED = [
     in (
         "confluent-json",
         "confluent-avro",
+        "confluent-parquet",
+        "confluent-bytes",
         "lenses-envelope",
         "lenses-values-only",
         "aiven-csv-gzip",
         "aiven-jsonl",
+        "aiven-json-array",
+        "aiven-csv-default",
         "secor-sequencefile",
     )
 ]
@@ -300,7 +313,9 @@ def test_restore_round_trips_what_the_sink_kept_and_says_what_it_did_not(
         args.append("--values-only")
     code, _, err = cli(capsys, *args)
     assert code == 0, err
-    assert ("restored as the row's compact JSON" in err) == (case.name == "confluent-avro")
+    assert ("restored as the row's compact JSON" in err) == (
+        case.name in ("confluent-avro", "confluent-parquet")
+    )
     restored = _read_topic(broker, target)
     assert [json.loads(r.value or b"") for r in restored] == [
         json.loads(r.value or b"") for r in records
