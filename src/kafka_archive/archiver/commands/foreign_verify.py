@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from kafka_archive.archiver.commands.foreign import ForeignSpec, open_archive
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import KafkaReader
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, decoded
@@ -256,6 +258,36 @@ def _match_kafka(
     registry = registry_of(settings)
     last_start = max(o.first_offset for o in objects)
     missing, reached = _Ranges(), None
+    for record in _kafka_records(settings, tp, start, stop):
+        if not +read.left:
+            continue
+        try:
+            value = kafka_value(registry, record.value)
+            canon = _canonical(archive.layout.comparable(objects[0], value))
+        except ValueError:
+            continue
+        head = read.firsts.get(record.offset)
+        if head is not None and head[0] != canon:
+            read.findings.append(
+                Finding(
+                    record.offset,
+                    record.offset,
+                    archive.full_key(head[1]),
+                    "its first record differs from Kafka's at its start offset",
+                )
+            )
+        if read.left[canon] > 0:
+            read.left[canon] -= 1
+            reached = record.offset
+        elif record.offset < last_start:
+            missing.add(record.offset)
+    return reached, missing
+
+
+def _kafka_records(
+    settings: Settings, tp: TopicPartition, start: int, stop: int
+) -> Iterator[Record]:
+    """Kafka's records of ``tp`` from ``start`` up to ``stop``, read under verify's group."""
     with KafkaReader(
         settings.kafka,
         tp,
@@ -265,30 +297,7 @@ def _match_kafka(
         idle_timeout=settings.read_timeout_seconds,
     ) as reader:
         for batch in reader.batches():
-            for record in batch:
-                if record.offset >= stop or not +read.left:
-                    continue
-                try:
-                    value = kafka_value(registry, record.value)
-                    canon = _canonical(archive.layout.comparable(objects[0], value))
-                except ValueError:
-                    continue
-                head = read.firsts.get(record.offset)
-                if head is not None and head[0] != canon:
-                    read.findings.append(
-                        Finding(
-                            record.offset,
-                            record.offset,
-                            archive.full_key(head[1]),
-                            "its first record differs from Kafka's at its start offset",
-                        )
-                    )
-                if read.left[canon] > 0:
-                    read.left[canon] -= 1
-                    reached = record.offset
-                elif record.offset < last_start:
-                    missing.add(record.offset)
-    return reached, missing
+            yield from (record for record in batch if record.offset < stop)
 
 
 def _verify_grouped(
@@ -402,28 +411,17 @@ def _compare(
     missing = _Ranges()
     differs: dict[tuple[str, str], _Ranges] = {}
     seen: set[int] = set()
-    with KafkaReader(
-        settings.kafka,
-        tp,
-        start=start,
-        stop=stop,
-        group=_GROUP,
-        idle_timeout=settings.read_timeout_seconds,
-    ) as reader:
-        for batch in reader.batches():
-            for record in batch:
-                if record.offset >= stop:
-                    continue
-                seen.add(record.offset)
-                placed = by_offset.get(record.offset)
-                if not placed:
-                    missing.add(record.offset)
-                    continue
-                stored = placed[0]
-                problem = _difference(archive.layout, stored, record, kept, registry)
-                if problem:
-                    where = (archive.full_key(stored.obj), problem)
-                    differs.setdefault(where, _Ranges()).add(record.offset)
+    for record in _kafka_records(settings, tp, start, stop):
+        seen.add(record.offset)
+        placed = by_offset.get(record.offset)
+        if not placed:
+            missing.add(record.offset)
+            continue
+        stored = placed[0]
+        problem = _difference(archive.layout, stored, record, kept, registry)
+        if problem:
+            where = (archive.full_key(stored.obj), problem)
+            differs.setdefault(where, _Ranges()).add(record.offset)
     for a, b in missing.spans:
         objects = sorted(
             {p.obj for ps in by_offset.values() for p in ps},
