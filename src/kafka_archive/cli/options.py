@@ -80,6 +80,14 @@ kcql_option = click.option(
     metavar="TEXT",
     help="KCQL statement(s); repeatable, or several separated by ';'.",
 )
+archive_option = click.option(
+    "--from",
+    "location",
+    required=True,
+    metavar="BUCKET[:PREFIX]",
+    help="Where the archive is (the INSERT INTO target).",
+)
+"""``--from`` of the commands that read our archive back (cat, restore)."""
 config_option = click.option(
     "--config",
     type=click.Path(path_type=Path, dir_okay=False),

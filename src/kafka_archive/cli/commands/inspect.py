@@ -16,6 +16,7 @@ from kafka_archive.cli import invocation
 from kafka_archive.cli.commands import foreign
 from kafka_archive.cli.options import (
     RunFlags,
+    archive_option,
     compile_kcql,
     config_option,
     foreign_layout,
@@ -109,13 +110,7 @@ def verify(
 
 
 @click.command(name="cat")
-@click.option(
-    "--from",
-    "location",
-    required=True,
-    metavar="BUCKET[:PREFIX]",
-    help="Where the archive is (the INSERT INTO target).",
-)
+@archive_option
 @click.option("--topic", required=True)
 @click.option("--partition", type=click.IntRange(min=0), required=True)
 @click.option("--offset", type=click.IntRange(min=0), required=True)

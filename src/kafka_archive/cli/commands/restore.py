@@ -10,18 +10,12 @@ from kafka_archive.archiver.config.load import require_bootstrap
 from kafka_archive.archiver.config.positions import parse_timestamp
 from kafka_archive.cli import invocation
 from kafka_archive.cli.commands import foreign
-from kafka_archive.cli.options import RunFlags, foreign_layout, run_options
+from kafka_archive.cli.options import RunFlags, archive_option, foreign_layout, run_options
 from kafka_archive.cli.output import render_restore
 
 
 @click.command()
-@click.option(
-    "--from",
-    "location",
-    required=True,
-    metavar="BUCKET[:PREFIX]",
-    help="Where the archive is (the INSERT INTO target).",
-)
+@archive_option
 @click.option("--topic", required=True, help="The archived topic.")
 @click.option("--to-topic", required=True, help="The existing topic to produce into.")
 @click.option(
