@@ -229,6 +229,7 @@ class Simulation:
         self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
         self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
         self.grace = 60.0
+        self.skew: dict[str, float] = {}  # each run's clock minus the store's
         self.live: list[_Live] = []
         self.runs = 0
         self.moves: list[str | tuple[str, Request, object]] = []  # formatted when read
@@ -243,12 +244,14 @@ class Simulation:
         refs = self.refs
         if not every_partition and len(refs) > 1 and self.rng.random() < 0.5:
             refs = sorted(self.rng.sample(refs, self.rng.randint(1, len(refs) - 1)))
+        g = self.grace
+        self.skew[name] = self.rng.choice((0.0, 0.0, -g / 2, g / 2, -2 * g, 2 * g))
         writer = Writer(
             PREFIX,
             f"run-{self.runs}",
             refs,
             Kafka(self.highs, self.rng.randint(1, 3)),
-            clock=lambda: self.store.now,
+            clock=lambda: self.store.now + self.skew[name],
             batch_objects=self.rng.randint(1, 3),
             grace=self.grace,
             checkpoint_every=self.rng.choice((2, 3, 10)),
@@ -256,7 +259,9 @@ class Simulation:
         )
         live = _Live(name, writer, writer.session())
         self.live.append(live)
-        self.moves.append(f"spawn {name} of {[r.partition for r in refs]}")
+        self.moves.append(
+            f"spawn {name} of {[r.partition for r in refs]}, clock {self.skew[name]:+g}"
+        )
         return live
 
     def _step(self, w: _Live) -> None:
@@ -298,7 +303,12 @@ class Simulation:
             w.paused_until = tick + self.rng.randint(5, 60)
             jump = self.rng.choice((0.0, self.grace / 2, 2 * self.grace))
             self.store.now += jump
-            self.moves.append(f"pause {w.name} until {w.paused_until}, clock +{jump:g}")
+            if self.rng.random() < 0.5:  # its clock stood still while paused, no NTP step
+                self.skew[w.name] -= jump
+            self.moves.append(
+                f"pause {w.name} until {w.paused_until}, clock +{jump:g}, "
+                f"its clock {self.skew[w.name]:+g}"
+            )
         elif r < 0.17 and sum(not w.done for w in self.live) < 3:
             self._spawn()
         elif runnable:

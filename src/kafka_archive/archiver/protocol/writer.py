@@ -11,7 +11,7 @@ If-None-Match with the writer's (run, epoch, attempt) in its metadata, then one 
 If-None-Match at the next seq. A 412 on the entry means another writer got that seq: read
 what was missed; fenced (a higher claim) stops, never commits; else re-validate and try the
 next seq. Last, vacuum: unnamed objects of fenced writers (or of its own run), older than
-the grace, deleted If-Match.
+the grace by the store's clock (LastModified), deleted If-Match.
 
 `mutations` reintroduces one historical bug at a time (`MUTATIONS`), for the simulation to
 prove it catches each; production passes none.
@@ -68,6 +68,8 @@ MUTATIONS: Mapping[str, str] = {
     "foreign_entry_as_ours": "after a create without answer, any entry found at its seq taken "
     "as ours (the foreign Iceberg snapshot taken for the run's own commit)",
     "skip_fence_check": "after a 412 on its commit, a writer re-validates ranges only, not epochs",
+    "vacuum_local_clock": "vacuum ages objects by the writer's own clock, not the store's (a "
+    "paused VM's clock lags: a late create outlives the grace)",
 }
 
 
@@ -408,6 +410,12 @@ class Writer:
         named = self.state.named()
         data = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
         listed = yield from _read(List(data))
+        # The store's clock, not ours (a paused VM's lags, another's runs ahead): the newest
+        # LastModified listed, the log included (this session's claim at least, unless the
+        # listing is stale: then older, and vacuum only more careful).
+        now = max((item.last_modified for item in listed), default=0.0)
+        if self._mut("vacuum_local_clock"):
+            now = self.clock()
         found = []
         for item in listed:
             if item.key.startswith(log_prefix(self.prefix)):
@@ -427,10 +435,10 @@ class Writer:
             doomed = [
                 o
                 for o in found
-                if o.key not in state.named() and self.clock() - o.last_modified >= self.grace
+                if o.key not in state.named() and now - o.last_modified >= self.grace
             ]
         else:
-            doomed = core.vacuum_candidates(state, self.me, found, self.clock(), self.grace)
+            doomed = core.vacuum_candidates(state, self.me, found, now, self.grace)
         for o in doomed:
             yield from self._delete(o.key, o.etag)
         return len(doomed)
