@@ -180,31 +180,36 @@ class FoundObject:
 
 class Found(Enum):
     NAMED = "named"  # the log names it: the writer's plan is stale, read the log again
+    OURS = "ours"  # this attempt's own create, landed though its response was lost
     DELETE = "delete"  # its writer is fenced, or a dead attempt of this run: delete If-Match
-    CHECK = "check"  # a writer not fenced by what we read: read the log (we may be fenced)
+    CHECK = "check"  # a writer not fenced by what we read (a live sibling attempt included)
 
 
 def found_object(
     state: LogState,
     me: WriterId,
+    attempt: int,
     dead: Container[int],
     ref: PartitionRef,
     found: FoundObject,
 ) -> Found:
-    """What a 412 on an object create means. Never adoption: an object is named only by
-    the writer that created it, with the checksum it computed itself.
+    """What a 412 on an object create by `attempt` of writer `me` means. Never adoption: an
+    object is named only by the attempt that created it, with the checksum it computed.
 
     `dead`: the attempts of this run declared dead, whose late creates may be deleted. A
-    lower attempt number alone proves nothing where attempts run side by side (a Spark
-    speculative copy): only the one that hands out attempts (the driver) may declare one
-    dead; the simulation's writer runs its attempts one after the other, so every earlier
-    one is."""
+    lower attempt number proves nothing where attempts run side by side (a Spark
+    speculative copy, a retry whose first attempt still runs): only the one that hands out
+    attempts (the driver) declares one dead, and an attempt knows what it declared when it
+    launched the attempt. A live sibling's object is CHECK: its attempt fails, the driver
+    decides (it waits for the sibling, or declares it dead and launches another)."""
     if found.key in state.named():
         return Found.NAMED
     w = found.writer
     if w is None:
         return Found.CHECK
     if w == me:
+        if found.attempt == attempt:
+            return Found.OURS
         return Found.DELETE if found.attempt in dead else Found.CHECK
     return Found.DELETE if is_fenced(state, w, [ref]) else Found.CHECK
 

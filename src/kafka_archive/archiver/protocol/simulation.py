@@ -34,7 +34,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kafka_archive.archiver.protocol import core
@@ -49,12 +49,16 @@ from kafka_archive.archiver.protocol.log import (
 from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
 from kafka_archive.archiver.protocol.writer import (
     MUTATIONS,
+    Attempt,
+    List,
     Request,
     Steps,
+    Wait,
     Writer,
     checksum,
     drive,
     execute,
+    object_writer,
 )
 
 PREFIX = "archive/t"
@@ -103,13 +107,19 @@ class Kafka:
 
 @dataclass
 class _Live:
+    """A run's driver (its session), or an attempt it launched (an executor of its own)."""
+
     name: str
     writer: Writer
-    steps: Steps[str]
-    pending: Request | None = None
+    steps: Steps[object]
+    attempt: Attempt | None = None
+    pending: Request | Wait | None = None
     started: bool = False
     paused_until: int = 0
     done: bool = False
+
+    def waiting(self) -> bool:
+        return isinstance(self.pending, Wait) and not self.pending.ready()
 
 
 class Violation(Exception):
@@ -127,6 +137,9 @@ class Checker:
     checkpoints: set[int] = field(default_factory=set)
     folds: dict[int, core.LogState] = field(default_factory=dict)
     covered: dict[PartitionRef, tuple[int, int]] = field(default_factory=dict)
+    # run, attempt -> declared dead by the run's driver (the truth: not an attempt's view)
+    is_dead: Callable[[str, int], bool] = lambda run, attempt: False
+    made: dict[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
 
     def check(self) -> None:
         """Checks what changed in the store since the last call (all of it, the first time)."""
@@ -139,6 +152,7 @@ class Checker:
             if key in self.committed and (raw is None or raw[0] != self.committed[key]):
                 raise Violation(f"committed object {key} deleted or overwritten")
             if not key.startswith(log):
+                self._removed(key, raw)
                 continue
             cp_seq = checkpoint_seq(key)
             if cp_seq is not None:
@@ -153,6 +167,28 @@ class Checker:
             ):
                 raise Violation(f"log entry {seq} overwritten or deleted")
         self._new_entries()
+
+    def _removed(self, key: str, raw: tuple[str, bytes] | None) -> None:
+        """An object is deleted or replaced only when its writer is fenced or its attempt
+        was declared dead by its run's driver: never a live attempt's, by a sibling or by
+        anyone (its run may still commit it)."""
+        old = self.made.get(key)
+        if old is not None and (raw is None or raw[0] != old[0]):
+            writer, attempt, ref = object_writer(old[1])
+            if (
+                writer is not None
+                and ref is not None
+                and not core.is_fenced(self.state, writer, [ref])
+                and not self.is_dead(writer.run_id, attempt)
+            ):
+                raise Violation(
+                    f"{key} of live attempt {attempt} of {writer.run_id} (not fenced) "
+                    "deleted or replaced"
+                )
+        if raw is None:
+            self.made.pop(key, None)
+        else:
+            self.made[key] = (raw[0], dict(self.store.objects[key].metadata))
 
     def _new_entries(self) -> None:
         while (raw := self.store.raw(entry_key(PREFIX, self.state.seq + 1))) is not None:
@@ -224,7 +260,9 @@ class Simulation:
         self.max_steps = steps
         self.faults = SimFaults(self.rng)
         self.store = MemStore(self.faults)
-        self.checker = Checker(self.store)
+        self.writers: dict[str, Writer] = {}
+        self.checker = Checker(self.store, is_dead=lambda run, n: n in self.writers[run].dead)
+        self.senders: dict[int, str] = {}  # id of a request in flight -> who sent it
         n = self.rng.randint(2, 3)
         self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
         self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
@@ -257,6 +295,7 @@ class Simulation:
             checkpoint_every=self.rng.choice((2, 3, 10)),
             mutations=self.mutations,
         )
+        self.writers[writer.run_id] = writer
         live = _Live(name, writer, writer.session())
         self.live.append(live)
         self.moves.append(
@@ -269,27 +308,91 @@ class Simulation:
             if not w.started:
                 w.started = True
                 w.pending = next(w.steps)
-            assert w.pending is not None
             req = w.pending
-            reply = execute(self.store, req)
-            self.moves.append((w.name, req, reply))
+            assert req is not None
+            if isinstance(req, Wait):
+                reply: object = None  # the driver's attempts are over: it goes on
+            else:
+                flying = len(self.store.in_flight)
+                reply = execute(self.store, req)
+                if len(self.store.in_flight) > flying:
+                    self.senders[id(self.store.in_flight[-1])] = w.name
+                self.moves.append((w.name, req, reply))
             w.pending = w.steps.send(reply)
         except StopIteration as stop:
             w.done = True
-            self.moves.append(f"{w.name} ends: {stop.value}")
+            out = stop.value if w.attempt is None else _outcome(w.attempt)
+            self.moves.append(f"{w.name} ends: {out}")
         except core.InvalidEntry as e:
             raise Violation(f"{w.name} read an invalid log: {e}") from None
         except Exception as e:
             raise Violation(f"{w.name} failed: {e!r}") from None
+        self._adopt()
+
+    def _adopt(self) -> None:
+        """Attempts the live drivers launched start on executors of their own (a crashed
+        driver's launches none; its running attempts go on, orphans)."""
+        for d in [x for x in self.live if x.attempt is None]:
+            while d.writer.launched:
+                a = d.writer.launched.pop(0)
+                self.live.append(_Live(f"{d.name}.{a.number}", d.writer, a.steps, a))
+                self.moves.append(
+                    f"{d.name} launches attempt {a.number} of partition {a.task.ref.partition}"
+                    f" [{a.task.start}, {a.task.high}), dead {sorted(a.dead)}"
+                )
+
+    def _running(self) -> list[tuple[_Live, Attempt]]:
+        """The attempts live drivers wait for (their executors running, lost or paused)."""
+        return [
+            (d, a)
+            for d in self.live
+            if d.attempt is None and not d.done
+            for t in d.writer.tasks
+            for a in d.writer._running(t)
+        ]
+
+    def _finish(self) -> None:
+        """Runs every driver and attempt to its end, no faults (liveness: recovery finishes).
+        A driver whose attempts' executors are gone times them out and launches others."""
+        bound = 20_000
+        while any(not w.done for w in self.live):
+            bound -= 1
+            if bound == 0:
+                raise Violation("liveness: writers did not finish once faults stopped")
+            w = next((w for w in self.live if not w.done and not w.waiting()), None)
+            if w is None:
+                names = {x.name for x in self.live if not x.done}
+                for d, a in self._running():
+                    if f"{d.name}.{a.number}" not in names:
+                        d.writer.declare_dead(a)
+                        self.moves.append(f"{d.name} declares attempt {a.number} dead")
+                self._adopt()
+                continue
+            self._step(w)
+            self.checker.check()
+
+    def _land(self, i: int, tick: int) -> None:
+        d = self.store.deliver(i)
+        name = self.senders.pop(id(d), "?")
+        sender = next((x for x in self.live if x.name == name), None)
+        if sender is None:
+            how = "crashed"
+        elif sender.attempt is not None and sender.attempt.number in sender.writer.dead:
+            how = "dead"
+        elif sender.paused_until > tick:
+            how = "paused"
+        else:
+            how = "done" if sender.done else "running"
+        self.moves.append(f"lands {d.op} {d.key} of {name} ({how})")
 
     def _move(self, tick: int) -> None:
         self.store.now += 0.5
-        runnable = [w for w in self.live if not w.done and w.paused_until <= tick]
+        runnable = [
+            w for w in self.live if not w.done and w.paused_until <= tick and not w.waiting()
+        ]
         r = self.rng.random()
         if r < 0.08 and self.store.in_flight:
-            i = self.rng.randrange(len(self.store.in_flight))
-            d = self.store.deliver(i)
-            self.moves.append(f"lands {d.op} {d.key}")
+            self._land(self.rng.randrange(len(self.store.in_flight)), tick)
         elif r < 0.12:
             ref = self.rng.choice(self.refs)
             self.highs[ref] += self.rng.randint(1, 3)
@@ -297,20 +400,30 @@ class Simulation:
         elif r < 0.135 and runnable:
             w = self.rng.choice(runnable)
             self.live.remove(w)
-            self.moves.append(f"crash {w.name}")
+            self.moves.append(f"crash {w.name} before {_point(w.pending)}")
         elif r < 0.16 and runnable:
             w = self.rng.choice(runnable)
             w.paused_until = tick + self.rng.randint(5, 60)
             jump = self.rng.choice((0.0, self.grace / 2, 2 * self.grace))
             self.store.now += jump
+            run = w.name.split(".")[0]  # an executor's clock is its driver's here
             if self.rng.random() < 0.5:  # its clock stood still while paused, no NTP step
-                self.skew[w.name] -= jump
+                self.skew[run] -= jump
             self.moves.append(
                 f"pause {w.name} until {w.paused_until}, clock +{jump:g}, "
-                f"its clock {self.skew[w.name]:+g}"
+                f"its clock {self.skew[run]:+g}"
             )
-        elif r < 0.17 and sum(not w.done for w in self.live) < 3:
+        elif r < 0.17 and sum(not w.done and w.attempt is None for w in self.live) < 3:
             self._spawn()
+        elif r < 0.185 and (running := self._running()):
+            d, a = self.rng.choice(running)
+            if self.rng.random() < 0.5:
+                d.writer.declare_dead(a)  # its executor lost or silent past the timeout
+                self.moves.append(f"{d.name} declares attempt {a.number} dead")
+            else:
+                d.writer.speculate(a)
+                self.moves.append(f"{d.name} speculates on attempt {a.number}")
+            self._adopt()
         elif runnable:
             self._step(self.rng.choice(runnable))
 
@@ -322,31 +435,23 @@ class Simulation:
             self.faults.on = False
             self.moves.append("faults stop")
             while self.store.in_flight:
-                d = self.store.deliver(0)
-                self.moves.append(f"lands {d.op} {d.key}")
+                self._land(0, self.max_steps)
                 self.checker.check()
             for w in self.live:
                 w.paused_until = 0
             self._spawn(every_partition=True)
-            bound = 20_000
-            while any(not w.done for w in self.live):
-                bound -= 1
-                if bound == 0:
-                    raise Violation("liveness: writers did not finish once faults stopped")
-                w = next(w for w in self.live if not w.done)
-                self._step(w)
-                self.checker.check()
-            finished = [w.writer for w in self.live if w.writer.outcome == "done"]
+            self._finish()
+            finished = [
+                w.writer for w in self.live if w.attempt is None and w.writer.outcome == "done"
+            ]
             if not finished:
                 raise Violation("liveness: no writer finished once faults stopped")
             for ref in self.refs:
                 if self.checker.state.end(ref) != self.highs[ref]:
                     raise Violation(f"liveness: {ref} committed to {self.checker.state.end(ref)}")
             self.store.now += self.grace + 1
-            last = self._spawn(every_partition=True)
-            while not last.done:
-                self._step(last)
-                self.checker.check()
+            self._spawn(every_partition=True)
+            self._finish()
             data = {
                 k
                 for k in self.store.objects
@@ -361,6 +466,26 @@ class Simulation:
         return Result(
             self.seed, violation, self.moves, self.store.requests, len(self.checker.committed)
         )
+
+
+def _outcome(a: Attempt) -> str:
+    if isinstance(a.outcome, tuple):
+        return f"{len(a.outcome)} objects"
+    return str(a.outcome)
+
+
+def _point(req: Request | Wait | None) -> str:
+    """Where a crash hit: before which kind of request."""
+    if req is None:
+        return "start"
+    if isinstance(req, Wait):
+        return "wait"
+    name = type(req).__name__.upper()
+    key = req.prefix if isinstance(req, List) else req.key
+    log = log_prefix(PREFIX)
+    if key.startswith(log):
+        return f"{name} {'checkpoint' if '/checkpoint/' in key else 'entry'}"
+    return f"{name} object"
 
 
 def _describe(req: Request) -> str:
@@ -424,6 +549,7 @@ def steady_state_requests(partitions: int, batches: int, checkpoint_every: int =
             highs[r] += 1
         commits = drive(writer._write_batch(), store)
         drive(writer._commit(commits), store)
+        writer._end_batch()
         objects += sum(len(c.objects) for c in commits)
     spent = store.requests - before
     return sum(spent.values()) / objects

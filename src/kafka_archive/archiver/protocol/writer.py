@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -62,7 +62,12 @@ MUTATIONS: Mapping[str, str] = {
     "vacuum_named": "vacuum does not skip objects the log names",
     "vacuum_by_age_only": "vacuum deletes unnamed objects by age alone, whatever their writer",
     "recover_unfenced": "recovery deletes a found object whose writer is not fenced",
-    "straggler_delete": "a writer that lost (fenced) deletes the keys it wrote, unconditionally",
+    "fenced_cleanup": "a writer that lost (fenced) deletes the keys it wrote, unconditionally",
+    "straggler_delete": "an object of this run (its run and epoch) found at the key is deleted "
+    "and replaced whatever its attempt (the straggler of a failed batch that passed every "
+    "check and replaced a later batch's object)",
+    "lower_attempt_dead": "an attempt of this run with a lower number is taken as dead (a "
+    "speculative copy deletes its live sibling's object)",
     "ambiguous_commit_is_failure": "a commit without response taken as failed: its objects "
     "deleted (If-Match)",
     "foreign_entry_as_ours": "after a create without answer, any entry found at its seq taken "
@@ -108,7 +113,18 @@ class List:
 
 
 Request = Get | Head | Put | Delete | List
-Steps = Generator[Request, object, T]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Not a store request: the driver waits for its attempts. `drive` runs them in turn;
+    the simulation steps each as an executor of its own (and steps the driver once ready)."""
+
+    ready: Callable[[], bool]
+    running: Callable[[], list[Attempt]]
+
+
+Steps = Generator[Request | Wait, object, T]
 
 
 def execute(store: Store, req: Request) -> object:
@@ -135,11 +151,20 @@ def execute(store: Store, req: Request) -> object:
 
 
 def drive(steps: Steps[T], store: Store) -> T:
-    """Runs a session (or any step machine) to its end against `store`."""
+    """Runs a session (or any step machine) to its end against `store`, attempts in turn."""
     try:
         req = next(steps)
         while True:
-            req = steps.send(execute(store, req))
+            if isinstance(req, Wait):
+                while not req.ready():
+                    running = req.running()
+                    if not running:
+                        raise RuntimeError("the driver waits for attempts none of which runs")
+                    for a in running:
+                        drive(a.steps, store)
+                req = steps.send(None)
+            else:
+                req = steps.send(execute(store, req))
     except StopIteration as stop:
         result: T = stop.value
         return result
@@ -210,6 +235,35 @@ class _Replan(Exception):
     pass
 
 
+class _InTheWay(Exception):
+    """A live sibling attempt's object holds the key: this attempt fails, the driver decides."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A partition's share of a batch, as the driver planned it: objects cut from `start`
+    below `high`, at most `objects` of them (every attempt of it cuts the same)."""
+
+    ref: PartitionRef
+    start: int
+    high: int
+    objects: int
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One attempt of a task, on an executor: it creates the task's objects and reports
+    them to the driver. `dead` (the attempts declared dead) and `state` (the log) are what
+    the driver gave it at launch; it reads the log itself when an object is in its way."""
+
+    number: int
+    task: Task
+    dead: frozenset[int]
+    state: core.LogState
+    steps: Steps[None] = field(init=False)
+    outcome: tuple[ObjectRef, ...] | str | None = None  # objects, or why it failed
+
+
 def checksum(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:32]
 
@@ -226,6 +280,11 @@ def object_writer(meta: Mapping[str, str]) -> tuple[WriterId | None, int, Partit
 
 @dataclass
 class Writer:
+    """A run: the driver (`session`: the log, the claim, the batches' plans and entries) and
+    the attempts it hands out, one task (partition) of a batch each, that create objects.
+    `launched` holds attempts the driver launched and nobody runs yet (the scheduler's);
+    `declare_dead` and `speculate` are the driver's scheduler (a lost executor, a slow task)."""
+
     prefix: str
     run_id: str
     refs: Sequence[PartitionRef]
@@ -239,6 +298,11 @@ class Writer:
     me: WriterId | None = None
     outcome: str | None = None  # "done" | "fenced"
     written: dict[str, str] = field(default_factory=dict)  # key -> ETag, objects it created
+    dead: set[int] = field(default_factory=set)  # attempts declared dead: never committed
+    launched: list[Attempt] = field(default_factory=list)
+    tasks: dict[Task, list[Attempt]] = field(default_factory=dict)  # the batch's attempts
+    won: dict[Task, Attempt] = field(default_factory=dict)  # the attempt each task takes
+    _failed: bool = False  # an attempt found the plan stale or the writer fenced
     _attempts: int = 0
 
     def _mut(self, name: str) -> bool:
@@ -256,14 +320,19 @@ class Writer:
                 if not commits:
                     break
                 yield from self._commit(commits)
+                self._end_batch()
             except _Replan:
+                self._end_batch()
                 self.state = yield from read_log(self.prefix, self.state)
             except _Fenced:
-                if self._mut("straggler_delete"):
+                self._end_batch()
+                if self._mut("fenced_cleanup"):
                     for key in list(self.written):
                         yield from self._delete(key, None)
                 self.outcome = "fenced"
+                self.dead.update(range(1, self._attempts + 1))
                 return self.outcome
+        self.dead.update(range(1, self._attempts + 1))  # the session is over: so are they
         yield from self.vacuum()
         self.outcome = "done"
         return self.outcome
@@ -332,43 +401,121 @@ class Writer:
                 Put(checkpoint_key(self.prefix, self.state.seq), body, {}, if_none_match=True)
             )
 
-    # -- objects ---------------------------------------------------------------------------
+    # -- attempts --------------------------------------------------------------------------
+
+    def _launch(self, task: Task) -> None:
+        self._attempts += 1
+        a = Attempt(self._attempts, task, frozenset(self.dead), self.state)
+        a.steps = self._attempt(a)
+        self.tasks[task].append(a)
+        self.launched.append(a)
+
+    def _running(self, task: Task) -> list[Attempt]:
+        return [
+            a for a in self.tasks.get(task, []) if a.outcome is None and a.number not in self.dead
+        ]
+
+    def _ready(self) -> bool:
+        return self._failed or all(t in self.won for t in self.tasks)
+
+    def declare_dead(self, a: Attempt) -> None:
+        """The driver gives up on a running attempt (its executor is lost or silent): its
+        objects will never be committed; another attempt of its task is launched."""
+        if a.outcome is not None or a.number in self.dead:
+            return
+        self.dead.add(a.number)
+        if a.task in self.tasks and a.task not in self.won and not self._running(a.task):
+            self._launch(a.task)
+
+    def speculate(self, a: Attempt) -> None:
+        """A speculative copy of a running attempt, side by side with it."""
+        if self._running(a.task) and a.task not in self.won and not self._failed:
+            self._launch(a.task)
+
+    def _report(self, a: Attempt, outcome: tuple[ObjectRef, ...] | str) -> None:
+        a.outcome = outcome
+        if a.number in self.dead or a.task not in self.tasks or a.task in self.won:
+            self.dead.add(a.number)
+            return
+        if isinstance(outcome, tuple):
+            self.won[a.task] = a
+            return
+        self.dead.add(a.number)
+        if outcome in ("stale", "fenced"):
+            self._failed = True
+        elif not self._running(a.task):
+            self._launch(a.task)
+
+    def _end_batch(self) -> None:
+        """Every attempt of the batch declared dead: the driver commits none of them (again)."""
+        self.dead.update(a.number for ats in self.tasks.values() for a in ats)
+        self.tasks, self.won, self._failed = {}, {}, False
 
     def _write_batch(self) -> Steps[list[PartitionCommit]]:
-        commits = []
+        """Plans a task per partition with records, launches an attempt of each and waits
+        until each task has an attempt's objects (or one found the plan stale)."""
         for ref in self.refs:
-            start = at = self.state.end(ref)
-            high = self.source.high(ref)
-            objects: list[ObjectRef] = []
-            while at < high and len(objects) < self.batch_objects:
-                key, last, body = self.source.cut(ref, at, high)
-                objects.append((yield from self._write_object(ref, key, at, last, body)))
-                at = last + 1
-            if objects:
-                commits.append(PartitionCommit(ref, start, at, tuple(objects)))
+            start, high = self.state.end(ref), self.source.high(ref)
+            if start < high:
+                self.tasks[Task(ref, start, high, self.batch_objects)] = []
+        for task in list(self.tasks):
+            self._launch(task)
+        while not self._ready():
+            yield Wait(self._ready, lambda: [a for t in self.tasks for a in self._running(t)])
+        if self._failed:
+            raise _Replan
+        commits = []
+        for task, a in self.won.items():
+            assert isinstance(a.outcome, tuple)
+            commits.append(PartitionCommit(task.ref, task.start, a.outcome[-1].last + 1, a.outcome))
         return commits
 
+    def _attempt(self, a: Attempt) -> Steps[None]:
+        """An attempt's life on its executor: the task's objects, then its report."""
+        task = a.task
+        objects: list[ObjectRef] = []
+        outcome: tuple[ObjectRef, ...] | str
+        try:
+            at = task.start
+            while at < task.high and len(objects) < task.objects:
+                key, last, body = self.source.cut(task.ref, at, task.high)
+                objects.append((yield from self._write_object(a, key, at, last, body)))
+                at = last + 1
+            outcome = tuple(objects)
+        except _Fenced:
+            outcome = "fenced"
+        except _Replan:
+            outcome = "stale"
+        except _InTheWay:
+            outcome = "in the way"
+        self._report(a, outcome)
+
+    # -- objects ---------------------------------------------------------------------------
+
     def _write_object(
-        self, ref: PartitionRef, key: str, first: int, last: int, body: bytes
+        self, a: Attempt, key: str, first: int, last: int, body: bytes
     ) -> Steps[ObjectRef]:
         assert self.me is not None
+        ref = a.task.ref
         ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
+        meta = {
+            "run-id": self.me.run_id,
+            "epoch": str(self.me.epoch),
+            "attempt": str(a.number),
+            "route": ref.route,
+            "topic": ref.topic,
+            "partition": str(ref.partition),
+        }
+        dead: Container[int] = a.dead
+        if self._mut("lower_attempt_dead"):
+            dead = set(a.dead) | set(range(a.number))
+        fresh = False
         while True:
-            self._attempts += 1
-            attempt = self._attempts
-            meta = {
-                "run-id": self.me.run_id,
-                "epoch": str(self.me.epoch),
-                "attempt": str(attempt),
-                "route": ref.route,
-                "topic": ref.topic,
-                "partition": str(ref.partition),
-            }
             try:
                 self.written[key] = yield from _do(Put(key, body, meta, if_none_match=True))
                 return ours
             except Ambiguous:
-                continue  # a new attempt; this one may still land, and then loses the key
+                continue  # sent again: if the first landed, the 412 finds it ours
             except PreconditionFailed:
                 pass
             try:
@@ -379,21 +526,28 @@ class Writer:
             if self._mut("adopt_by_metadata") and found_ref == ref:
                 return ours
             found = core.FoundObject(key, head.etag, writer, found_attempt)
-            verdict = core.found_object(self.state, self.me, range(attempt), ref, found)
-            if self._mut("recover_unfenced") and verdict is core.Found.CHECK:
+            verdict = core.found_object(a.state, self.me, a.number, dead, ref, found)
+            if verdict is core.Found.CHECK and (
+                self._mut("recover_unfenced")
+                or (self._mut("straggler_delete") and writer == self.me)
+            ):
                 verdict = core.Found.DELETE
+            if verdict is core.Found.OURS:
+                self.written[key] = head.etag
+                return ours
             if verdict is core.Found.NAMED:
                 raise _Replan
             if verdict is core.Found.DELETE:
                 if_match = None if self._mut("unconditional_delete") else head.etag
                 yield from self._delete(key, if_match)
                 continue
-            self.state = yield from read_log(self.prefix, self.state)
-            if core.is_fenced(self.state, self.me, self.refs):
+            if writer == self.me:
+                raise _InTheWay  # a live sibling's: the driver waits for it or declares it dead
+            if fresh:
+                raise RuntimeError(f"{key}: an object of no fenced writer is in the way")
+            a.state, fresh = (yield from read_log(self.prefix, a.state)), True
+            if core.is_fenced(a.state, self.me, [ref]):
                 raise _Fenced
-            if key in self.state.named():
-                raise _Replan
-            raise RuntimeError(f"{key}: an object of no fenced writer is in the way")
 
     def _delete(self, key: str, if_match: str | None) -> Steps[None]:
         """One delete; whatever it answers, the caller looks again (a create, a listing)."""

@@ -105,28 +105,38 @@ def test_a_found_object_is_deleted_only_when_its_writer_is_fenced_never_adopted(
     state = core.fold(state, core.commit_entry(state, b, [rng(P0, 0, 1)]))
     key = "t/0/00000000000000000000"
     named = core.FoundObject(key, '"1"', a, 1)
-    assert core.found_object(state, b, {4}, P0, named) is core.Found.NAMED
+    assert core.found_object(state, b, 7, {4}, P0, named) is core.Found.NAMED
     other = "t/0/00000000000000000002"
     assert (
-        core.found_object(state, b, {4}, P0, core.FoundObject(other, "e", a, 1))
+        core.found_object(state, b, 7, {4}, P0, core.FoundObject(other, "e", a, 1))
         is core.Found.DELETE
     )
     # a writer above us: we are the one fenced; read the log
     c = WriterId("c", 3)
     assert (
-        core.found_object(state, b, {4}, P0, core.FoundObject(other, "e", c, 1)) is core.Found.CHECK
+        core.found_object(state, b, 7, {4}, P0, core.FoundObject(other, "e", c, 1))
+        is core.Found.CHECK
     )
     # our own attempt declared dead is deleted; another, live or not declared, is not
     assert (
-        core.found_object(state, b, {4}, P0, core.FoundObject(other, "e", b, 4))
+        core.found_object(state, b, 7, {4}, P0, core.FoundObject(other, "e", b, 4))
         is core.Found.DELETE
     )
     for live in (3, 9):  # a lower number is no proof of death (a speculative copy)
         found = core.FoundObject(other, "e", b, live)
-        assert core.found_object(state, b, {4}, P0, found) is core.Found.CHECK
+        assert core.found_object(state, b, 7, {4}, P0, found) is core.Found.CHECK
+    # our attempt's own create, landed although its response was lost: ours, with that ETag
+    assert (
+        core.found_object(state, b, 7, {4}, P0, core.FoundObject(other, "e", b, 7))
+        is core.Found.OURS
+    )
+    # the same attempt number of another writer (run or epoch) is not ours
+    for w in (WriterId("b", 1), WriterId("z", 2)):
+        found = core.FoundObject(other, "e", w, 7)
+        assert core.found_object(state, b, 7, {4}, P0, found) is not core.Found.OURS
     # no writer metadata: not ours to judge
     assert (
-        core.found_object(state, b, {4}, P0, core.FoundObject(other, "e", None, 0))
+        core.found_object(state, b, 7, {4}, P0, core.FoundObject(other, "e", None, 0))
         is core.Found.CHECK
     )
 

@@ -7,6 +7,7 @@ through the module's command line instead).
 
 import json
 import os
+import re
 import time
 from dataclasses import replace
 from typing import Any
@@ -41,19 +42,32 @@ SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "400"))
 MUTATION_BOUND = 1000
 
 
+KINDS = (
+    "-> Ambiguous",  # lost responses and requests delayed in flight
+    "-> PreconditionFailed",
+    "DELETE",
+    "kafka ",
+    "/checkpoint/",
+    "pause ",
+    "declares attempt",  # the driver times an attempt out and launches another
+    "speculates on attempt",  # a copy side by side with a running attempt
+    "ends: in the way",  # an attempt meets its live sibling's object
+)
+# a request that lands after its sender crashed, paused, or was declared dead
+LANDED_AFTER = ("crashed", "paused", "dead", "running")
+DRIVER_POINTS = ("start", "GET entry", "GET checkpoint", "PUT entry", "PUT checkpoint", "wait")
+VACUUM_POINTS = ("LIST object", "HEAD object")  # (its DELETE: too rare to require here)
+EXECUTOR_POINTS = ("start", "PUT object", "HEAD object", "DELETE object", "GET entry")
+CRASH_POINTS = {("driver", p) for p in (*DRIVER_POINTS, *VACUUM_POINTS)} | {
+    ("executor", p) for p in EXECUTOR_POINTS
+}
+
+
 def test_seeded_schedules_hold_every_invariant_and_exercise_the_faults() -> None:
     started = time.monotonic()
     seen: set[str] = set()
-    kinds = (
-        "lands PUT",
-        "crash ",
-        "pause ",
-        "-> Ambiguous",
-        "-> PreconditionFailed",
-        "DELETE",
-        "kafka ",
-        "/checkpoint/",
-    )
+    landed: set[str] = set()
+    crashed: set[tuple[str, str]] = set()
     for seed in range(SCHEDULES):
         result = simulate(seed)
         if result.violation is not None:
@@ -62,11 +76,17 @@ def test_seeded_schedules_hold_every_invariant_and_exercise_the_faults() -> None
                 + f"\nseed {seed}: {result.violation}\nreplay: python -m "
                 f"kafka_archive.archiver.protocol.simulation --replay --seed {seed}"
             )
-        if seed < 40:
-            seen.update(k for m in result.moves for k in kinds if k in m)
+        for m in result.moves:
+            seen.update(k for k in KINDS if k in m)
+            if (hit := re.match(r"lands \w+ \S+ of \S+ \((\w+)\)", m)) is not None:
+                landed.add(hit[1])
+            if (hit := re.match(r"crash w\d+(\.\d+)? before (.*)", m)) is not None:
+                crashed.add(("executor" if hit[1] else "driver", hit[2]))
     took = time.monotonic() - started
     print(f"{SCHEDULES} schedules in {took:.1f} s: {SCHEDULES / took:.1f}/s")
-    assert seen == set(kinds)
+    assert seen == set(KINDS)
+    assert landed >= set(LANDED_AFTER)
+    assert crashed >= CRASH_POINTS, sorted(CRASH_POINTS - crashed)
 
 
 @pytest.mark.parametrize("mutation", [None, "straggler_delete"])

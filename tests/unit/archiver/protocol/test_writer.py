@@ -7,7 +7,7 @@ import pytest
 from kafka_archive.archiver.protocol.log import PartitionRef, decode_entry, entry_key
 from kafka_archive.archiver.protocol.memstore import MemStore
 from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, steady_state_requests
-from kafka_archive.archiver.protocol.writer import Put, Writer, drive, execute
+from kafka_archive.archiver.protocol.writer import Put, Wait, Writer, drive, execute
 
 REFS = [PartitionRef("r", "t", p) for p in range(2)]
 
@@ -42,7 +42,13 @@ class Stepper:
     def step(self) -> Any:
         req = self.pending
         try:
-            self.pending = self.steps.send(execute(self.store, req))
+            if isinstance(req, Wait):  # its attempts, each to its end
+                while not req.ready():
+                    for a in req.running():
+                        drive(a.steps, self.store)
+                self.pending = self.steps.send(None)
+            else:
+                self.pending = self.steps.send(execute(self.store, req))
         except StopIteration as stop:
             self.result = stop.value
         return req
@@ -78,6 +84,54 @@ def test_a_writer_claimed_over_never_commits_and_the_new_one_replaces_its_object
         runs.append(decode_entry(raw[1]).writer.run_id)
     assert runs[0] == "run-a" and set(runs[1:]) == {"run-b"}
     assert archived(store) == {0: list(range(4)), 1: list(range(4))}
+
+
+@pytest.mark.parametrize("mutation", [None, "lower_attempt_dead"])
+def test_a_speculative_copy_never_deletes_its_live_sibling_s_object(mutation: str | None) -> None:
+    store = MemStore()
+    w = Writer(PREFIX, "run-1", REFS[:1], Kafka({REFS[0]: 2}, 1), clock=lambda: store.now)
+    w.mutations = frozenset([mutation] if mutation else [])
+    driver = Stepper(store, w.session())
+    driver.until(lambda r: isinstance(r, Wait))
+    (first,) = w.launched
+    one = Stepper(store, first.steps)
+    key = one.step().key  # attempt 1 creates its first object, then is slow
+    etag = store.head(key).etag
+    w.speculate(first)
+    second = w.launched[1]
+    drive(second.steps, store)  # the copy finds attempt 1's object: live, not its own
+    if mutation:  # the old rule: a lower attempt number is dead
+        assert store.raw(key) is None or store.raw(key)[0] != etag  # type: ignore[index]
+        return
+    assert second.outcome == "in the way" and store.head(key).etag == etag
+    while one.result is None and first.outcome is None:
+        one.step()
+    while driver.result is None:
+        driver.step()
+    assert driver.result == "done" and archived(store) == {0: [0, 1]}
+    assert store.head(key).metadata["attempt"] == "1"
+
+
+def test_a_dead_attempt_s_object_is_replaced_and_the_zombie_gives_way() -> None:
+    store = MemStore()
+    w = Writer(PREFIX, "run-1", REFS[:1], Kafka({REFS[0]: 2}, 1), clock=lambda: store.now)
+    driver = Stepper(store, w.session())
+    driver.until(lambda r: isinstance(r, Wait))
+    (first,) = w.launched
+    zombie = Stepper(store, first.steps)
+    key = zombie.step().key  # attempt 1 creates its first object, then goes silent
+    w.declare_dead(first)
+    second = w.launched[1]
+    assert second.dead == {1}
+    drive(second.steps, store)  # deletes (If-Match) the dead attempt's object, creates both
+    assert store.head(key).metadata["attempt"] == "2"
+    while zombie.result is None and first.outcome is None:
+        zombie.step()  # it finds attempt 2's next object: live for all it knows
+    assert first.outcome == "in the way"
+    while driver.result is None:
+        driver.step()
+    assert driver.result == "done" and archived(store) == {0: [0, 1]}
+    assert {store.head(k).metadata["attempt"] for k in store.objects if "/t/0/" in k} == {"2"}
 
 
 @pytest.mark.parametrize("per_batch", [6, 10, 100])
