@@ -89,7 +89,7 @@ def test_seeded_schedules_hold_every_invariant_and_exercise_the_faults() -> None
     assert crashed >= CRASH_POINTS, sorted(CRASH_POINTS - crashed)
 
 
-@pytest.mark.parametrize("mutation", [None, "straggler_delete"])
+@pytest.mark.parametrize("mutation", [None, "straggler_delete", "lower_attempt_dead"])
 def test_a_seed_replays_exactly(mutation: str | None) -> None:
     mutations = frozenset([mutation] if mutation else [])
     for seed in range(5):
