@@ -6,7 +6,7 @@ it carries If-Match), listings in byte order. Faults, chosen per request by a `F
 a lost response (the request took effect, the caller sees `Ambiguous`), a delayed request
 (the caller sees `Ambiguous` now; the request lands later, when `deliver` is called: after
 its sender paused, crashed or retried), a stale listing (keys created most recently are
-missing from it).
+missing from it), a read without answer.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class MemStore:
 
     def get(self, key: str) -> Stored:
         self.requests["GET"] += 1
+        self._read("GET", key)
         o = self.objects.get(key)
         if o is None:
             raise NotFound(key)
@@ -86,6 +87,7 @@ class MemStore:
 
     def head(self, key: str) -> Stored:
         self.requests["HEAD"] += 1
+        self._read("HEAD", key)
         o = self.objects.get(key)
         if o is None:
             raise NotFound(key)
@@ -137,6 +139,7 @@ class MemStore:
 
     def list(self, prefix: str, start_after: str = "") -> list[ListedKey]:
         self.requests["LIST"] += 1
+        self._read("LIST", prefix)
         hide = self.faults.stale_by()
         newest = self._creates - hide
         keys = sorted(k for k in self.objects if k.startswith(prefix) and k > start_after)
@@ -147,6 +150,11 @@ class MemStore:
         ]
 
     # -- faults ------------------------------------------------------------------------
+
+    def _read(self, op: str, key: str) -> None:
+        """A read's fault: no answer (a read has no effect, so a delayed one is a lost one)."""
+        if self.faults.fate(op, key) is not Fate.DELIVER:
+            raise Ambiguous(f"{op} {key}: no response")
 
     def _send(self, op: str, key: str, apply: Callable[[], T]) -> T:
         fate = self.faults.fate(op, key)

@@ -73,3 +73,16 @@ def test_a_delayed_request_lands_later_with_its_precondition_judged_then() -> No
     s.deliver_all()  # the late create finds the key taken; the late delete another ETag
     assert s.get("k").body == b"second"
     assert s.requests == {"PUT": 3, "DELETE": 1, "GET": 1}
+
+
+def test_a_read_without_answer_changes_nothing_and_a_delayed_one_never_lands() -> None:
+    s = MemStore(Script(Fate.DELIVER, Fate.LOSE_RESPONSE, Fate.DELAY, Fate.LOSE_RESPONSE))
+    s.put("k", b"1", {})
+    with pytest.raises(Ambiguous):
+        s.get("k")
+    with pytest.raises(Ambiguous):
+        s.head("k")
+    with pytest.raises(Ambiguous):
+        s.list("")
+    assert s.in_flight == [] and s.get("k").body == b"1"
+    assert s.requests == {"PUT": 1, "GET": 2, "HEAD": 1, "LIST": 1}
