@@ -1,12 +1,16 @@
 """Deterministic simulation of the commit protocol: writers, faults and a seeded scheduler.
 
-One schedule (`simulate(seed)`): 2–3 writers over a few partitions whose end offsets grow
+One schedule (`simulate(seed)`): 2–3 runs over a few partitions whose end offsets grow
 (records keep arriving), against one `MemStore`; half the runs write some of the partitions
-only (statements sharing a target share its log). A `random.Random(seed)` picks every move:
-which writer sends its next request, the fate of each PUT/DELETE (delivered, response lost,
-delayed until a later move lands it), stale listings, crashes (a writer dropped between two
-requests; a new run starts later), pauses with the clock jump a resumed VM sees. After every
-move `Checker` checks the invariants against the store itself:
+only (statements sharing a target share its log). Each run is a driver and the attempts it
+launches, each stepped as an actor of its own. A `random.Random(seed)` picks every move:
+which actor sends its next request, the fate of each PUT/DELETE (delivered, response lost,
+delayed until a later move lands it), reads without answer, stale listings, crashes (a
+driver or an executor dropped between two requests; a crashed driver's attempts go on),
+pauses, a driver timing an attempt out (declared dead, another launched) or launching a
+speculative copy. Each run's clock is off the store's (up to twice the grace either way; a
+paused one stays behind by the pause half the time). After every move `Checker` checks the
+invariants against the store itself:
 
 1. a log entry, once created, never changes (the commit point cannot be overwritten);
 2. the log folds: every claim above every epoch before it, every commit by the holder of the
@@ -15,12 +19,15 @@ move `Checker` checks the invariants against the store itself:
    (never deleted or overwritten: vacuum and recovery included);
 4. every offset below a partition's committed end is in exactly one committed object (read
    from the objects' bodies);
-5. a checkpoint is the fold of the entries up to its seq.
+5. a checkpoint is the fold of the entries up to its seq;
+6. an object is deleted or replaced only when its writer is fenced or its attempt was
+   declared dead by its run's driver (never a live attempt's, by a sibling or anyone).
 
 Then faults stop, delayed requests land, and every live writer plus a new one run to their end
-within a bound (liveness: recovery finishes); a last run after the grace vacuums, and the
-objects under the prefix must be exactly the committed ones. The same seed replays the same
-schedule: a failure prints the seed and the moves.
+within a bound (liveness: recovery finishes; a driver times out attempts whose executor is
+gone); a last run after the grace (store time) vacuums, and the objects under the prefix
+must be exactly the committed ones. The same seed replays the same schedule: a failure
+prints the seed and the moves.
 
 `python -m kafka_archive.archiver.protocol.simulation [--schedules N] [--seed S]
 [--mutation NAME]` runs many (`make simulate`).
@@ -70,12 +77,15 @@ class SimFaults(Faults):
     lose: float = 0.04
     delay: float = 0.06
     stale: float = 0.3
+    lose_read: float = 0.02
     on: bool = True
 
     def fate(self, op: str, key: str) -> Fate:
         if not self.on:
             return Fate.DELIVER
         r = self.rng.random()
+        if op in ("GET", "HEAD", "LIST"):  # no answer: the reader sends it again
+            return Fate.LOSE_RESPONSE if r < self.lose_read else Fate.DELIVER
         if r < self.lose:
             return Fate.LOSE_RESPONSE
         if r < self.lose + self.delay:
