@@ -416,7 +416,7 @@ class Writer:
         ]
 
     def _ready(self) -> bool:
-        return self._failed or all(t in self.won for t in self.tasks)
+        return self._failed or len(self.won) == len(self.tasks)  # won: tasks of the batch
 
     def declare_dead(self, a: Attempt) -> None:
         """The driver gives up on a running attempt (its executor is lost or silent): its
