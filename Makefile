@@ -66,7 +66,8 @@ test-integration: $(STAMP)
 # The commit protocol's deterministic simulation (issue 37, archiver/protocol/simulation.py) at
 # nightly size; make test runs a few hundred schedules. A failure prints its seed and moves;
 # replay one: .venv/bin/python -m kafka_archive.archiver.protocol.simulation --replay --seed N
-# [--steps M] (SIM_STEPS: moves of each schedule before faults stop)
+# [--steps M] (SIM_STEPS: moves of each schedule before faults stop) [--mutation NAME] (a
+# historical bug reintroduced, writer.MUTATIONS: the run must find a violating seed)
 SIM_SCHEDULES ?= 100000
 SIM_SEED ?= 0
 SIM_STEPS ?= 250
