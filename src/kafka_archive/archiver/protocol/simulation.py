@@ -351,12 +351,12 @@ class Simulation:
                     f" [{a.task.start}, {a.task.high}), dead {sorted(a.dead)}"
                 )
 
-    def _running(self) -> list[tuple[_Live, Attempt]]:
-        """The attempts live drivers wait for (their executors running, lost or paused)."""
+    def _running(self, tick: int = 0) -> list[tuple[_Live, Attempt]]:
+        """The attempts live drivers (not paused at `tick`) wait for, executor gone or not."""
         return [
             (d, a)
             for d in self.live
-            if d.attempt is None and not d.done
+            if d.attempt is None and not d.done and d.paused_until <= tick
             for t in d.writer.tasks
             for a in d.writer._running(t)
         ]
@@ -425,7 +425,7 @@ class Simulation:
             )
         elif r < 0.17 and sum(not w.done and w.attempt is None for w in self.live) < 3:
             self._spawn()
-        elif r < 0.185 and (running := self._running()):
+        elif r < 0.185 and (running := self._running(tick)):
             d, a = self.rng.choice(running)
             if self.rng.random() < 0.5:
                 d.writer.declare_dead(a)  # its executor lost or silent past the timeout
