@@ -2,7 +2,9 @@
 bug (a mutation switch of the writer) is caught by some seed within a bound.
 
 SIM_SCHEDULES sets how many clean schedules run (`make simulate` runs a nightly-size count
-through the module's command line instead).
+through the module's command line instead); the fault-coverage assertions (every fault kind,
+requests landing after their sender crashed, paused or was declared dead, crashes before
+every kind of request of drivers and executors) need the default 400.
 """
 
 import json
