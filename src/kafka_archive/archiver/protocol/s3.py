@@ -97,11 +97,13 @@ def _server_error(exc: ClientError) -> bool:
 
 
 class BucketStore:
-    """The protocol's `Store` (`protocol.store.Store`) over one bucket of an `S3Store`."""
+    """The protocol's `Store` (`protocol.store.Store`) over one bucket of an `S3Store`.
+    Listings are read a page (`page_size` keys, S3's 1,000 by default) per request."""
 
-    def __init__(self, store: S3Store, bucket: str) -> None:
+    def __init__(self, store: S3Store, bucket: str, *, page_size: int | None = None) -> None:
         self._store = store
         self._bucket = bucket
+        self._page_size = page_size
         self._client = store.client
         self._client.meta.events.register(
             "needs-retry.s3", _after_attempt, unique_id=f"{_EVENTS}-{id(self._client)}"
@@ -231,6 +233,8 @@ class BucketStore:
         kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
         if start_after:
             kwargs["StartAfter"] = start_after
+        if self._page_size is not None:
+            kwargs["PaginationConfig"] = {"PageSize": self._page_size}
         out: list[ListedKey] = []
         with self._request("list", prefix, write=False):
             for page in paginator.paginate(**kwargs):
