@@ -30,6 +30,7 @@ from faultproxy import FaultProxy
 from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.protocol.log import PartitionRef, entry_key
 from kafka_archive.archiver.protocol.s3 import BucketStore
+from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import Writer, drive
 from kafka_archive.archiver.store.s3 import S3Store
 
@@ -272,3 +273,37 @@ def test_requests_per_object_of_one_writer(
     assert (counts.total() - session) / objects <= (per_commit + 1 + 1 / 10) / per_commit
     if per_commit >= 6:
         assert ratio <= 1.2
+
+
+def test_a_create_whose_answer_is_lost_is_ours_after_botocores_retry(
+    s3_client: Any, bucket: Callable[[], str], proxied: tuple[FaultProxy, S3Store]
+) -> None:
+    """The entry lands, its answer is lost (the proxy hangs up after S3 applied it);
+    botocore retries, S3 refuses the retry (412) for our own entry. The adapter answers
+    created, with the entry's ETag, not "taken"; a lost answer to a delete is Ambiguous."""
+    proxy, s3store = proxied
+    bkt = bucket()
+    store = BucketStore(s3store, bkt)
+    key, body = entry_key(PREFIX, 1), b'{"seq":1}'
+    dropped: list[str] = []
+
+    def once(method: str, path: str, headers: dict[str, str]) -> bool:
+        if method in ("PUT", "DELETE") and not dropped:
+            dropped.append(method)
+            return True
+        return False
+
+    proxy.drop_response = once
+    etag = store.put(key, body, {"writer": "w"}, if_none_match=True)
+    assert proxy.dropped == 1
+    head = s3_client.head_object(Bucket=bkt, Key=key)
+    assert etag == head["ETag"] and head["Metadata"] == {"writer": "w"}
+    sent = [(m, p) for m, p, _ in proxy.requests if urlsplit(p).path.endswith(key)]
+    assert [m for m, _ in sent] == ["PUT", "PUT", "GET"]  # created, refused for itself, read
+
+    with pytest.raises(PreconditionFailed):  # another writer's create: taken, no read
+        store.put(key, b"other", {"writer": "v"}, if_none_match=True)
+    dropped.clear()
+    with pytest.raises(Ambiguous):
+        store.delete(key, if_match=etag)
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bkt)
