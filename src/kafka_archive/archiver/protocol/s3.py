@@ -105,9 +105,8 @@ class BucketStore:
         self._bucket = bucket
         self._page_size = page_size
         self._client = store.client
-        self._client.meta.events.register(
-            "needs-retry.s3", _after_attempt, unique_id=f"{_EVENTS}-{id(self._client)}"
-        )
+        # Once per client (a pooled S3Store's client serves many adapters).
+        self._client.meta.events.register("needs-retry.s3", _after_attempt, unique_id=_EVENTS)
 
     @property
     def bucket(self) -> str:
