@@ -80,7 +80,7 @@ def _after_attempt(
             _ATTEMPTS.maybe_landed = True
     elif response is not None:
         status = int(getattr(response[0], "status_code", 0) or 0)
-        if status >= 500:
+        if status in (500, 502, 503, 504):
             _ATTEMPTS.maybe_landed = True
 
 
@@ -93,7 +93,9 @@ def _is_missing(exc: ClientError) -> bool:
 
 
 def _server_error(exc: ClientError) -> bool:
-    return error_status(exc) >= 500
+    """An answer that does not say whether the request was applied (botocore's transient
+    statuses); 501 NotImplemented (a store without conditional writes) is a refusal."""
+    return error_status(exc) in (500, 502, 503, 504)
 
 
 class BucketStore:

@@ -239,6 +239,7 @@ def test_a_conditional_delete_refused_after_its_own_retry_is_ambiguous(
         (409, "ConditionalRequestConflict", PreconditionFailed),
         (403, "AccessDenied", AccessDeniedError),
         (404, "NoSuchBucket", BucketNotFoundError),
+        (501, "NotImplemented", UploadError),  # no conditional writes: never Ambiguous
     ],
 )
 def test_refusals_of_a_create(
