@@ -6,7 +6,7 @@ answers as the protocol tells them apart.
   `PreconditionFailed`; 404 / NoSuchKey is `NotFound`. A DELETE If-Match of a missing key is
   either (AWS and moto answer 404, SeaweedFS 412): nothing was deleted.
 - A write whose answer never came (a read timeout, a connection dropped after the request
-  was sent, a 5xx) is `Ambiguous`: it may have taken effect. botocore has retried it by
+  was sent, a 500/502/503/504) is `Ambiguous`: it may have taken effect. botocore has retried it by
   then (standard mode retries 5xx and every connection error), so the first attempt may
   have landed and a retry been refused for it: a create-only PUT answers 412 *for our own
   object*, an If-Match PUT 412 for the ETag our first attempt gave it. That 412 is settled
@@ -16,11 +16,12 @@ answers as the protocol tells them apart.
   metadata names its run, epoch and attempt, an entry's body its writer: no other request
   writes the same. A DELETE refused after such a retry is `Ambiguous` (ours may be the one
   that deleted it).
-- Every attempt failing before anything was sent (connection refused, connect timeout) is
-  no effect: the runtime's `S3UnavailableError`, as is any read that fails after botocore's
-  retries; other refusals (access denied, no such bucket, expired credentials) are the
-  runtime's errors too (`store.translate`), never a `StoreError`: the protocol stops on
-  them with one line, instead of retrying what cannot succeed.
+- A write whose every attempt failed before anything was sent (connection refused, connect
+  timeout) had no effect, and a read that fails after botocore's retries has none to
+  settle: both are the runtime's errors (`store.translate`: `S3UnavailableError` when the
+  endpoint cannot be reached), as are the other refusals (access denied, no such bucket,
+  expired credentials, 501 NotImplemented), never a `StoreError`: the protocol stops on
+  them with one line instead of retrying what cannot succeed.
 
 DELETE If-Match is honoured by AWS (general purpose buckets since 2025-09-16), moto and
 SeaweedFS; a store that ignores it is refused before any write by the conditional-write
