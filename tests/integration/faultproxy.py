@@ -10,11 +10,14 @@ but whose response never arrives (the connection is closed instead). ``hold`` pi
 that wait (unforwarded) until ``release`` is set: ``held`` is set when the first arrives,
 ``landed`` once a held one was applied upstream (a create that lands late).
 ``strip_when`` removes headers from the requests it picks only (an endpoint that ignores a
-header on one kind of request).
+header on one kind of request). ``serialize`` picks requests forwarded one at a time (moto
+checks a condition and then writes, unlocked, in a threaded server: two creates If-None-Match
+of one key at once can both succeed; S3 evaluates each atomically).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import socket
@@ -55,6 +58,9 @@ class FaultProxy:
         self.held, self.release, self.landed = (threading.Event() for _ in range(3))
         # (method, path, headers) -> lower-case names of headers to remove from that request.
         self.strip_when: Callable[[str, str, dict[str, str]], set[str]] | None = None
+        # (method, path, headers) -> True: forward it while no other picked one is in flight.
+        self.serialize: Callable[[str, str, dict[str, str]], bool] | None = None
+        self._serial = threading.Lock()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -148,11 +154,15 @@ class FaultProxy:
                 drop = proxy.drop_response is not None and proxy.drop_response(
                     self.command, self.path, dict(self.headers.items())
                 )
+                serial = proxy.serialize is not None and proxy.serialize(
+                    self.command, self.path, seen
+                )
                 upstream = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
-                    upstream.request(self.command, self.path, body=body, headers=headers)
-                    response = upstream.getresponse()
-                    data = response.read()
+                    with proxy._serial if serial else contextlib.nullcontext():
+                        upstream.request(self.command, self.path, body=body, headers=headers)
+                        response = upstream.getresponse()
+                        data = response.read()
                     if held:
                         proxy.landed.set()
                     if drop:

@@ -1,8 +1,10 @@
 """An in-memory S3 model with S3's conditional semantics and injectable faults.
 
-Semantics: strong read-after-write, ETags that name one content version (a new one per
-PUT), 412 on a failed If-None-Match / If-Match, 404 on a missing key (DELETE included when
-it carries If-Match), listings in byte order. Faults, chosen per request by a `Faults`:
+Semantics: strong read-after-write; ETags that name the content, as S3's ETag of a single PUT
+(the body's MD5): the same bytes written again have the same ETag whatever their metadata, so
+If-Match cannot tell two writers' objects of the same bytes apart; 412 on a failed
+If-None-Match / If-Match, 404 on a missing key (DELETE included when it carries If-Match),
+listings in byte order. Faults, chosen per request by a `Faults`:
 a lost response (the request took effect, the caller sees `Ambiguous`), a delayed request
 (the caller sees `Ambiguous` now; the request lands later, when `deliver` is called: after
 its sender paused, crashed or retried), a stale listing (keys created most recently are
@@ -12,6 +14,7 @@ missing from it), a read without answer.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -72,7 +75,6 @@ class MemStore:
     in_flight: list[Delayed] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     changed: set[str] = field(default_factory=set)  # keys put or deleted (for a checker)
-    _etags: int = 0
     _creates: int = 0
 
     # -- the Store protocol ------------------------------------------------------------
@@ -103,8 +105,7 @@ class MemStore:
         if_match: str | None = None,
     ) -> str:
         self.requests["PUT"] += 1
-        self._etags += 1
-        etag = f'"{self._etags}"'
+        etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         meta = dict(metadata)
 
         def apply() -> str:
