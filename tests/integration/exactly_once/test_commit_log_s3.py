@@ -30,8 +30,9 @@ from faultproxy import FaultProxy
 from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.protocol.log import PartitionRef, entry_key
 from kafka_archive.archiver.protocol.s3 import BucketStore
+from kafka_archive.archiver.protocol.steps import drive
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
-from kafka_archive.archiver.protocol.writer import Writer, drive
+from kafka_archive.archiver.protocol.writer import Writer
 from kafka_archive.archiver.store.s3 import S3Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.every_s3]
@@ -62,6 +63,9 @@ class Source:
         key = f"{PREFIX}/{ref.topic}/{ref.partition}/{first:020d}.json"
         body = json.dumps({"partition": ref.partition, "offsets": list(range(first, last + 1))})
         return key, last, body.encode()
+
+    def stamp(self, body: bytes, nonce: str) -> bytes:
+        return json.dumps({**json.loads(body), "writer": nonce}).encode()
 
 
 def requests_by_type(proxy: FaultProxy) -> Counter[str]:

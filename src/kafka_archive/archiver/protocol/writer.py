@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Container, Generator, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
@@ -34,25 +34,30 @@ from kafka_archive.archiver.protocol.log import (
     PartitionRef,
     WriterId,
     checkpoint_key,
-    checkpoint_prefix,
-    checkpoint_seq,
-    decode_checkpoint,
     decode_entry,
     encode_checkpoint,
     encode_entry,
     entry_key,
     log_prefix,
 )
+from kafka_archive.archiver.protocol.steps import (
+    Delete,
+    Head,
+    List,
+    Put,
+    Steps,
+    Wait,
+    get_or_none,
+    read_log,
+    send,
+    send_read,
+)
 from kafka_archive.archiver.protocol.store import (
     Ambiguous,
     NotFound,
     PreconditionFailed,
-    Store,
     Stored,
-    StoreError,
 )
-
-T = TypeVar("T")
 
 MUTATIONS: Mapping[str, str] = {
     "unconditional_entry": "claims and commits PUT without If-None-Match (the unconditional "
@@ -75,141 +80,10 @@ MUTATIONS: Mapping[str, str] = {
     "skip_fence_check": "after a 412 on its commit, a writer re-validates ranges only, not epochs",
     "vacuum_local_clock": "vacuum ages objects by the writer's own clock, not the store's (a "
     "paused VM's clock lags: a late create outlives the grace)",
+    "identical_bytes": "every attempt writes the same bytes for an object (no stamp): S3's ETag "
+    "is the MD5 of the bytes, so a delete If-Match judged on one attempt's object also matches "
+    "a later attempt's at the same key, and a delete that lands late removes a committed object",
 }
-
-
-# -- requests ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Get:
-    key: str
-
-
-@dataclass(frozen=True)
-class Head:
-    key: str
-
-
-@dataclass(frozen=True)
-class Put:
-    key: str
-    body: bytes
-    metadata: Mapping[str, str]
-    if_none_match: bool = False
-    if_match: str | None = None
-
-
-@dataclass(frozen=True)
-class Delete:
-    key: str
-    if_match: str | None = None
-
-
-@dataclass(frozen=True)
-class List:
-    prefix: str
-    start_after: str = ""
-
-
-Request = Get | Head | Put | Delete | List
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Not a store request: the driver waits for its attempts. `drive` runs them in turn;
-    the simulation steps each as an executor of its own (and steps the driver once ready)."""
-
-    ready: Callable[[], bool]
-    running: Callable[[], list[Attempt]]
-
-
-Steps = Generator[Request | Wait, object, T]
-
-
-def execute(store: Store, req: Request) -> object:
-    """Does `req` against `store`: its result, or the `StoreError` it failed with."""
-    try:
-        if isinstance(req, Get):
-            return store.get(req.key)
-        if isinstance(req, Head):
-            return store.head(req.key)
-        if isinstance(req, Put):
-            return store.put(
-                req.key,
-                req.body,
-                req.metadata,
-                if_none_match=req.if_none_match,
-                if_match=req.if_match,
-            )
-        if isinstance(req, Delete):
-            store.delete(req.key, if_match=req.if_match)
-            return None
-        return store.list(req.prefix, req.start_after)
-    except StoreError as e:
-        return e
-
-
-def drive(steps: Steps[T], store: Store) -> T:
-    """Runs a session (or any step machine) to its end against `store`, attempts in turn."""
-    try:
-        req = next(steps)
-        while True:
-            if isinstance(req, Wait):
-                while not req.ready():
-                    running = req.running()
-                    if not running:
-                        raise RuntimeError("the driver waits for attempts none of which runs")
-                    for a in running:
-                        drive(a.steps, store)
-                req = steps.send(None)
-            else:
-                req = steps.send(execute(store, req))
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-
-
-def _do(req: Request) -> Steps[Any]:
-    reply = yield req
-    if isinstance(reply, StoreError):
-        raise reply
-    return reply
-
-
-def _read(req: Get | Head | List) -> Steps[Any]:
-    """A read: no effect, so a read without answer is sent again."""
-    while True:
-        try:
-            return (yield from _do(req))
-        except Ambiguous:
-            continue
-
-
-def _get(key: str) -> Steps[Stored | None]:
-    try:
-        got: Stored = yield from _read(Get(key))
-    except NotFound:
-        return None
-    return got
-
-
-def read_log(prefix: str, known: core.LogState | None = None) -> Steps[core.LogState]:
-    """The log folded to its tail: from `known`, or from the newest listed checkpoint."""
-    state = known
-    if state is None:
-        state = core.LogState()
-        listed = yield from _read(List(checkpoint_prefix(prefix)))
-        seqs = sorted(s for k in listed if (s := checkpoint_seq(k.key)) is not None)
-        if seqs:
-            got = yield from _get(checkpoint_key(prefix, seqs[-1]))
-            if got is not None:
-                state = core.LogState.from_checkpoint(decode_checkpoint(got.body))
-    while True:
-        got = yield from _get(entry_key(prefix, state.seq + 1))
-        if got is None:
-            return state
-        state = core.fold(state, decode_entry(got.body))
 
 
 # -- the writer ---------------------------------------------------------------------------
@@ -224,6 +98,11 @@ class Source(Protocol):
 
     def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
         """The object starting at `first` (below `high`): its key, last offset and body."""
+        ...
+
+    def stamp(self, body: bytes, nonce: str) -> bytes:
+        """`body` carrying `nonce` where readers ignore it (Parquet or Avro file metadata, a
+        gzip header field): the same records, other bytes, so another ETag."""
         ...
 
 
@@ -354,7 +233,7 @@ class Writer:
         body = encode_entry(entry)
         while True:
             try:
-                yield from _do(
+                yield from send(
                     Put(key, body, {}, if_none_match=not self._mut("unconditional_entry"))
                 )
                 return True
@@ -365,7 +244,7 @@ class Writer:
                     for o in objects:
                         yield from self._delete(o.key, self.written.get(o.key))
                     return False
-            got = yield from _get(key)
+            got = yield from get_or_none(key)
             found = None if got is None else decode_entry(got.body)
             if found is not None and self._mut("foreign_entry_as_ours"):
                 found = entry
@@ -397,7 +276,7 @@ class Writer:
         """Best effort: a checkpoint another wrote is the same fold; a lost one costs reads."""
         body = encode_checkpoint(self.state.checkpoint())
         with contextlib.suppress(PreconditionFailed, Ambiguous):
-            yield from _do(
+            yield from send(
                 Put(checkpoint_key(self.prefix, self.state.seq), body, {}, if_none_match=True)
             )
 
@@ -497,6 +376,10 @@ class Writer:
     ) -> Steps[ObjectRef]:
         assert self.me is not None
         ref = a.task.ref
+        # An attempt's bytes are its own: a delete If-Match judged on another attempt's object
+        # (its ETag, S3's MD5 of the bytes) never matches this one, however late it lands.
+        if not self._mut("identical_bytes"):
+            body = self.source.stamp(body, f"{self.me.run_id}.{self.me.epoch}.{a.number}")
         ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
         meta = {
             "run-id": self.me.run_id,
@@ -512,14 +395,14 @@ class Writer:
         fresh = False
         while True:
             try:
-                self.written[key] = yield from _do(Put(key, body, meta, if_none_match=True))
+                self.written[key] = yield from send(Put(key, body, meta, if_none_match=True))
                 return ours
             except Ambiguous:
                 continue  # sent again: if the first landed, the 412 finds it ours
             except PreconditionFailed:
                 pass
             try:
-                head: Stored = yield from _read(Head(key))
+                head: Stored = yield from send_read(Head(key))
             except NotFound:
                 continue
             writer, found_attempt, found_ref = object_writer(head.metadata)
@@ -552,7 +435,7 @@ class Writer:
     def _delete(self, key: str, if_match: str | None) -> Steps[None]:
         """One delete; whatever it answers, the caller looks again (a create, a listing)."""
         with contextlib.suppress(PreconditionFailed, NotFound, Ambiguous):
-            yield from _do(Delete(key, if_match))
+            yield from send(Delete(key, if_match))
 
     # -- vacuum ----------------------------------------------------------------------------
 
@@ -563,7 +446,7 @@ class Writer:
         self.state = yield from read_log(self.prefix, self.state)
         named = self.state.named()
         data = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
-        listed = yield from _read(List(data))
+        listed = yield from send_read(List(data))
         # The store's clock, not ours (a paused VM's lags, another's runs ahead): the newest
         # LastModified listed, the log included (this session's claim at least, unless the
         # listing is stale: then older, and vacuum only more careful).
@@ -577,7 +460,7 @@ class Writer:
             if item.key in named and not self._mut("vacuum_named"):
                 continue
             try:
-                head: Stored = yield from _read(Head(item.key))
+                head: Stored = yield from send_read(Head(item.key))
             except NotFound:
                 continue
             writer, _, ref = object_writer(head.metadata)

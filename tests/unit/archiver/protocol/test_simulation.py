@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.invariants import Checker, Violation
 from kafka_archive.archiver.protocol.log import (
     Entry,
     ObjectRef,
@@ -30,15 +31,9 @@ from kafka_archive.archiver.protocol.log import (
     entry_key,
 )
 from kafka_archive.archiver.protocol.memstore import MemStore
-from kafka_archive.archiver.protocol.simulation import (
-    PREFIX,
-    Checker,
-    Kafka,
-    Violation,
-    first_failure,
-    simulate,
-)
-from kafka_archive.archiver.protocol.writer import MUTATIONS, Writer, checksum, drive
+from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, first_failure, simulate
+from kafka_archive.archiver.protocol.steps import drive
+from kafka_archive.archiver.protocol.writer import MUTATIONS, Writer, checksum
 
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "400"))
 MUTATION_BOUND = 1000
@@ -117,7 +112,7 @@ def _archived_store() -> tuple[MemStore, Checker]:
     w = Writer(PREFIX, "run-1", [REF], Kafka({REF: 4}, 2), clock=lambda: store.now)
     w.checkpoint_every = 2
     drive(w.session(), store)
-    checker = Checker(store)
+    checker = Checker(store, PREFIX)
     checker.check()
     return store, checker
 

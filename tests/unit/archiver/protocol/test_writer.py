@@ -7,7 +7,8 @@ import pytest
 from kafka_archive.archiver.protocol.log import PartitionRef, decode_entry, entry_key
 from kafka_archive.archiver.protocol.memstore import MemStore
 from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, steady_state_requests
-from kafka_archive.archiver.protocol.writer import Put, Wait, Writer, drive, execute
+from kafka_archive.archiver.protocol.steps import Put, Wait, drive, execute
+from kafka_archive.archiver.protocol.writer import Writer
 
 REFS = [PartitionRef("r", "t", p) for p in range(2)]
 
