@@ -183,7 +183,7 @@ _PARTITION_COLUMNS = (
     "objects",
     "bytes",
     "last commit",
-    "",
+    "note",
 )
 
 
