@@ -146,7 +146,7 @@ def data_objects(s3: Any, bucket: str) -> int:
 
 
 def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], what: str) -> None:
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240  # Spark's start took 86 s on a busy 2-core machine
     while not condition():
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, what
