@@ -1,10 +1,10 @@
 """``run --follow`` as a service: signals, a bounded shutdown, metrics and health.
 
 SIGTERM or SIGINT asks the current micro-batch to finish and commit; after
-``shutdown_timeout`` seconds its Spark jobs are cancelled. With a metrics port, ``/metrics``
-and ``/health`` are served (:mod:`.metrics_server`), updated after every batch with the
-job's lag (:mod:`.status`). The library never prints: what the user should read goes to
-``notify``.
+``shutdown_timeout`` seconds its Spark jobs are cancelled. With a metrics port, ``/metrics``,
+``/health`` and the status page ``/`` are served (:mod:`.metrics_server`), updated after
+every batch with the job's lag (:mod:`.status`). The library never prints: what the user
+should read goes to ``notify``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,11 @@ from pathlib import Path
 from kafka_archive.archiver.commands import follow, report, session
 from kafka_archive.archiver.commands.metrics_server import MetricsServer
 from kafka_archive.archiver.commands.status import JobStatus, status
+from kafka_archive.archiver.commands.status_page import JobLine, routes_of
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ArchiveError
 from kafka_archive.archiver.core.model import RunResult
+from kafka_archive.archiver.plan.naming import job_name_for
 from kafka_archive.archiver.spark.progress import Progress
 from kafka_archive.kcql.plan import Plan
 
@@ -61,10 +64,11 @@ def serve(
     server = None
     if options.metrics_port is not None:
         max_age = options.health_max_age or 3 * options.poll_seconds + 300
+        job = JobLine(settings.job_name or job_name_for(plan), routes_of(plan), time.time())
         server = MetricsServer(
-            options.metrics_port, max_age=max_age, max_lag=options.health_max_lag
+            options.metrics_port, max_age=max_age, max_lag=options.health_max_lag, job=job
         ).start()
-        notify(f"serving /metrics and /health on port {server.port}")
+        notify(f"serving /metrics, /health and the status page / on port {server.port}")
     stop = threading.Event()
     running: list[session.Session] = []
 
@@ -93,7 +97,7 @@ def serve(
     def on_error(error: ArchiveError, committed: RunResult | None, delay: float) -> None:
         log.warning("batch failed: %s; trying again in %.0f s", error, delay)
         if server is not None:
-            server.failed(type(error).__name__)
+            server.failed(error)
             if committed is not None:
                 server.update(committed, None, ok=False)
 

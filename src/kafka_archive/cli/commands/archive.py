@@ -120,7 +120,7 @@ def plan_command(flags: RunFlags, output: str) -> None:
     "--metrics-port",
     type=click.IntRange(0, 65535),
     metavar="PORT",
-    help="With --follow: serve /metrics and /health on this port.",
+    help="With --follow: serve /metrics, /health and a status page (/) on this port.",
 )
 @click.option(
     "--health-max-lag",

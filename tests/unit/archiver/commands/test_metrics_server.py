@@ -1,7 +1,9 @@
-"""`/health` of `run --follow --metrics-port`: 200 while fresh and caught up, 503 otherwise."""
+"""`/health` of `run --follow --metrics-port`: 200 while fresh and caught up, 503 otherwise;
+`/` (the status page) and `/status.json`, and the failed batches the page keeps."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import urllib.error
@@ -11,9 +13,15 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_archive.archiver.commands.metrics_server import MetricsServer
+from kafka_archive.archiver.commands.metrics_server import ERRORS_KEPT, MetricsServer
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
-from kafka_archive.archiver.core.errors import ConfigError
+from kafka_archive.archiver.commands.status_page import JobLine, RouteLine
+from kafka_archive.archiver.config.secrets import remember
+from kafka_archive.archiver.core.errors import (
+    ConfigError,
+    KafkaUnavailableError,
+    S3UnavailableError,
+)
 from kafka_archive.archiver.core.model import RunResult, TopicPartition, UnitResult
 
 
@@ -122,3 +130,46 @@ def test_metrics_are_exact_past_six_significant_digits(server: MetricsServer) ->
     assert samples[("kafka_archive_archived_offset", "0")] == 12_345_678
     assert samples[("kafka_archive_run_records", "0")] == 12_345_678
     assert before <= samples[("kafka_archive_last_run_timestamp_seconds", None)] <= after
+
+
+def _fetch(server: MetricsServer, path: str) -> tuple[int, str, str]:
+    """Status, Content-Type and body of ``path``."""
+    url = f"http://127.0.0.1:{server.port}{path}"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status, response.headers["Content-Type"], response.read().decode()
+
+
+def test_slash_is_the_status_page_and_status_json_its_data() -> None:
+    job = JobLine("job-1", (RouteLine("orders", "b:arch", "JSON"),), time.time())
+    server = MetricsServer(0, max_age=60, max_lag=None, host="127.0.0.1", job=job).start()
+    try:
+        code, kind, body = _fetch(server, "/")
+        assert (code, kind) == (200, "text/html; charset=utf-8")
+        assert "no micro-batch has finished" in body
+        server.update(_batch(), _status(7))
+        code, kind, body = _fetch(server, "/status.json")
+        assert (code, kind) == (200, "application/json")
+        document = json.loads(body)
+        assert document["job"]["name"] == "job-1" and document["batches"] == 1
+        assert [(p["topic"], p["lag"]) for p in document["partitions"]] == [("orders", 7)]
+        assert document["last_archived"]["records"] == 10
+        assert _fetch(server, "/")[2].count("<table") >= 3
+    finally:
+        server.stop()
+
+
+def test_a_failed_batch_is_kept_as_one_scrubbed_line_in_a_bounded_ring(
+    server: MetricsServer,
+) -> None:
+    remember(["hunter2-is-secret"])
+    server.failed(S3UnavailableError("S3 refused\nthe key hunter2-is-secret", hint="wait"))
+    (error,) = json.loads(_fetch(server, "/status.json")[2])["errors"]
+    assert error["kind"] == "S3UnavailableError"
+    assert error["message"] == "S3 refused the key ***. wait"
+    for n in range(ERRORS_KEPT + 5):
+        server.failed(KafkaUnavailableError(f"no broker {n}"))
+    errors = json.loads(_fetch(server, "/status.json")[2])["errors"]
+    assert len(errors) == ERRORS_KEPT
+    assert errors[0]["message"] == f"no broker {ERRORS_KEPT + 4}"  # newest first
+    metrics = _get(server, "/metrics")[1]
+    assert "hunter2" not in metrics
