@@ -40,7 +40,9 @@ bench: $(STAMP)
 KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || \
 	{ echo "make test runs Apache Kafka and needs Java 17+ and Maven: apt-get install openjdk-17-jre-headless maven" >&2; exit 1; }; \
 	command -v go >/dev/null 2>&1 || \
-	{ echo "make test builds SeaweedFS (a second S3 implementation) and needs Go: https://go.dev/doc/install" >&2; exit 1; }
+	{ echo "make test builds SeaweedFS (a second S3 implementation) and needs Go: https://go.dev/doc/install" >&2; exit 1; }; \
+	command -v chromium >/dev/null 2>&1 || \
+	{ echo "make test looks at the status page in a headless browser and needs Chromium: apt-get install chromium" >&2; exit 1; }
 TESTBED = PYTHONPATH=testbed $(BIN)/python tests/integration/kafka_broker.py >/dev/null && \
 	PYTHONPATH=testbed $(BIN)/python testbed/seaweedfs.py >/dev/null
 
