@@ -198,10 +198,11 @@ def produce(broker: str) -> Callable[..., None]:
 
 @pytest.fixture
 def topic(admin: AdminClient) -> Callable[..., str]:
-    """Create a fresh topic: ``topic(partitions=3)`` returns its name."""
+    """Create a fresh topic: ``topic(partitions=3)`` returns its name (``prefix="_orders-"``:
+    a name that starts otherwise than ``t-``)."""
 
-    def create(partitions: int = 1) -> str:
-        name = f"t-{uuid.uuid4().hex[:10]}"
+    def create(partitions: int = 1, prefix: str = "t-") -> str:
+        name = f"{prefix}{uuid.uuid4().hex[:10]}"
         futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
         futures[name].result(timeout=30)
         return name

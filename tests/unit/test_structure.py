@@ -1,6 +1,8 @@
 """The size limits of the code (issue 36): no module of ``src`` over 600 lines, no function
 over 80 lines unless it says why at its top (a first body line ``# Long because: ...``, or
-a docstring sentence starting "Long because"). The offenders are listed.
+a docstring sentence starting "Long because"). The offenders are listed. And no import
+inside a function without its reason (a comment on or just above it, or its function's
+docstring saying why it is imported there): the default is the top of the module.
 
 :data:`ALLOWED` names today's offenders, each with its reason; an entry that is no longer
 an offender fails too, so the list can only shrink. (The layers and the absence of import
@@ -81,6 +83,79 @@ def test_the_allowed_offenders_only_shrink() -> None:
     assert not gone, "no longer over the limits: remove from ALLOWED:\n" + "\n".join(
         f"  {k}" for k in gone
     )
+
+
+def _imports_in_functions(
+    node: ast.AST, function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+) -> list[tuple[ast.Import | ast.ImportFrom, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every import statement inside a function, with the innermost function."""
+    found: list[tuple[ast.Import | ast.ImportFrom, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom) and function is not None:
+            found.append((child, function))
+        inner = child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else function
+        found += _imports_in_functions(child, inner)
+    return found
+
+
+def _says_why(
+    node: ast.Import | ast.ImportFrom,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    lines: list[str],
+) -> bool:
+    """Whether an import inside ``function`` gives its reason: a comment on its line, or
+    above it (over the imports of its group, a ``try:`` and blank lines), or a docstring
+    that says why the function imports."""
+    if "#" in lines[node.lineno - 1]:
+        return True
+    for line in reversed(lines[: node.lineno - 1]):
+        text = line.strip()
+        if text.startswith("#"):
+            return True
+        if text and text != "try:" and not text.startswith(("import ", "from ")):
+            break
+    docstring = ast.get_docstring(function) or ""
+    return "import" in docstring.lower()
+
+
+def unexplained_imports(root: Path) -> list[str]:
+    """``path:line`` of each import inside a function under ``root`` that says not why."""
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node, function in _imports_in_functions(ast.parse(text, where)):
+            if not _says_why(node, function, lines):
+                found.append(f"{where}:{node.lineno}")
+    return found
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    found = unexplained_imports(SRC)
+    assert not found, (
+        "imports inside a function without a reason (move them to the top of the module, "
+        "or say why in a comment):\n" + "\n".join(f"  {k}" for k in found)
+    )
+
+
+def test_an_import_inside_a_function_needs_its_reason(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "m.py",
+        "import os\n\n\n"
+        "def bare() -> None:\n    import json\n\n    json.dumps(1)\n\n\n"
+        "def trailing() -> None:\n    import json  # heavy: on first use\n\n\n"
+        "def above() -> None:\n    x = 1\n    # heavy: on first use\n"
+        "    import json\n    from json import dumps\n\n\n"
+        "def guarded() -> None:\n    # may be missing: say so in one line\n    try:\n"
+        "        import json\n    except ImportError:\n        pass\n\n\n"
+        'def documented() -> None:\n    """Imported here: heavy."""\n    import json\n\n\n'
+        "def late() -> None:\n    # a comment about x\n    x = 1\n    import json\n\n\n"
+        "def outer() -> None:\n    # heavy\n    import json\n\n"
+        "    def inner() -> None:\n        import csv\n",
+    )
+    assert unexplained_imports(tmp_path) == ["m.py:5", "m.py:37", "m.py:45"]
 
 
 def _write(root: Path, name: str, text: str) -> None:

@@ -103,6 +103,43 @@ def test_cat_beyond_the_archive_and_a_wrong_place_fail_with_one_line(
     assert "no archived objects" in err and "--kcql" in err
 
 
+def test_cat_finds_the_objects_of_a_topic_whose_name_a_key_escapes(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A topic starting with '_' is named %5F… in keys: cat lists that folder, with or
+    without --kcql (it listed the raw name and said the archive held no records)."""
+    name, bkt = topic(partitions=1, prefix="_orders-"), bucket()
+    produce(name, 250, partitions=1)
+    kcql = f"INSERT INTO {bkt}:data/v1 SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    folder = f"data/v1/%5F{name[1:]}/0/"
+    listed = s3_client.list_objects_v2(Bucket=bkt, Prefix="data/v1/")
+    keys = {item["Key"] for item in listed["Contents"] if "/.kafka-archive/" not in item["Key"]}
+    assert keys == {f"{folder}{start:012d}.json" for start in (0, 100, 200)}
+    where = ("--topic", name, "--partition", "0", "--offset", "99", "--count", "3")
+    for statement in ((), ("--kcql", kcql)):
+        code, out, err = cli(
+            capsys,
+            "cat",
+            *("--from", f"{bkt}:data/v1", *where, "--endpoint-url", s3_endpoint),
+            *statement,
+        )
+        assert code == 0, err
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert [(line["offset"], line["value"]) for line in lines] == [
+            (i, {"id": i}) for i in (99, 100, 101)
+        ]
+        assert lines[0]["object"] == f"{folder}000000000000.json"
+
+
 def test_cat_prints_binary_values_base64_and_text_as_text(
     broker: str,
     produce: Callable[..., None],

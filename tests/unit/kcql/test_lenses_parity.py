@@ -292,9 +292,12 @@ STRICTER: tuple[Difference, ...] = (
         (
             "INSERT INTO bkt SELECT a FROM orders STOREAS `TEXT`",
             f"{H} PARTITIONBY a STOREAS BYTES",
+            # '@' and digits are FIELD characters too: '@' and '1a' are value fields.
+            f"{H} PARTITIONBY @ STOREAS BYTES",
+            f"{H} PARTITIONBY _key, 1a STOREAS `TEXT`",
         ),
         _search(
-            r"(?is)(SELECT\s+(?![\s*])|PARTITIONBY\s+([^;]*,\s*)?(_value\.|[a-z]))[^;]*"
+            r"(?is)(SELECT\s+(?![\s*])|PARTITIONBY\s+([^;]*,\s*)?(_value\.|[a-z0-9@]))[^;]*"
             r"STOREAS\s+`?(text|bytes)\b"
         ),
         ("select-unstructured", "value-partition-unstructured"),

@@ -27,6 +27,7 @@ from kafka_archive.archiver.read.foreign.archive import (
     ForeignArchive,
     PlacedRecord,
     grouped,
+    place,
     place_end,
 )
 from kafka_archive.archiver.read.foreign.model import ForeignLayout, ForeignObject, Kept
@@ -97,8 +98,6 @@ def scan(
     findings: list[Finding] = []
     records = 0
     previous_end: int | None = None
-    from kafka_archive.archiver.read.foreign.archive import place
-
     for index, obj in enumerate(objects):
         nxt = objects[index + 1] if index + 1 < len(objects) else None
         try:

@@ -10,7 +10,7 @@ import re
 
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.core.model import TopicPartition
-from kafka_archive.archiver.partition.values import decode_segment
+from kafka_archive.archiver.partition.values import decode_segment, topic_segment
 from kafka_archive.kcql.plan import (
     RECORD_TIME_COLUMN,
     LayoutKind,
@@ -51,9 +51,11 @@ def data_route(route: Route, run_id: str, job: str) -> Route:
 
 
 def data_folder(route: Route) -> str:
-    """The key prefix of the files the route's tasks write for its topic."""
+    """The key prefix of the files the route's tasks write for its topic, which names the
+    topic as :func:`data_route`'s layout does (``topic_segment``: ``_orders`` is listed as
+    ``%5Forders``, where its files are)."""
     head = f"{route.target.prefix}/" if route.target.prefix else ""
-    return f"{head}{DATA_DIR}/{route.topic}/"
+    return f"{head}{DATA_DIR}/{topic_segment(route.topic)}/"
 
 
 def earlier_run_of_job(key: str, run_id: str, job: str) -> bool:

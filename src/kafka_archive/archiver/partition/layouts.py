@@ -60,6 +60,7 @@ from kafka_archive.archiver.partition.values import (
     SEGMENT_MAX_BYTES,
     escape_text,
     safe_segment,
+    topic_segment,
 )
 from kafka_archive.kcql.dates import (
     DatePattern,
@@ -247,7 +248,7 @@ class Layout:
             if isinstance(part, Text):
                 out.append(part.text)
             elif part.kind is SlotKind.TOPIC:
-                out.append(safe_segment(tp.topic, SEGMENT_MAX_BYTES))
+                out.append(topic_segment(tp.topic))
             elif part.kind is SlotKind.PARTITION:
                 out.append(_pad(tp.partition, naming.partition_width, naming))
             elif part.kind is SlotKind.OFFSET:

@@ -192,6 +192,12 @@ def safe_segment(value: str, max_bytes: int = SEGMENT_MAX_BYTES) -> str:
     return _cached_segment(value, max_bytes)
 
 
+def topic_segment(topic: str) -> str:
+    """The key segment that names ``topic`` (``_orders`` is ``%5Forders``): what a layout
+    writes into keys, and so what a listing of a topic's folder must name."""
+    return safe_segment(topic, SEGMENT_MAX_BYTES)
+
+
 _CACHED_LENGTH = 512
 
 

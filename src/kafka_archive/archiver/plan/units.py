@@ -14,6 +14,7 @@ from kafka_archive.archiver.core.errors import StateConflictError
 from kafka_archive.archiver.core.model import Gap, PartitionSkip, TopicPartition, Totals, WorkUnit
 from kafka_archive.archiver.core.parallel import in_parallel
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import start as positions
 from kafka_archive.archiver.plan.naming import group_for
@@ -46,9 +47,9 @@ class WorkPlan:
 
 def _is_ours(key: str, route: Route) -> bool:
     """Whether an incomplete multipart upload at ``key`` belongs to this route's objects."""
-    head = route.target.head
+    head, topic = route.target.head, topic_segment(route.topic)  # as keys name it
     name = key.rsplit("/", 1)[-1]
-    return key.startswith(f"{head}{route.topic}/") or name.startswith(f"{route.topic}(")
+    return key.startswith(f"{head}{topic}/") or name.startswith(f"{topic}(")
 
 
 def abort_stale_uploads(store: S3Store, routes: Sequence[Route]) -> int:

@@ -23,6 +23,7 @@ from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.formats.compression import SUFFIXES
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import listing_prefix, parse_key
+from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Codecs, Compression, Format, Plan, Route, Target
@@ -100,7 +101,7 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
         ConfigError: ``.csv`` objects, which may or may not start with a header row.
     """
     head = target.head
-    folder = f"{head}{topic}/"
+    folder = f"{head}{topic_segment(topic)}/"
     for key, _ in store.list_objects(target.bucket, folder):
         match = _LENSES_NAME.match(key[len(folder) :])
         if match and match["ext"] == Format.CSV.extension:
@@ -195,7 +196,7 @@ def partition_objects(
     """The committed objects of ``tp`` (listing only its folder where the layout allows)."""
     layout = layout_for(route)
     head = route.target.head
-    folder = f"{head}{tp.topic}/{layout.partition_text(tp.partition)}/"
+    folder = f"{head}{topic_segment(tp.topic)}/{layout.partition_text(tp.partition)}/"
     keys = (
         store.list_objects(route.target.bucket, folder)
         if layout.template.startswith("{prefix}/{topic}/{partition}/")

@@ -6,6 +6,10 @@ through a filter that drops the one line every start prints ("WARNING: Using inc
 modules", Spark 4 always adds that module); everything else the JVM and the Python workers
 write is passed on unchanged. It also gives the JVM its class-data-sharing archive
 (``jvm_cache``); a run that dumps one waits for its JVM's exit to publish it.
+
+PySpark is imported by the functions that start Spark, not at the top: every command
+imports this module (``cli.app``, for its error texts), and ``import pyspark`` costs
+seconds (2.8 s measured with ``-X importtime`` on a busy 2-core host).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def spark_context(settings: Settings, app_name: str) -> tuple[Any, bool]:
     A bare SparkContext, not a SparkSession: the job uses the RDD API only, and the SQL
     session's start-up cost ~1.2 s more on every run (measured, 2 cores).
     """
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # heavy: imported when Spark starts (module doc)
 
     active = SparkContext._active_spark_context
     if active is not None:
@@ -79,6 +83,7 @@ def _class_cache(conf: Any, java: str) -> jvm_cache.ClassCache | None:
     """The class-data-sharing archive for the JVM about to start, its options added to
     ``conf`` (:mod:`kafka_archive.archiver.spark.jvm_cache`); None when there is none to use or
     make (a cache directory that cannot be written)."""
+    # Heavy: imported when Spark starts (module doc).
     import pyspark
     from pyspark.find_spark_home import _find_spark_home
 
@@ -99,7 +104,7 @@ def _launch_gateway(conf: Any, exiting: threading.Event | None = None) -> Any:
     The pipe is read from before the JVM starts, so what a JVM that dies at start says
     reaches the user before our own error line.
     """
-    from pyspark.java_gateway import launch_gateway
+    from pyspark.java_gateway import launch_gateway  # heavy: imported when Spark starts
 
     read_end, write_end = os.pipe()
     forwarder = threading.Thread(
@@ -187,7 +192,7 @@ def find_java(environ: Mapping[str, str]) -> str:
 def spark_conf(settings: Settings, app_name: str) -> Any:
     """The SparkConf of a context kafka-archive starts (under spark-submit, on top of the
     spark.* properties spark-submit passed)."""
-    from pyspark import SparkConf
+    from pyspark import SparkConf  # heavy: imported when Spark starts (module doc)
 
     conf = (
         SparkConf()

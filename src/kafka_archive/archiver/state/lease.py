@@ -9,6 +9,7 @@ strictly greater than the previous holder's), ``expires_at_ms`` (wall clock), th
 
 from __future__ import annotations
 
+import calendar
 import os
 import socket
 import time
@@ -53,8 +54,6 @@ def expires_ms(body: Mapping[str, Any]) -> int:
         parsed = time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         return 0
-    import calendar
-
     return calendar.timegm(parsed) * 1000
 
 

@@ -38,10 +38,9 @@ def test_a_files_partition_is_told_by_the_name_its_task_gave_it(
     tp = TopicPartition(topic, partition)
     key = layout_for(data_route(route(prefix, topic), RUN, "job")).key(tp, offset, ())
     assert file_partition(f"s3://bkt/{key}") == tp
-    # The key escapes a topic's leading '_' or '.' (%5F, %2E); data_folder names the topic
-    # as it is, so it lists no file of such a topic (found in issue 36, left as it was).
-    if topic[0] not in "_.":
-        assert key.startswith(data_folder(route(prefix, topic)))
+    # Orphan cleanup lists data_folder: it holds every file of the topic, whatever the
+    # name (a leading '_' or '.' is escaped in keys, %5F and %2E).
+    assert key.startswith(data_folder(route(prefix, topic)))
 
 
 @pytest.mark.parametrize(
@@ -69,3 +68,5 @@ def test_only_an_earlier_run_of_the_same_job_owns_a_file() -> None:
 
 def test_the_folder_of_a_routes_files_is_its_topics_under_data() -> None:
     assert data_folder(route("tables/orders")) == "tables/orders/data/orders/"
+    assert data_folder(route("t", "_orders")) == "t/data/%5Forders/"
+    assert data_folder(route("t", ".x")) == "t/data/%2Ex/"
