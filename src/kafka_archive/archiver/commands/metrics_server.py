@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kafka_archive.archiver.commands.report import ServiceTotals, prometheus_text
 from kafka_archive.archiver.commands.status import JobStatus
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.core.model import RunResult
 from kafka_archive.archiver.store.s3 import S3Store
@@ -27,9 +28,16 @@ def _with_driver_retries(totals: ServiceTotals) -> ServiceTotals:
 
 class MetricsServer:
     def __init__(
-        self, port: int, *, max_age: float, max_lag: int | None, host: str = "0.0.0.0"
+        self,
+        port: int,
+        *,
+        max_age: float,
+        max_lag: int | None,
+        host: str = "0.0.0.0",
+        prices: S3Prices = LIST_PRICES,
     ) -> None:
         self.max_age = max_age
+        self.prices = prices
         self.max_lag = max_lag
         self._lock = threading.Lock()
         self._text = "# no micro-batch has finished yet\n"
@@ -69,7 +77,9 @@ class MetricsServer:
                 status = self._last[1]  # a failed batch keeps the last known lag
             self._totals = _with_driver_retries(self._totals.after(result, finished=ok))
             self._last = (result, status)
-            self._text = prometheus_text(result, status, ok=ok, totals=self._totals)
+            self._text = prometheus_text(
+                result, status, ok=ok, totals=self._totals, prices=self.prices
+            )
             if ok:
                 self._last_batch = time.monotonic()
             self._lag = None if status is None else status.max_lag
@@ -80,7 +90,9 @@ class MetricsServer:
             self._totals = _with_driver_retries(self._totals.failed(kind))
             if self._last is not None:
                 result, status = self._last
-                self._text = prometheus_text(result, status, ok=False, totals=self._totals)
+                self._text = prometheus_text(
+                    result, status, ok=False, totals=self._totals, prices=self.prices
+                )
 
     def health(self) -> tuple[int, str]:
         with self._lock:

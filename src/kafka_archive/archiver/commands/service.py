@@ -62,7 +62,10 @@ def serve(
     if options.metrics_port is not None:
         max_age = options.health_max_age or 3 * options.poll_seconds + 300
         server = MetricsServer(
-            options.metrics_port, max_age=max_age, max_lag=options.health_max_lag
+            options.metrics_port,
+            max_age=max_age,
+            max_lag=options.health_max_lag,
+            prices=settings.prices,
         ).start()
         notify(f"serving /metrics and /health on port {server.port}")
     stop = threading.Event()
@@ -130,8 +133,10 @@ def write_outputs(
         return
     if report_path is not None:
         report.write_atomically(
-            report_path, json.dumps(report.report_json(result, error), indent=2) + "\n"
+            report_path,
+            json.dumps(report.report_json(result, error, settings.prices), indent=2) + "\n",
         )
     if metrics_file is not None:
         lag = lag_or_none(settings, plan)
-        report.write_atomically(metrics_file, report.prometheus_text(result, lag, ok=error is None))
+        text = report.prometheus_text(result, lag, ok=error is None, prices=settings.prices)
+        report.write_atomically(metrics_file, text)
