@@ -125,8 +125,9 @@ def _span(first: int | None, last: int | None) -> str:
     return f"offset {first}" if last in (None, first) else f"offsets {first}..{last}"
 
 
-def render_verify(result: VerifyResult) -> str:
-    """Per partition: what was checked and every discrepancy, then the verdict."""
+def render_verify(result: VerifyResult, prices: S3Prices = LIST_PRICES) -> str:
+    """Per partition: what was checked and every discrepancy, the S3 requests and their
+    estimated price, then the verdict."""
     how = "offline (objects and state only)" if result.offline else "against Kafka"
     lines = [f"job {result.job}: verified {how}"]
     label = _labeller(result.targets, [(v.route_index, v.tp) for v in result.partitions])
@@ -163,6 +164,8 @@ def render_verify(result: VerifyResult) -> str:
             where = f" ({result.targets[v.route_index]})" if result.targets else ""
             lines.append(f"  {v.tp.topic}{where}: RE-CREATED (checked offline only): {v.recreated}")
     problems = sum(len(v.discrepancies) for v in result.partitions)
+    if result.s3_requests.total:
+        lines.append(render_requests(result.s3_requests, prices))
     lines.append(
         f"{'clean' if result.clean else 'NOT CLEAN'}: {len(result.partitions)} partition(s), "
         f"{result.objects} object(s), {result.records} records, {problems} problem(s) "
@@ -171,14 +174,17 @@ def render_verify(result: VerifyResult) -> str:
     return "\n".join(lines)
 
 
-def render_restore(result: RestoreRun) -> str:
-    """Per archived partition what was produced, then the total."""
+def render_restore(result: RestoreRun, prices: S3Prices = LIST_PRICES) -> str:
+    """Per archived partition what was produced, then the total and the S3 requests with
+    their estimated price."""
     lines = [f"restored into {result.to_topic}"]
     for unit in result.units:
         resumed = "" if unit.resumed_from is None else f" (resumed at offset {unit.resumed_from})"
         upto = "" if unit.next_offset is None else f", up to archived offset {unit.next_offset - 1}"
         lines.append(f"  {unit.tp}: {unit.records} records{upto}{resumed}")
     lines.append(f"total: {result.records} records in {result.seconds:.1f} s")
+    if result.s3_requests.total:
+        lines.append(render_requests(result.s3_requests, prices))
     return "\n".join(lines)
 
 

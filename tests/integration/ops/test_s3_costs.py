@@ -8,6 +8,7 @@ and query alone, as AWS bills them."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,16 @@ def list_price(by_type: dict[str, int]) -> float:
     return (tier1 * 0.005 + tier2 * 0.0004) / 1000
 
 
+def summary_requests(out: str) -> dict[str, int]:
+    """The counts of a summary's ``S3: N requests (40 PUT, 3 LIST, ...), est. $...`` line."""
+    (line,) = [line for line in out.splitlines() if line.startswith("S3: ")]
+    found = re.fullmatch(r"S3: (\d+) requests \((.*)\), est\. \$[0-9.]+", line)
+    assert found is not None, line
+    counts = {kind: int(n) for n, kind in (part.split() for part in found[2].split(", "))}
+    assert sum(counts.values()) == int(found[1])
+    return {kind: counts.get(kind, 0) for kind in TYPES}
+
+
 def metric_samples(path: Path, name: str) -> dict[str, float]:
     text = path.read_text()
     return {
@@ -99,6 +110,18 @@ def test_a_runs_reported_s3_requests_are_exactly_what_s3_received(
         # for the lag, after the run).
         extra = ("--report", str(tmp_path / "third.json"), "--metrics-file", str(metrics))
         assert main(run_args(kcql, broker, proxy.url, *extra)) == 0
+        capsys.readouterr()
+        # verify (a Spark task per partition) and restore (the same) say theirs too.
+        proxy.requests = []
+        assert main(run_args(kcql, broker, proxy.url, "--output", "json", command="verify")) == 0
+        verified, verify_seen = json.loads(capsys.readouterr().out), seen(proxy)
+        proxy.requests = []
+        into = topic(partitions=3)
+        restore = ("--from", f"{bkt}:arch", "--topic", name, "--to-topic", into)
+        code = main(run_args(kcql, broker, proxy.url, *restore, command="restore"))
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        restore_seen = seen(proxy)
     assert archived_ids(s3_client, bkt) == list(range(240))
     assert sum(proxy.injected.values()) > 0, proxy.injected  # retries were sent
 
@@ -116,3 +139,8 @@ def test_a_runs_reported_s3_requests_are_exactly_what_s3_received(
     assert again["GET"] + again["LIST"] > 0
     third = json.loads((tmp_path / "third.json").read_text())["s3_requests"]
     assert metric_samples(metrics, "kafka_archive_run_s3_requests") == third
+
+    assert verified["clean"] and verified["s3_requests"] == verify_seen, verify_seen
+    assert verify_seen["GET"] >= 12  # every object read
+    assert summary_requests(out) == restore_seen
+    assert restore_seen["GET"] >= 12

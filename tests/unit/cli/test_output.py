@@ -107,3 +107,22 @@ def test_a_run_summary_shows_its_s3_requests_by_type_and_their_price() -> None:
     free = render_summary(result, S3Prices(0.0, 0.0)).splitlines()[-1]
     assert free == "S3: 60 requests (40 PUT, 3 LIST, 12 GET, 5 DELETE), est. $0"
     assert "S3:" not in render_summary(RunResult("job", "run", (), (), 1.0))
+
+
+def test_verify_and_restore_show_their_s3_requests() -> None:
+    """Issue 38: verify's line comes before its verdict (the last line), restore's last."""
+    from kafka_archive.archiver.commands.restore import RestoreResult, RestoreRun
+    from kafka_archive.archiver.core.model import S3Requests
+    from kafka_archive.cli.output import render_restore
+
+    spent = S3Requests.of({"LIST": 2, "GET": 6})
+    verdict = PartitionVerdict(0, TopicPartition("orders", 0), 10, 1, 10, 0, 10, 0, 0, (), ())
+    lines = render_verify(VerifyResult("job", False, (verdict,), 1.0, s3_requests=spent))
+    assert lines.splitlines()[-2:] == [
+        "S3: 8 requests (2 LIST, 6 GET), est. $0.0000124",
+        "clean: 1 partition(s), 1 object(s), 10 records, 0 problem(s) in 1.0 s",
+    ]
+    unit = RestoreResult(TopicPartition("orders", 0), None, 10, 10, 0.5)
+    text = render_restore(RestoreRun("copy", (unit,), 1.0, spent))
+    assert text.splitlines()[-1] == "S3: 8 requests (2 LIST, 6 GET), est. $0.0000124"
+    assert "S3:" not in render_restore(RestoreRun("copy", (unit,), 1.0))
