@@ -209,6 +209,12 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     done = 0
     next_offset: int | None = None
     store: S3Store | None = None
+
+    def ended(failure: TaskFailure | None = None) -> RestoreResult:
+        """What the unit did (and its S3 requests), with the failure that stopped it."""
+        seconds = time.monotonic() - started
+        return RestoreResult(unit.tp, progress, done, next_offset, seconds, failure, _spent(store))
+
     try:
         producer.init_transactions(_TIMEOUT)
         progress = progress_of(consumer, unit)
@@ -241,31 +247,14 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     except KafkaException as exc:
         _abort(producer)
         message, hint = _produce_failure(exc.args[0], unit.to_topic)
-        return RestoreResult(
-            unit.tp,
-            progress,
-            done,
-            next_offset,
-            time.monotonic() - started,
-            TaskFailure(kind_of(errors.KafkaReadError), message, hint, unit.tp),
-            _spent(store),
-        )
+        return ended(TaskFailure(kind_of(errors.KafkaReadError), message, hint, unit.tp))
     except errors.ArchiveError as exc:
         _abort(producer)
-        return RestoreResult(
-            unit.tp,
-            progress,
-            done,
-            next_offset,
-            time.monotonic() - started,
-            TaskFailure(kind_of(exc), exc.message, exc.hint, unit.tp),
-            _spent(store),
-        )
+        return ended(TaskFailure(kind_of(exc), exc.message, exc.hint, unit.tp))
     finally:
         consumer.close()
         producer.flush(_TIMEOUT)
-    seconds = time.monotonic() - started
-    return RestoreResult(unit.tp, progress, done, next_offset, seconds, None, _spent(store))
+    return ended()
 
 
 def _spent(store: S3Store | None) -> S3Requests:
