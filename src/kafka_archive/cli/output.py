@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -9,7 +10,8 @@ from kafka_archive.archiver.commands.follow import FollowResult
 from kafka_archive.archiver.commands.restore import RestoreRun
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.verify import VerifyResult
-from kafka_archive.archiver.core.model import BatchTimings, RunResult, TopicPartition
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
+from kafka_archive.archiver.core.model import BatchTimings, RunResult, S3Requests, TopicPartition
 
 
 def human_bytes(size: int) -> str:
@@ -47,8 +49,25 @@ def _labeller(
     return label
 
 
-def render_summary(result: RunResult) -> str:
-    """Per partition the offset range archived, then totals with elapsed time and MB/s."""
+def usd(amount: float) -> str:
+    """Dollars to 4 significant digits (at least the cent), without trailing zeros:
+    ``$0.0002198``, ``$1.5``, ``$1234.57``, ``$0``."""
+    if amount <= 0:
+        return "$0"
+    decimals = max(2, 3 - math.floor(math.log10(amount)))
+    return "$" + f"{amount:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def render_requests(requests: S3Requests, prices: S3Prices) -> str:
+    """``S3: 57 requests (40 PUT, 3 LIST, 12 GET, 2 DELETE), est. $0.000212``: the types sent,
+    as AWS bills them, and their estimated price."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in requests.counts)
+    return f"S3: {requests.total} requests ({kinds}), est. {usd(prices.cost(requests))}"
+
+
+def render_summary(result: RunResult, prices: S3Prices = LIST_PRICES) -> str:
+    """Per partition the offset range archived, then totals with elapsed time and MB/s, and
+    the S3 requests with their estimated price."""
     lines = [f"job {result.job} (run {result.run_id})"]
     label = _labeller(
         result.targets,
@@ -93,6 +112,8 @@ def render_summary(result: RunResult) -> str:
         f"total: {result.records} records, {human_bytes(result.bytes)}, {result.objects} "
         f"object(s) in {result.seconds:.1f} s ({rate:.2f} MB/s)"
     )
+    if result.s3_requests.total:
+        lines.append(render_requests(result.s3_requests, prices))
     if result.timings is not None and result.units:
         lines.append(render_timings(result.timings))
     return "\n".join(lines)
@@ -104,8 +125,9 @@ def _span(first: int | None, last: int | None) -> str:
     return f"offset {first}" if last in (None, first) else f"offsets {first}..{last}"
 
 
-def render_verify(result: VerifyResult) -> str:
-    """Per partition: what was checked and every discrepancy, then the verdict."""
+def render_verify(result: VerifyResult, prices: S3Prices = LIST_PRICES) -> str:
+    """Per partition: what was checked and every discrepancy, the S3 requests and their
+    estimated price, then the verdict."""
     how = "offline (objects and state only)" if result.offline else "against Kafka"
     lines = [f"job {result.job}: verified {how}"]
     label = _labeller(result.targets, [(v.route_index, v.tp) for v in result.partitions])
@@ -142,6 +164,8 @@ def render_verify(result: VerifyResult) -> str:
             where = f" ({result.targets[v.route_index]})" if result.targets else ""
             lines.append(f"  {v.tp.topic}{where}: RE-CREATED (checked offline only): {v.recreated}")
     problems = sum(len(v.discrepancies) for v in result.partitions)
+    if result.s3_requests.total:
+        lines.append(render_requests(result.s3_requests, prices))
     lines.append(
         f"{'clean' if result.clean else 'NOT CLEAN'}: {len(result.partitions)} partition(s), "
         f"{result.objects} object(s), {result.records} records, {problems} problem(s) "
@@ -150,14 +174,17 @@ def render_verify(result: VerifyResult) -> str:
     return "\n".join(lines)
 
 
-def render_restore(result: RestoreRun) -> str:
-    """Per archived partition what was produced, then the total."""
+def render_restore(result: RestoreRun, prices: S3Prices = LIST_PRICES) -> str:
+    """Per archived partition what was produced, then the total and the S3 requests with
+    their estimated price."""
     lines = [f"restored into {result.to_topic}"]
     for unit in result.units:
         resumed = "" if unit.resumed_from is None else f" (resumed at offset {unit.resumed_from})"
         upto = "" if unit.next_offset is None else f", up to archived offset {unit.next_offset - 1}"
         lines.append(f"  {unit.tp}: {unit.records} records{upto}{resumed}")
     lines.append(f"total: {result.records} records in {result.seconds:.1f} s")
+    if result.s3_requests.total:
+        lines.append(render_requests(result.s3_requests, prices))
     return "\n".join(lines)
 
 
@@ -227,9 +254,12 @@ def render_timings(timings: BatchTimings) -> str:
     )
 
 
-def render_follow(totals: FollowResult) -> str:
+def render_follow(totals: FollowResult, prices: S3Prices = LIST_PRICES) -> str:
     """The totals of ``run --follow`` once it stopped."""
-    return (
+    line = (
         f"stopped after {totals.batches} batch(es): {totals.records} records, "
         f"{human_bytes(totals.bytes)}, {totals.objects} object(s) in {totals.seconds:.1f} s"
     )
+    if not totals.s3_requests.total:
+        return line
+    return f"{line}\n{render_requests(totals.s3_requests, prices)}"

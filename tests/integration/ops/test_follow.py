@@ -214,6 +214,18 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         code, metrics = get(port, "/metrics")
         assert code == 200 and "kafka_archive_lag_records{job=" in metrics
         assert f'topic="{name}",partition="1"}} 0' in metrics
+        # The session's S3 requests by type (issue 38): every object a PUT at least, with
+        # its state commit; listings and reads; their price at the list prices.
+        families = {f.name: f.samples for f in text_string_to_metric_families(metrics)}
+        requests = {s.labels["type"]: s.value for s in families["kafka_archive_s3_requests"]}
+        (objects,) = (s.value for s in families["kafka_archive_objects"])
+        assert objects >= 2 and requests["PUT"] >= 2 * objects, (objects, requests)
+        assert requests["LIST"] > 0 and requests["GET"] + requests["HEAD"] > 0, requests
+        assert set(requests) == {"PUT", "COPY", "POST", "LIST", "GET", "HEAD", "DELETE", "OTHER"}
+        (cost,) = (s.value for s in families["kafka_archive_s3_cost_usd"])
+        tier1 = sum(requests[k] for k in ("PUT", "COPY", "POST", "LIST"))
+        tier2 = sum(requests[k] for k in ("GET", "HEAD", "OTHER"))
+        assert cost == pytest.approx((tier1 * 0.005 + tier2 * 0.0004) / 1000)
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
     finally:
@@ -222,6 +234,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     assert process.returncode == 0, err
     assert "SIGTERM: finishing the current batch" in err
     assert "stopped after" in out
+    assert re.search(r"stopped after .*\nS3: \d+ requests \(\d+ PUT, .*\), est\. \$", out), out
     assert archived_ids(s3_client, bkt) == list(range(250))
     # One SparkContext and the same Python workers for every batch: the JVM is the one the
     # first batch started, and no Python process was started after the first batch.

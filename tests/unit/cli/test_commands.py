@@ -135,3 +135,18 @@ def test_reset_state_of_an_iceberg_route_names_the_command_that_exists(
     err = capsys.readouterr().err
     assert code == 2, err
     assert "run --reset-state works on objects archives" in err, err
+
+
+def test_a_bad_s3_price_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: s3_price_*_per_1000 are checked before anything runs."""
+    monkeypatch.setenv("KAFKA_ARCHIVE_S3_PRICE_GET_PER_1000", "-1")
+    assert main(["plan", "--kcql", KCQL]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "kafka-archive: error: s3_price_get_per_1000 from environment "
+        "KAFKA_ARCHIVE_S3_PRICE_GET_PER_1000 must be a number of zero or more, not '-1'. "
+        "A price in USD per 1,000 requests, e.g. 0.005\n"
+    )

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.verify import PartitionVerdict, VerifyResult
 from kafka_archive.archiver.core.model import RunResult, TopicPartition, UnitResult
@@ -87,3 +89,40 @@ def test_status_and_verify_show_every_row_and_mark_a_re_created_topic() -> None:
     )
     assert f"  orders (bkt:arch): RE-CREATED (checked offline only): {reason}" in text
     assert text.count("RE-CREATED") == 2 and text.splitlines()[-1].startswith("clean")
+
+
+def test_a_run_summary_shows_its_s3_requests_by_type_and_their_price() -> None:
+    """Issue 38: one line after the totals, the types sent in the table's order, the price at
+    the configured prices (the AWS list prices by default)."""
+    from kafka_archive.archiver.config.settings import S3Prices
+    from kafka_archive.archiver.core.model import S3Requests
+
+    unit = UnitResult(0, TopicPartition("orders", 0), 0, 10, 10, 100, (), 0.1)
+    unit = dataclasses.replace(unit, s3_requests=S3Requests.of({"PUT": 38, "GET": 2}))
+    other = S3Requests.of({"DELETE": 5, "LIST": 3, "GET": 10, "PUT": 2})
+    result = RunResult("job", "run", (unit,), (), 1.0, other_s3=other)
+    lines = render_summary(result).splitlines()
+    assert lines[-1] == "S3: 60 requests (40 PUT, 3 LIST, 12 GET, 5 DELETE), est. $0.0002198"
+    assert lines[-2].startswith("total: 10 records")
+    free = render_summary(result, S3Prices(0.0, 0.0)).splitlines()[-1]
+    assert free == "S3: 60 requests (40 PUT, 3 LIST, 12 GET, 5 DELETE), est. $0"
+    assert "S3:" not in render_summary(RunResult("job", "run", (), (), 1.0))
+
+
+def test_verify_and_restore_show_their_s3_requests() -> None:
+    """Issue 38: verify's line comes before its verdict (the last line), restore's last."""
+    from kafka_archive.archiver.commands.restore import RestoreResult, RestoreRun
+    from kafka_archive.archiver.core.model import S3Requests
+    from kafka_archive.cli.output import render_restore
+
+    spent = S3Requests.of({"LIST": 2, "GET": 6})
+    verdict = PartitionVerdict(0, TopicPartition("orders", 0), 10, 1, 10, 0, 10, 0, 0, (), ())
+    lines = render_verify(VerifyResult("job", False, (verdict,), 1.0, s3_requests=spent))
+    assert lines.splitlines()[-2:] == [
+        "S3: 8 requests (2 LIST, 6 GET), est. $0.0000124",
+        "clean: 1 partition(s), 1 object(s), 10 records, 0 problem(s) in 1.0 s",
+    ]
+    unit = RestoreResult(TopicPartition("orders", 0), None, 10, 10, 0.5)
+    text = render_restore(RestoreRun("copy", (unit,), 1.0, spent))
+    assert text.splitlines()[-1] == "S3: 8 requests (2 LIST, 6 GET), est. $0.0000124"
+    assert "S3:" not in render_restore(RestoreRun("copy", (unit,), 1.0))

@@ -16,7 +16,7 @@ from kafka_archive.archiver.commands.outcome import Outcome
 from kafka_archive.archiver.commands.session import Session, session
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ArchiveError, SparkStartError
-from kafka_archive.archiver.core.model import RunResult
+from kafka_archive.archiver.core.model import NO_REQUESTS, RunResult, S3Requests
 from kafka_archive.archiver.spark.context import jvm_stopped_error
 from kafka_archive.archiver.spark.progress import NullProgress, Progress
 from kafka_archive.kcql.plan import Plan
@@ -41,6 +41,8 @@ class FollowResult:
     # The batch whose error ended the session, with what its units committed (None: the
     # session was stopped).
     failed: Outcome | None = None
+    # Every S3 request of the session: its batches' (failed ones too), before and after.
+    s3_requests: S3Requests = NO_REQUESTS
 
 
 @dataclasses.dataclass(slots=True)
@@ -49,12 +51,14 @@ class _Totals:
     records: int = 0
     bytes: int = 0
     objects: int = 0
+    s3_requests: S3Requests = NO_REQUESTS
 
     def add(self, result: RunResult) -> None:
         self.batches += 1
         self.records += result.records
         self.bytes += result.bytes
         self.objects += result.objects
+        self.s3_requests += result.s3_requests
 
 
 def backoff(poll_seconds: float, failed_in_a_row: int) -> float:
@@ -107,6 +111,7 @@ def follow(
     except ArchiveError as exc:
         if ended is None or exc is not ended.error:
             raise
+    totals.s3_requests += archiver.driver_requests()  # after the last batch
     return FollowResult(
         job=archiver.job,
         run_id=archiver.run_id,
@@ -116,6 +121,7 @@ def follow(
         objects=totals.objects,
         seconds=time.monotonic() - begun,
         failed=ended,
+        s3_requests=totals.s3_requests,
     )
 
 
@@ -139,6 +145,8 @@ def _batches(
         except ArchiveError as exc:
             error, result = exc, None
         if error is not None:
+            if result is not None:  # its requests were sent all the same
+                totals.s3_requests += result.s3_requests
             if stop.is_set() and isinstance(error, SparkStartError):
                 # The stop signal reached the JVM too as it started (a signal to the
                 # whole process group): not a start that failed (no Java), a JVM stopped.

@@ -27,6 +27,7 @@ from kafka_archive.archiver.commands.status_page import (
     render_html,
 )
 from kafka_archive.archiver.config.secrets import scrub
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
 from kafka_archive.archiver.core.errors import ArchiveError, ConfigError
 from kafka_archive.archiver.core.model import RunResult
 from kafka_archive.archiver.store.s3 import S3Store
@@ -54,8 +55,10 @@ class MetricsServer:
         max_lag: int | None,
         host: str = "0.0.0.0",
         job: JobLine | None = None,
+        prices: S3Prices = LIST_PRICES,
     ) -> None:
         self.max_age = max_age
+        self.prices = prices
         self.max_lag = max_lag
         self._lock = threading.Lock()
         self._text = "# no micro-batch has finished yet\n"
@@ -99,7 +102,9 @@ class MetricsServer:
                 status = self._last[1]  # a failed batch keeps the last known lag
             self._totals = _with_driver_retries(self._totals.after(result, finished=ok))
             self._last = (result, status)
-            self._text = prometheus_text(result, status, ok=ok, totals=self._totals)
+            self._text = prometheus_text(
+                result, status, ok=ok, totals=self._totals, prices=self.prices
+            )
             if ok:
                 self._last_batch = time.monotonic()
             self._lag = None if status is None else status.max_lag
@@ -116,7 +121,9 @@ class MetricsServer:
             self._totals = _with_driver_retries(self._totals.failed(kind))
             if self._last is not None:
                 result, status = self._last
-                self._text = prometheus_text(result, status, ok=False, totals=self._totals)
+                self._text = prometheus_text(
+                    result, status, ok=False, totals=self._totals, prices=self.prices
+                )
 
     def page(self) -> PageData:
         """What the status page shows, now."""

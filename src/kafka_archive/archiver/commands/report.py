@@ -20,10 +20,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver.commands.status import JobStatus
-from kafka_archive.archiver.core.model import RunResult
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
+from kafka_archive.archiver.core.model import NO_REQUESTS, REQUEST_TYPES, RunResult, S3Requests
 
 
-def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
+def requests_json(requests: S3Requests, prices: S3Prices) -> dict[str, Any]:
+    """``s3_requests`` (every type's count, as AWS bills them) and ``s3_cost_usd`` (their
+    estimated price) of a JSON document."""
+    return {"s3_requests": requests.by_type(), "s3_cost_usd": round(prices.cost(requests), 9)}
+
+
+def report_json(
+    result: RunResult, error: str | None = None, prices: S3Prices = LIST_PRICES
+) -> dict[str, Any]:
     """The run summary as a JSON document (a stable contract, like ``status --output json``)."""
     return {
         "job": result.job,
@@ -34,6 +43,7 @@ def report_json(result: RunResult, error: str | None = None) -> dict[str, Any]:
         "records": result.records,
         "bytes": result.bytes,
         "objects": result.objects,
+        **requests_json(result.s3_requests, prices),
         "partitions": [
             {
                 "topic": u.tp.topic,
@@ -98,6 +108,8 @@ class ServiceTotals:
     driver_s3_retries: int = 0
     # Seconds of the finished batches beyond their work (model.BatchTimings.overhead).
     overhead_seconds: float = 0.0
+    # S3 requests of the batches, the driver's between them included (failed ones too).
+    s3_requests: S3Requests = NO_REQUESTS
 
     def after(self, result: RunResult, *, finished: bool = True) -> ServiceTotals:
         """Add what a micro-batch committed (``finished=False``: it failed part way)."""
@@ -112,6 +124,7 @@ class ServiceTotals:
             self.errors,
             self.driver_s3_retries,
             self.overhead_seconds + overhead,
+            self.s3_requests + result.s3_requests,
         )
 
     def failed(self, kind: str) -> ServiceTotals:
@@ -127,6 +140,7 @@ class ServiceTotals:
             errors,
             self.driver_s3_retries,
             self.overhead_seconds,
+            self.s3_requests,
         )
 
 
@@ -175,6 +189,8 @@ class Scope(enum.Enum):
     PROCESS = "process"  # the --follow process (with totals): {job}
     ERROR = "error"  # each kind of error the process met (with totals): {job, error}
     PARTITION = "partition"  # each partition of the status (if any): {job, topic, partition}
+    REQUEST = "request"  # each S3 request type of the run: {job, type}
+    PROCESS_REQUEST = "process_request"  # each S3 request type (with totals): {job, type}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +202,7 @@ class Sources:
     ok: bool
     now: float
     totals: ServiceTotals | None
+    prices: S3Prices = LIST_PRICES
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +288,22 @@ METRICS: tuple[Metric, ...] = (
         lambda s, _: s.result.s3_retries,
     ),
     Metric(
+        "kafka_archive_run_s3_requests",
+        GAUGE,
+        "S3 requests of the last run by type, as AWS bills them (PUT, COPY, POST, LIST; GET, "
+        "HEAD, OTHER; DELETE free), every attempt of a retried one included.",
+        Scope.REQUEST,
+        lambda s, kind: s.result.s3_requests.by_type()[kind],
+    ),
+    Metric(
+        "kafka_archive_run_s3_cost_usd",
+        GAUGE,
+        "Estimated price of the last run's S3 requests in USD (s3_price_put_per_1000, "
+        "s3_price_get_per_1000).",
+        Scope.RUN,
+        lambda s, _: s.prices.cost(s.result.s3_requests),
+    ),
+    Metric(
         "kafka_archive_last_run_phase_seconds",
         GAUGE,
         "Where the last run's (micro-batch's) time went: plan, spark_start, spark_job, "
@@ -320,6 +353,20 @@ METRICS: tuple[Metric, ...] = (
         "S3 requests that had to be retried.",
         Scope.PROCESS,
         lambda _, t: t.s3_retries + t.driver_s3_retries,
+    ),
+    Metric(
+        "kafka_archive_s3_requests_total",
+        COUNTER,
+        "S3 requests by type, as AWS bills them, every attempt included.",
+        Scope.PROCESS_REQUEST,
+        lambda _, item: item[0].s3_requests.by_type()[item[1]],
+    ),
+    Metric(
+        "kafka_archive_s3_cost_usd_total",
+        COUNTER,
+        "Estimated price of the S3 requests in USD.",
+        Scope.PROCESS,
+        lambda s, t: s.prices.cost(t.s3_requests),
     ),
     Metric(
         "kafka_archive_batch_overhead_seconds_total",
@@ -412,6 +459,12 @@ def scope_items(scope: Scope, sources: Sources) -> list[tuple[dict[str, str], An
             if status is None:
                 return None
             return [(_partition_labels(job, p), p) for p in status.partitions]
+        case Scope.REQUEST:
+            return [({"job": job, "type": kind}, kind) for kind in REQUEST_TYPES]
+        case Scope.PROCESS_REQUEST:
+            if totals is None:
+                return None
+            return [({"job": job, "type": kind}, (totals, kind)) for kind in REQUEST_TYPES]
 
 
 def metric_lines(metric: Metric, sources: Sources) -> list[str]:
@@ -436,10 +489,12 @@ def prometheus_text(
     ok: bool,
     now: float | None = None,
     totals: ServiceTotals | None = None,
+    prices: S3Prices = LIST_PRICES,
 ) -> str:
     """The metrics of one run, of the job's lag when ``status`` is given, and of the
-    process since it started when ``totals`` is given (``--follow``)."""
-    sources = Sources(result, status, ok, time.time() if now is None else now, totals)
+    process since it started when ``totals`` is given (``--follow``); S3 costs at
+    ``prices``."""
+    sources = Sources(result, status, ok, time.time() if now is None else now, totals, prices)
     return "\n".join(line for metric in METRICS for line in metric_lines(metric, sources)) + "\n"
 
 

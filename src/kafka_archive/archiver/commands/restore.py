@@ -28,7 +28,12 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.failure import TaskFailure, first_error, kind_of
-from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.model import (
+    NO_REQUESTS,
+    S3Requests,
+    TopicPartition,
+    total_requests,
+)
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import ClientLog
 from kafka_archive.archiver.read import listing
@@ -37,6 +42,7 @@ from kafka_archive.archiver.read.listing import StoredObject
 from kafka_archive.archiver.read.seek import FoundRecord, partition_records
 from kafka_archive.archiver.spark import driver
 from kafka_archive.archiver.spark.progress import NullProgress, Progress
+from kafka_archive.archiver.store import requests
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -98,6 +104,7 @@ class RestoreResult:
     next_offset: int | None
     seconds: float
     failure: TaskFailure | None = None
+    s3_requests: S3Requests = NO_REQUESTS  # the unit's, by type
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class RestoreRun:
     to_topic: str
     units: tuple[RestoreResult, ...]
     seconds: float
+    s3_requests: S3Requests = NO_REQUESTS  # every S3 request: the driver's and the units'
 
     @property
     def records(self) -> int:
@@ -200,6 +208,13 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     progress: int | None = None
     done = 0
     next_offset: int | None = None
+    store: S3Store | None = None
+
+    def ended(failure: TaskFailure | None = None) -> RestoreResult:
+        """What the unit did (and its S3 requests), with the failure that stopped it."""
+        seconds = time.monotonic() - started
+        return RestoreResult(unit.tp, progress, done, next_offset, seconds, failure, _spent(store))
+
     try:
         producer.init_transactions(_TIMEOUT)
         progress = progress_of(consumer, unit)
@@ -232,28 +247,18 @@ def restore_unit(unit: RestoreUnit, settings: Settings) -> RestoreResult:
     except KafkaException as exc:
         _abort(producer)
         message, hint = _produce_failure(exc.args[0], unit.to_topic)
-        return RestoreResult(
-            unit.tp,
-            progress,
-            done,
-            next_offset,
-            time.monotonic() - started,
-            TaskFailure(kind_of(errors.KafkaReadError), message, hint, unit.tp),
-        )
+        return ended(TaskFailure(kind_of(errors.KafkaReadError), message, hint, unit.tp))
     except errors.ArchiveError as exc:
         _abort(producer)
-        return RestoreResult(
-            unit.tp,
-            progress,
-            done,
-            next_offset,
-            time.monotonic() - started,
-            TaskFailure(kind_of(exc), exc.message, exc.hint, unit.tp),
-        )
+        return ended(TaskFailure(kind_of(exc), exc.message, exc.hint, unit.tp))
     finally:
         consumer.close()
         producer.flush(_TIMEOUT)
-    return RestoreResult(unit.tp, progress, done, next_offset, time.monotonic() - started)
+    return ended()
+
+
+def _spent(store: S3Store | None) -> S3Requests:
+    return NO_REQUESTS if store is None else store.requests.read()
 
 
 _MAX_BYTES = 1_000_000_000  # librdkafka's greatest message.max.bytes
@@ -311,6 +316,7 @@ def restore(
     progress = progress or NullProgress()
     only = only or RestoreFilter()
     started = time.monotonic()
+    began = requests.PROCESS.read()
     target = listing.parse_location(location)
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
@@ -345,9 +351,9 @@ def restore(
         results = driver.map_units(
             spark, units, functools.partial(restore_units, settings=settings)
         )
-    outcome = RestoreRun(
-        to_topic, tuple(sorted(results, key=lambda r: r.tp)), time.monotonic() - started
-    )
+    ordered = tuple(sorted(results, key=lambda r: r.tp))
+    spent = requests.PROCESS.read() - began + total_requests(r.s3_requests for r in ordered)
+    outcome = RestoreRun(to_topic, ordered, time.monotonic() - started, spent)
     error = first_error([r.failure for r in outcome.units if r.failure is not None])
     if error is not None:
         raise error

@@ -66,7 +66,11 @@ def serve(
         max_age = options.health_max_age or 3 * options.poll_seconds + 300
         job = JobLine(settings.job_name or job_name_for(plan), routes_of(plan), time.time())
         server = MetricsServer(
-            options.metrics_port, max_age=max_age, max_lag=options.health_max_lag, job=job
+            options.metrics_port,
+            max_age=max_age,
+            max_lag=options.health_max_lag,
+            job=job,
+            prices=settings.prices,
         ).start()
         notify(f"serving /metrics, /health and the status page / on port {server.port}")
     stop = threading.Event()
@@ -134,8 +138,10 @@ def write_outputs(
         return
     if report_path is not None:
         report.write_atomically(
-            report_path, json.dumps(report.report_json(result, error), indent=2) + "\n"
+            report_path,
+            json.dumps(report.report_json(result, error, settings.prices), indent=2) + "\n",
         )
     if metrics_file is not None:
         lag = lag_or_none(settings, plan)
-        report.write_atomically(metrics_file, report.prometheus_text(result, lag, ok=error is None))
+        text = report.prometheus_text(result, lag, ok=error is None, prices=settings.prices)
+        report.write_atomically(metrics_file, text)

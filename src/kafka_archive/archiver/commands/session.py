@@ -29,9 +29,11 @@ from kafka_archive.archiver.core.errors import (
 from kafka_archive.archiver.core.model import (
     BatchTimings,
     RunResult,
+    S3Requests,
     TopicPartition,
     UnitResult,
     WorkUnit,
+    total_requests,
 )
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
@@ -53,6 +55,7 @@ from kafka_archive.archiver.spark.progress import NullProgress, Progress, UnitPr
 from kafka_archive.archiver.state import checkpoint, index, legacy, probe
 from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.store import requests
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write import transforms
 from kafka_archive.archiver.write.task import UnitFailure, archive_units
@@ -98,6 +101,16 @@ class Session:
         self._unsettled: dict[tuple[int, TopicPartition], str] = {}
         # Each target's state index as read and proven at the start (:mod:`.state.index`).
         self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
+        # This process's S3 requests when the last batch ended (or the session began): a
+        # batch's result has the driver's since then (:meth:`driver_requests`).
+        self.requests_mark = requests.PROCESS.read()
+
+    def driver_requests(self) -> S3Requests:
+        """The driver's S3 requests since the last batch ended (or the session began); the
+        mark moves to now."""
+        now = requests.PROCESS.read()
+        since, self.requests_mark = now - self.requests_mark, now
+        return since
 
     def _adopt(self, plan: Plan) -> None:
         """``plan`` as the session's (at the start, and with the topics :meth:`discover`
@@ -269,6 +282,8 @@ class Session:
         _commit_group(self.admin, ran.done)
         clear_markers(self.store, self.plan, ran.done)
         ended = time.monotonic()
+        # The driver's requests, and those of the units that failed (not in ``ran.done``).
+        other = self.driver_requests() + total_requests(f.s3_requests for f in ran.failures)
         result = RunResult(
             job=self.job,
             run_id=self.run_id,
@@ -278,6 +293,7 @@ class Session:
             gaps=work.gaps,
             targets=tuple(str(r.target) for r in self.plan.routes),
             timings=ran.timings(started, ended),
+            other_s3=other,
         )
         error = batch_error(
             [f.failure for f in ran.failures],
@@ -403,8 +419,10 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
     """Preflight, the conditional-write probe, the job's lease on every target, and the
     multipart uploads of crashed runs aborted; Spark is stopped at the end."""
     run_id = new_run_id()
+    began = requests.PROCESS.read()  # the preflight's requests are the first batch's
     with preflight(settings, plan, spool_dir=True) as pre:
         archiver = Session(settings, pre, run_id, progress, written=plan)
+        archiver.requests_mark = began
         probe.check_conditional_writes(
             pre.store,
             archiver.plan,
@@ -472,9 +490,15 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
     except ArchiveError as exc:
         if outcome is None or exc is not outcome.error:
             raise
-        return outcome
+        return Outcome(with_tail(outcome.result, archiver), outcome.error)
     result = dataclasses.replace(outcome.result, seconds=time.monotonic() - started)
-    return Outcome(result)
+    return Outcome(with_tail(result, archiver))
+
+
+def with_tail(result: RunResult, archiver: Session) -> RunResult:
+    """``result`` of a session's last batch with the driver's S3 requests after it (the
+    state index written, the leases released)."""
+    return dataclasses.replace(result, other_s3=result.other_s3 + archiver.driver_requests())
 
 
 # How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).

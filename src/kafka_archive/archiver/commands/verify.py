@@ -35,7 +35,12 @@ from typing import Any
 from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import TopicRecreatedError
-from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.model import (
+    NO_REQUESTS,
+    S3Requests,
+    TopicPartition,
+    total_requests,
+)
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats.compression import decompress
@@ -70,6 +75,7 @@ from kafka_archive.archiver.spark.progress import (
     UnitProgress,
 )
 from kafka_archive.archiver.state import identity
+from kafka_archive.archiver.store import requests
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -135,6 +141,7 @@ class PartitionVerdict:
     notes: tuple[str, ...]
     recreated: str | None = None  # the topic was deleted and re-created (checked offline)
     allowed_gaps: tuple[tuple[int, int], ...] = ()  # passed with allow_gaps (the state's)
+    s3_requests: S3Requests = NO_REQUESTS  # the check's, by type
 
     @property
     def clean(self) -> bool:
@@ -150,6 +157,8 @@ class VerifyResult:
     targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
     # One per route whose topic was deleted and re-created (exit 17 after the report).
     refused: tuple[TopicRecreatedError, ...] = dataclasses.field(default=(), compare=False)
+    # Every S3 request of the verify: the driver's and the checks'.
+    s3_requests: S3Requests = NO_REQUESTS
 
     @property
     def clean(self) -> bool:
@@ -284,7 +293,8 @@ class _PartitionChecker:
 
 def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdict:
     """Verify one partition (runs in a Spark task, or in-process)."""
-    checker = _PartitionChecker(check, S3Store(settings.s3))
+    store = S3Store(settings.s3)
+    checker = _PartitionChecker(check, store)
     first = last = None
     try:
         if check.low is not None:
@@ -311,6 +321,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
         notes=tuple(checker.notes),
         recreated=check.recreated,
         allowed_gaps=check.passed_gaps,
+        s3_requests=store.requests.read(),
     )
 
 
@@ -365,6 +376,7 @@ def verify(
     """
     progress = progress or NullProgress()
     started = time.monotonic()
+    began = requests.PROCESS.read()
     iceberg.refuse_tables(plan, "verify")
     with preflight(settings, plan, kafka=not offline) as pre:
         refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
@@ -385,8 +397,9 @@ def verify(
         e
         for _, e in sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))
     )
+    spent = requests.PROCESS.read() - began + total_requests(v.s3_requests for v in ordered)
     return VerifyResult(
-        pre.job, offline, ordered, time.monotonic() - started, targets, ordered_refused
+        pre.job, offline, ordered, time.monotonic() - started, targets, ordered_refused, spent
     )
 
 
@@ -396,6 +409,7 @@ def to_json(result: VerifyResult) -> dict[str, Any]:
         "job": result.job,
         "offline": result.offline,
         "clean": result.clean,
+        "s3_requests": result.s3_requests.by_type(),
         "partitions": [
             {
                 "topic": v.tp.topic,

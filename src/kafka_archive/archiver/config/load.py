@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import logging
+import math
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -70,9 +71,27 @@ def _coerce(option: Option, value: Any, source: str) -> Any:
         if number <= 0:
             raise ConfigError(f"{option.name} from {source} must be positive, not {number}")
         return number
+    if option.kind is float:
+        return _price(option, value, source)
     if not isinstance(value, str):
         raise ConfigError(f"{option.name} from {source} must be a string, not {value!r}")
     return value
+
+
+def _price(option: Option, value: Any, source: str) -> float:
+    """A number of zero or more (a price), from a number or its text."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(
+            f"{option.name} from {source} must be a number of zero or more, not {value!r}",
+            hint="A price in USD per 1,000 requests, e.g. 0.005",
+        )
+    return number
 
 
 def _unknown(name: str, source: str, known: tuple[str, ...]) -> ConfigError:
@@ -255,6 +274,8 @@ class _Given:
             ),
             allow_gaps=get("allow_gaps"),
             jvm_class_cache=get("jvm_class_cache"),
+            s3_price_put_per_1000=get("s3_price_put_per_1000"),
+            s3_price_get_per_1000=get("s3_price_get_per_1000"),
             sources=tuple(sorted(origin.items())),
         )
 

@@ -60,6 +60,25 @@ OPTIONS: tuple[Option, ...] = (
         "cap 20 s) on throttling (503 SlowDown), 5xx and connection errors; past the budget the "
         "run fails (exit 5 or 12) with nothing uncommitted counted as archived",
     ),
+    # AWS's list prices of S3 Standard in us-east-1 (https://aws.amazon.com/s3/pricing/,
+    # "Requests & data retrievals"; transcribed at https://c3x.dev/blog/s3-request-fees-explained):
+    # $0.005 per 1,000 PUT, COPY, POST, LIST requests; $0.0004 per 1,000 GET, SELECT and all
+    # other requests; DELETE and CANCEL free.
+    Option(
+        "s3_price_put_per_1000",
+        float,
+        0.005,
+        "USD per 1,000 PUT, COPY, POST and LIST requests, for the cost estimate of the summary, "
+        "--report and metrics (default: AWS's list price of S3 Standard in us-east-1; 0 for a "
+        "store that does not bill requests)",
+    ),
+    Option(
+        "s3_price_get_per_1000",
+        float,
+        0.0004,
+        "USD per 1,000 GET, HEAD and all other requests but DELETE (free), for the cost "
+        "estimate (default: AWS's list price of S3 Standard in us-east-1)",
+    ),
     Option(
         "s3_stream_part_mb",
         int,

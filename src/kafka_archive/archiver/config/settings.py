@@ -11,6 +11,7 @@ from typing import Any
 from kafka_archive.archiver.config.options import OPTIONS, S3_FIELDS, default
 from kafka_archive.archiver.config.positions import StartPosition, parse_start
 from kafka_archive.archiver.config.secrets import REDACTED, is_secret, redact_value
+from kafka_archive.archiver.core.model import S3Requests
 
 MIB = 1024 * 1024
 
@@ -51,6 +52,22 @@ class S3Settings:
 
 
 @dataclass(frozen=True, slots=True)
+class S3Prices:
+    """USD per 1,000 S3 requests of each price (s3_price_put_per_1000 and
+    s3_price_get_per_1000), for cost estimates."""
+
+    put_per_1000: float = default("s3_price_put_per_1000")
+    get_per_1000: float = default("s3_price_get_per_1000")
+
+    def cost(self, requests: S3Requests) -> float:
+        """The estimated price of ``requests`` in USD."""
+        return requests.cost(self.put_per_1000, self.get_per_1000)
+
+
+LIST_PRICES = S3Prices()
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a run needs besides the plan. Picklable: it travels to Spark executors.
     Each option's field takes its default from the option table."""
@@ -75,7 +92,13 @@ class Settings:
     )
     allow_gaps: bool = default("allow_gaps")
     jvm_class_cache: bool = default("jvm_class_cache")
+    s3_price_put_per_1000: float = default("s3_price_put_per_1000")
+    s3_price_get_per_1000: float = default("s3_price_get_per_1000")
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    @property
+    def prices(self) -> S3Prices:
+        return S3Prices(self.s3_price_put_per_1000, self.s3_price_get_per_1000)
 
     def given(self, name: str) -> bool:
         """Whether the user set an option (anywhere), rather than it taking its default."""

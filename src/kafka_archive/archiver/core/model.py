@@ -5,6 +5,7 @@ A leaf of the archiver: of the project it imports only :mod:`kafka_archive.kcql.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -82,6 +83,66 @@ class WorkUnit:
         return self.part_start is not None
 
 
+# S3 request types as AWS bills them (https://aws.amazon.com/s3/pricing/, "Requests & data
+# retrievals"): PUT, COPY, POST and LIST at one price (multipart parts are PUTs, creating and
+# completing an upload POSTs), DELETE and CANCEL (aborting an upload) free, GET, HEAD and
+# everything else at another.
+REQUEST_TYPES = ("PUT", "COPY", "POST", "LIST", "GET", "HEAD", "DELETE", "OTHER")
+PUT_PRICED = frozenset({"PUT", "COPY", "POST", "LIST"})
+FREE = frozenset({"DELETE"})
+
+
+@dataclass(frozen=True, slots=True)
+class S3Requests:
+    """S3 requests sent, by type (:data:`REQUEST_TYPES`): every HTTP attempt, retries
+    included (each is billed). ``counts``: (type, count) of the types sent, in table order."""
+
+    counts: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> S3Requests:
+        for kind in counts:
+            if kind not in REQUEST_TYPES:
+                raise ValueError(f"not an S3 request type: {kind!r}")
+        return cls(tuple((k, int(counts[k])) for k in REQUEST_TYPES if counts.get(k)))
+
+    def by_type(self) -> dict[str, int]:
+        """Every type's count, 0 for those not sent, in table order."""
+        sent = dict(self.counts)
+        return {kind: sent.get(kind, 0) for kind in REQUEST_TYPES}
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, n in self.counts)
+
+    def __add__(self, other: S3Requests) -> S3Requests:
+        mine, theirs = self.by_type(), other.by_type()
+        return S3Requests.of({kind: mine[kind] + theirs[kind] for kind in REQUEST_TYPES})
+
+    def __sub__(self, other: S3Requests) -> S3Requests:
+        """What was sent since ``other`` (an earlier reading of the same counter)."""
+        mine, theirs = self.by_type(), other.by_type()
+        return S3Requests.of({kind: max(mine[kind] - theirs[kind], 0) for kind in REQUEST_TYPES})
+
+    def cost(self, put_per_1000: float, get_per_1000: float) -> float:
+        """The estimated price in USD: PUT, COPY, POST and LIST at ``put_per_1000`` per 1,000
+        requests, DELETE free, the rest at ``get_per_1000``."""
+        put = sum(n for kind, n in self.counts if kind in PUT_PRICED)
+        get = sum(n for kind, n in self.counts if kind not in PUT_PRICED | FREE)
+        return (put * put_per_1000 + get * get_per_1000) / 1000
+
+
+NO_REQUESTS = S3Requests()
+
+
+def total_requests(parts: Iterable[S3Requests]) -> S3Requests:
+    """The sum of ``parts``."""
+    summed = S3Requests()
+    for part in parts:
+        summed = summed + part
+    return summed
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectWritten:
     key: str
@@ -116,6 +177,8 @@ class UnitResult:
     dead_letter_key: str | None = None
     # S3 requests of this unit that botocore retried.
     s3_retries: int = 0
+    # S3 requests of this unit, by type (retried attempts included).
+    s3_requests: S3Requests = S3Requests()
     # A sub-unit's intent markers, cleared by the driver once it commits them.
     marker_keys: tuple[str, ...] = ()
     # Spark tasks that archived this partition in the run (several when it was split).
@@ -189,6 +252,9 @@ class RunResult:
     gaps: tuple[Gap, ...] = ()
     timings: BatchTimings | None = None
     targets: tuple[str, ...] = ()  # by route index: where each route writes (bucket:prefix)
+    # S3 requests not in a unit's result: the driver's (for a run, all of them; for a batch
+    # of --follow, those since the last batch ended) and those of units that failed.
+    other_s3: S3Requests = S3Requests()
 
     @property
     def records(self) -> int:
@@ -213,3 +279,9 @@ class RunResult:
     @property
     def s3_retries(self) -> int:
         return sum(u.s3_retries for u in self.units)
+
+    @property
+    def s3_requests(self) -> S3Requests:
+        """Every S3 request of the run (batch) that reached its result: its units' and
+        :attr:`other_s3`."""
+        return total_requests([self.other_s3, *(u.s3_requests for u in self.units)])

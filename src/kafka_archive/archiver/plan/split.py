@@ -31,13 +31,20 @@ from collections.abc import Sequence
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.failure import TaskFailure, kind_of
-from kafka_archive.archiver.core.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.core.model import (
+    ObjectWritten,
+    S3Requests,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+    total_requests,
+)
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.fencing import UnitFencing
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write.lifecycle import commit_state
-from kafka_archive.archiver.write.task import UnitFailure
+from kafka_archive.archiver.write.task import UnitFailure, requests_of
 
 
 def piece_size(count: int, max_records: int) -> int:
@@ -121,6 +128,7 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
     fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
     failure = next(iter(fenced or failures), None)
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
+    spent = total_requests(requests_of(r) for _, r in pieces)  # every piece's, all sent
     state: checkpoint.LoadedState | None = None
     if cut > start:
         try:
@@ -128,7 +136,7 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
             state = commit_state(store, first, start, cut, written)
         except errors.ArchiveError as exc:
             refused = TaskFailure(kind_of(exc), exc.message, exc.hint, first.tp, exc.offset)
-            return UnitFailure(first.route_index, first.tp, refused)
+            return UnitFailure(first.route_index, first.tp, refused, s3_requests=spent)
     result = UnitResult(
         route_index=first.route_index,
         tp=first.tp,
@@ -142,11 +150,14 @@ def _settle_partition(pieces: list[tuple[WorkUnit, Outcome]], store: S3Store) ->
         dead_letters=sum(r.dead_letters for r in taken),
         dead_letter_key=next((r.dead_letter_key for r in taken if r.dead_letter_key), None),
         s3_retries=sum(r.s3_retries for r in taken),
+        s3_requests=spent,
         tasks=len(pieces),
         state=state,
         # Stale once committed: cleared with the whole units' in the batch's bulk delete.
         committed_markers=tuple(k for r in taken for k in r.marker_keys) if cut > start else (),
     )
     if failure is not None:
-        return dataclasses.replace(failure, committed=result if cut > start else None)
+        if cut > start:
+            return dataclasses.replace(failure, committed=result, s3_requests=S3Requests())
+        return dataclasses.replace(failure, committed=None, s3_requests=spent)
     return result

@@ -27,6 +27,7 @@ from kafka_archive.archiver.core.errors import ArchiveError, UploadError
 from kafka_archive.archiver.core.pooling import Pool
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.client import CREDENTIAL_ENV, open_client
+from kafka_archive.archiver.store.requests import RequestCounter, count_requests
 from kafka_archive.archiver.store.streaming import StreamingUpload
 from kafka_archive.archiver.store.translate import (
     ConditionFailed,
@@ -123,6 +124,8 @@ class S3Store:
         # Requests botocore had to retry (throttling, 5xx, connection errors), for metrics.
         self.retries = 0
         self._client.meta.events.register("after-call.s3", self._count_retries)
+        self.requests = RequestCounter()  # every HTTP attempt, by type (for cost)
+        count_requests(self._client, self.requests)
         # Fencing: keys being created with If-None-Match (any attempt, any transfer thread),
         # and the user metadata naming the writer that every new object of this store gets.
         self._creating: dict[tuple[str, str], Mapping[str, str]] = {}
@@ -556,6 +559,7 @@ def _reset(store: S3Store) -> bool:
     if store._creating:  # a write still in flight: not reusable
         return False
     store.retries = 0
+    store.requests.reset()
     store.object_metadata = {}
     store._part_checksums.clear()
     store._refused_etags.clear()

@@ -45,6 +45,7 @@ def commit_unit(
         dead_letters=len(letters.lines),
         dead_letter_key=dead_key,
         s3_retries=store.retries,
+        s3_requests=store.requests.read(),
         # A sub-unit leaves its markers to the driver, which commits it in offset order.
         marker_keys=lifecycle.markers() if unit.deferred else (),
         state=state,

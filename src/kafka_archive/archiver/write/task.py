@@ -12,6 +12,7 @@ value (they are not worth a Spark retry); anything else propagates so Spark retr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -23,7 +24,13 @@ from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.errors import BadRecordError as EncodeError
 from kafka_archive.archiver.core.failure import TaskFailure, kind_of
-from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.core.model import (
+    NO_REQUESTS,
+    S3Requests,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+)
 from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.kafka.reader import CONSUMERS, Batch, KafkaReader
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
@@ -50,9 +57,23 @@ class UnitFailure:
     tp: TopicPartition
     failure: TaskFailure
     committed: UnitResult | None = None
+    # The unit's S3 requests not in ``committed``'s.
+    s3_requests: S3Requests = NO_REQUESTS
 
     def to_error(self) -> errors.ArchiveError:
         return self.failure.to_error()
+
+    @property
+    def spent(self) -> S3Requests:
+        """Every S3 request of the unit."""
+        if self.committed is None:
+            return self.s3_requests
+        return self.committed.s3_requests + self.s3_requests
+
+
+def requests_of(outcome: UnitResult | UnitFailure) -> S3Requests:
+    """Every S3 request of a unit that returned ``outcome``."""
+    return outcome.spent if isinstance(outcome, UnitFailure) else outcome.s3_requests
 
 
 def _failed(sender: ProgressSender, offset: object) -> None:
@@ -77,6 +98,8 @@ def archive_unit(unit: WorkUnit, settings: Settings) -> UnitResult | UnitFailure
     except BaseException as exc:
         _failed(sender, getattr(exc, "offset", None))
         raise
+    if isinstance(result, UnitFailure) and result.committed is None:
+        result = dataclasses.replace(result, s3_requests=store.requests.read())
     STORES.give(settings.s3, store)  # after a unit that returned: nothing of it still running
     if isinstance(result, UnitFailure):
         _failed(sender, result.failure.offset)

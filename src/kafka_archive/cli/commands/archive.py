@@ -183,15 +183,15 @@ def run(
     outcome = api.run(settings, plan, progress=invocation.current().progress())
     error = None if outcome.error is None else scrub(str(outcome.error))
     api.write_outputs(settings, plan, outcome.result, error, report_path, metrics_file)
-    _summarized(outcome)
+    _summarized(outcome, settings)
 
 
-def _summarized(outcome: api.Outcome) -> None:
+def _summarized(outcome: api.Outcome, settings: Settings) -> None:
     """The summary of what a batch committed; then the error that failed it, raised (one
     line on stderr from ``main``): a failed batch's summary only when it committed or found
     anything."""
     if outcome.error is None or outcome.result.units or outcome.result.gaps:
-        click.echo(render_summary(outcome.result))
+        click.echo(render_summary(outcome.result, settings.prices))
     outcome.unwrap()
 
 
@@ -221,9 +221,11 @@ def _follow(settings: Settings, plan: kcql.Plan, options: api.FollowOptions) -> 
         plan,
         options,
         progress=here.progress(),
-        on_batch=lambda result: click.echo(render_summary(result)) if result.records else None,
+        on_batch=lambda result: (
+            click.echo(render_summary(result, settings.prices)) if result.records else None
+        ),
         notify=here.say,
     )
     if totals.failed is not None:
-        _summarized(totals.failed)
-    click.echo(render_follow(totals))
+        _summarized(totals.failed, settings)
+    click.echo(render_follow(totals, settings.prices))

@@ -102,7 +102,7 @@ def verify(
     if output == "json":
         click.echo(json.dumps(verify_json(result), indent=2))
     else:
-        click.echo(render_verify(result))
+        click.echo(render_verify(result, loaded.settings.prices))
     if result.refused:  # every partition reported first
         raise result.refused[0]
     if not result.clean:

@@ -89,4 +89,4 @@ def restore(
         max_records=max_records_per_partition,
         progress=invocation.current().progress(),
     )
-    click.echo(render_restore(result))
+    click.echo(render_restore(result, loaded.settings.prices))

@@ -1,7 +1,7 @@
 """The metrics text and the JSON report of a rich run, byte for byte as they were before the
 metrics became one table (issue 36): the golden files were written by the code of that
 time (``fixtures/``), and any change to a name, help text, label, order or number format
-fails here."""
+fails here. (Issue 38 added the S3 requests and their cost: lines added, none changed.)"""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from kafka_archive.archiver.core.model import (
     ObjectWritten,
     PartitionSkip,
     RunResult,
+    S3Requests,
     TopicPartition,
     UnitResult,
 )
@@ -44,6 +45,7 @@ def rich_result() -> RunResult:
             dead_letters=4,
             dead_letter_key="arch/dead/orders/0.json",
             s3_retries=2,
+            s3_requests=S3Requests.of({"PUT": 5, "POST": 2, "GET": 1}),
         ),
         UnitResult(0, TopicPartition("orders", 1), 7, 7, 0, 0, (), 0.0),
         UnitResult(
@@ -56,6 +58,7 @@ def rich_result() -> RunResult:
             (ObjectWritten("x/2/10.avro", 10, 19, 10, 100),),
             0.1 + 0.2,
             s3_retries=1,
+            s3_requests=S3Requests.of({"PUT": 2}),
         ),
     )
     return RunResult(
@@ -69,6 +72,7 @@ def rich_result() -> RunResult:
             Gap(1, TopicPartition('we"ird\\topic\nname', 2), 0, 0, False),
         ),
         timings=BatchTimings(plan=0.25, spark_start=3.5, spark_job=1.5, work=1.25, commit=0.125),
+        other_s3=S3Requests.of({"PUT": 3, "LIST": 2, "GET": 4, "HEAD": 1, "DELETE": 1}),
     )
 
 
@@ -95,6 +99,7 @@ def rich_totals() -> ServiceTotals:
         errors={"S3UnavailableError": 2, "KafkaUnavailableError": 1},
         driver_s3_retries=4,
         overhead_seconds=1.0 / 3.0,
+        s3_requests=S3Requests.of({"PUT": 10**9, "LIST": 7, "GET": 3, "DELETE": 2, "OTHER": 1}),
     )
 
 

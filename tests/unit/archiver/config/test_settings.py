@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kafka_archive.archiver.config.load import load_settings, require_bootstrap
 from kafka_archive.archiver.config.options import OPTIONS
-from kafka_archive.archiver.config.settings import KafkaSettings, Settings
+from kafka_archive.archiver.config.settings import KafkaSettings, S3Prices, Settings
 from kafka_archive.archiver.core.errors import ConfigError
 
 
@@ -228,3 +228,39 @@ def test_the_warning_follows_the_group_and_world_read_bits(tmp_path: Path, mode:
     finally:
         logger.removeHandler(handler)
     assert bool(records) == bool(mode & 0o044)
+
+
+def test_s3_prices_default_to_aws_list_prices_and_take_any_source(tmp_path: Path) -> None:
+    """Issue 38: the prices of the cost estimate, per 1,000 requests (0 for a store that
+    does not bill requests)."""
+    assert load_settings(None, {}, {}).settings.prices == S3Prices(0.005, 0.0004)
+    path = _config(tmp_path, "s3_price_put_per_1000: 0.0054\ns3_price_get_per_1000: 0\n")
+    env = {"KAFKA_ARCHIVE_S3_PRICE_GET_PER_1000": "0.00043"}
+    settings = load_settings(path, env, {}).settings
+    assert settings.prices == S3Prices(0.0054, 0.00043)
+    assert settings.redacted()["s3_price_put_per_1000"] == {
+        "value": 0.0054,
+        "source": f"config file {path}",
+    }
+    assert load_settings(path, {}, {}).settings.prices == S3Prices(0.0054, 0.0)
+
+
+@pytest.mark.parametrize("value", ["abc", "-0.005", "nan", "inf", "", "1e400", "true"])
+def test_a_bad_s3_price_is_one_config_error_naming_its_source(value: str) -> None:
+    env = {"KAFKA_ARCHIVE_S3_PRICE_PUT_PER_1000": value}
+    if value == "":  # an empty variable is not given
+        assert load_settings(None, env, {}).settings.s3_price_put_per_1000 == 0.005
+        return
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env, {})
+    assert str(caught.value).startswith(
+        "s3_price_put_per_1000 from environment KAFKA_ARCHIVE_S3_PRICE_PUT_PER_1000 must be "
+        "a number of zero or more"
+    )
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_s3_price_in_the_config_file_is_refused(tmp_path: Path) -> None:
+    for text in ("s3_price_get_per_1000: [1]\n", "s3_price_get_per_1000: yes\n"):
+        with pytest.raises(ConfigError, match="s3_price_get_per_1000 from config file"):
+            load_settings(_config(tmp_path, text), {}, {})

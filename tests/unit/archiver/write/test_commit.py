@@ -10,8 +10,9 @@ import logging
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.core.model import ObjectWritten, S3Requests, WorkUnit
 from kafka_archive.archiver.core.record import Record
+from kafka_archive.archiver.store.requests import RequestCounter
 from kafka_archive.archiver.write.commit import commit_unit
 from kafka_archive.archiver.write.deadletter import DEAD_LETTER, Refused
 from kafka_archive.archiver.write.lifecycle import Lifecycle
@@ -21,6 +22,12 @@ from .test_lifecycle import FakeFencing, FakeStore, _unit
 
 class Store(FakeStore):
     retries = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = RequestCounter()
+        for kind in ("PUT", "PUT", "GET"):
+            self.requests.add(kind)
 
 
 def _uploaded(unit: WorkUnit, ends: list[int]) -> tuple[Lifecycle, Store]:
@@ -71,6 +78,7 @@ def test_a_unit_commits_its_objects_and_its_dead_letters_below_the_cut(
         assert letters == [] and result.dead_letter_key is None
     assert (result.records, result.objects) == (ends[-1] + 1 if ends else 0, life.uploaded())
     assert result.next_offset == cut and result.s3_retries == 2
+    assert result.s3_requests == S3Requests.of({"PUT": 2, "GET": 1})
     committed = [c for c in store.calls if c.startswith("state")]
     assert committed == ([f"state {cut}"] if cut > unit.start else [])
     assert result.marker_keys == ()  # a unit that commits itself clears its markers after
