@@ -56,8 +56,9 @@ class Killed(Exception):
 
 @dataclass
 class KillPoint:
-    """Where a trial kills: at the ``nth`` request of ``kind`` (:func:`kind_of`), or ``delay``
-    seconds after the last partition was fenced (Spark starting, tasks reading)."""
+    """Where a trial kills: at the ``nth`` request of ``kind`` (:func:`Requests.kind_of`), or
+    ``delay`` seconds after the last partition was fenced (Spark starting, tasks reading), at
+    the latest at the first marker (a fast machine: before any upload all the same)."""
 
     name: str
     kind: str = ""
@@ -71,7 +72,7 @@ def schedule(rng: random.Random) -> list[KillPoint]:
         KillPoint("preflight", "any"),
         KillPoint("taking the lease", "lease"),
         KillPoint("fencing", "state"),
-        KillPoint("spark", delay=rng.uniform(0.0, 4.0)),
+        KillPoint("spark", delay=rng.uniform(0.0, 1.5)),
         KillPoint("writing the marker", "marker"),
         KillPoint("first upload", "data"),
         KillPoint("mid-upload", "data", rng.randint(2, PER_TRIAL // FLUSH)),
@@ -218,7 +219,11 @@ class Trial:
         if point.delay is not None and kind == "state" and nth == PARTITIONS:
             self._timer = threading.Timer(point.delay, self.kill)
             self._timer.start()
-        if (kind, nth) == (point.kind, point.nth) or (point.kind == "any" and nth == 1):
+        if (
+            (kind, nth) == (point.kind, point.nth)
+            or (point.kind == "any" and nth == 1)
+            or (point.delay is not None and kind == "marker")
+        ):
             self.kill()
             raise Killed(path)
         return False
