@@ -261,19 +261,24 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
 ) -> None:
     name, bkt = topic(partitions=2), bucket()
     produce(name, 20000, value=padded(300), batch_size=4096)  # ~12 records a batch
-    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
+    # Objects of 25 records: a unit's first 64 (marked and uploaded together) are out after
+    # 1,600 records of each partition, a quarter of a minute into the read below.
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 25"
     args = run_args(kcql, broker, s3_endpoint, command=None)
     monkeypatch.setenv("KAFKA_ARCHIVE_READ_TIMEOUT_SECONDS", "5")
-    stopped = threading.Event()
+    stopped, returned = threading.Event(), threading.Event()
 
     def stop_broker_once_objects_appear() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        # No deadline but the run's own end: under load (35) the first uploads took more
+        # than the 120 s this wait had, and the broker was never stopped.
+        while not returned.is_set():
             listed = s3_client.list_objects_v2(Bucket=bkt, Prefix=f"arch/{name}/")
             if listed.get("KeyCount", 0) >= 2:
                 kafka.freeze()
                 stopped.set()
-                time.sleep(15)  # well beyond the read timeout
+                # Stopped until the run gave up (its read timeout, 5 s, however long that
+                # takes under load); a run that needs the broker to give up is let go later.
+                returned.wait(timeout=300)
                 break
             time.sleep(0.05)
         kafka.freeze(False)
@@ -301,6 +306,7 @@ def test_the_broker_stopping_mid_run_fails_in_one_line_and_the_next_run_is_exact
             "fetch.queue.backoff.ms=100",
         )
     finally:
+        returned.set()
         saboteur.join(timeout=60)
         kafka.freeze(False)
     assert stopped.is_set(), "the broker was stopped mid-run"

@@ -29,6 +29,11 @@ from kafka_archive.kcql import parse
 
 pytestmark = pytest.mark.integration
 
+# How long a wait for a run's progress may take: they poll, so a passing test never waits it
+# out; generous, for a machine under heavy load (Spark's start alone took a minute there, and
+# on one core beside a CPU burner at load 30 a first batch took more than 300 s).
+DEADLINE = 600
+
 
 def get(port: int, path: str) -> tuple[int, str]:
     try:
@@ -115,14 +120,14 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + DEADLINE
             while archived_ids(s3_client, bkt) != list(range(50)):
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, "first wave not archived"
                 time.sleep(0.3)
             proxy.fail_all = True
             produce(name, 30, first=50, partitions=1)
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + DEADLINE
             while (
                 get(port, "/health")[0] != 503
                 or scrape(port).get("kafka_archive_errors_total", 0) < 1
@@ -131,7 +136,7 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
                 assert time.monotonic() < deadline, "no failed batch counted, or no 503"
                 time.sleep(0.3)
             proxy.fail_all = False
-            deadline = time.monotonic() + 120  # the back-off doubles: up to ~10 s here
+            deadline = time.monotonic() + DEADLINE  # the back-off doubles: up to ~10 s here
             while archived_ids(s3_client, bkt) != list(range(80)) or get(port, "/health")[0] != 200:
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, "not archived after the outage"
@@ -141,7 +146,7 @@ def test_follow_rides_out_an_s3_outage_and_counts_it(
             assert metrics["kafka_archive_s3_retries_total"] >= 1
             assert metrics["kafka_archive_last_commit_age_seconds"] < 60
             process.send_signal(signal.SIGTERM)
-            _, err = process.communicate(timeout=60)
+            _, err = process.communicate(timeout=DEADLINE)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -192,7 +197,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
     try:
         for wave in range(3):  # records produced while it runs are archived in later batches
             expected = list(range(100 + 50 * wave))
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + DEADLINE
             while archived_ids(s3_client, bkt) != expected:
                 assert process.poll() is None, process.communicate()
                 assert time.monotonic() < deadline, f"wave {wave} not archived"
@@ -207,7 +212,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         # reports its lag, past --health-max-lag 0.
         assert any(body.startswith("unhealthy: lag ") for body in lagging), lagging
         # /metrics and /health: healthy once the last wave is archived (lag 0).
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + DEADLINE
         while archived_ids(s3_client, bkt) != list(range(250)) or get(port, "/health")[0] != 200:
             assert time.monotonic() < deadline, get(port, "/health")
             time.sleep(0.3)
@@ -227,7 +232,7 @@ def test_follow_archives_while_running_and_stops_cleanly_on_sigterm(
         tier2 = sum(requests[k] for k in ("GET", "HEAD", "OTHER"))
         assert cost == pytest.approx((tier1 * 0.005 + tier2 * 0.0004) / 1000)
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=DEADLINE)
     finally:
         if process.poll() is None:
             process.kill()
@@ -335,13 +340,13 @@ def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
     command = [KAFKA_ARCHIVE, *run_args(kcql, broker, s3_endpoint, "--master", "local[1]")]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     with process_group([*command, "--follow", "--poll-interval", "0.3"], env) as process:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + DEADLINE
         while archived_ids(s3_client, bkt) != list(range(20)):
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "not archived"
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGTERM)
-        _, err = process.communicate(timeout=90)
+        _, err = process.communicate(timeout=DEADLINE)
     assert "internal error" not in err and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
     if process.returncode != 0:
@@ -350,7 +355,7 @@ def test_a_sigterm_to_the_whole_process_group_is_one_clear_line(
     else:
         assert not lines, err
     produce(name, 10, first=20, partitions=1)
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=DEADLINE)
     assert done.returncode == 0, done.stderr
     assert archived_ids(s3_client, bkt) == list(range(30))
 
@@ -392,7 +397,7 @@ def test_a_sigterm_to_the_process_group_between_batches_stops_it_with_exit_0(
     ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     with process_group(command, env) as process:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + DEADLINE
         # The metrics are updated once a batch has ended: the one that archived is done.
         while (
             get(port, "/metrics")[0] != 200 or scrape(port).get("kafka_archive_records_total") != 20
@@ -405,12 +410,12 @@ def test_a_sigterm_to_the_process_group_between_batches_stops_it_with_exit_0(
         # The group's SIGTERM as the JVM may take it: first, its shutdown hooks, its exit.
         (jvm,) = jvms
         os.kill(jvm, signal.SIGTERM)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + DEADLINE
         while not exited(jvm):
             assert time.monotonic() < deadline, "Spark's JVM did not exit on SIGTERM"
             time.sleep(0.1)
         os.killpg(process.pid, signal.SIGTERM)
-        out, err = process.communicate(timeout=90)
+        out, err = process.communicate(timeout=DEADLINE)
     assert process.returncode == 0, err
     assert "kafka-archive: error" not in err and "Traceback" not in err, err
     assert "RuntimeWarning" not in err, err
@@ -441,13 +446,13 @@ def test_a_sigterm_to_the_process_group_while_spark_starts_is_the_jvm_stopped(
     ]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     with process_group(command, env) as process:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + DEADLINE
         while not spark_processes(process.pid)[0]:  # Spark's launcher became its JVM
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "Spark's JVM was not started"
             time.sleep(0.02)
         os.killpg(process.pid, signal.SIGTERM)
-        _, err = process.communicate(timeout=90)
+        _, err = process.communicate(timeout=DEADLINE)
     assert "internal error" not in err and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("kafka-archive: error: ")]
     assert process.returncode == 21, err

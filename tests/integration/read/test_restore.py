@@ -231,11 +231,13 @@ def test_records_of_a_crashed_restore_transaction_stay_invisible(
     # A restore attempt that dies inside a transaction: records produced, never committed.
     transactional_id = f"kafka-archive.restore.{name}.0.to.{target}"
     crashed = Producer({"bootstrap.servers": broker, "transactional.id": transactional_id})
-    crashed.init_transactions(30)
+    # Generous timeouts: under heavy load the coordinator may answer late (a timed out
+    # init_transactions leaves the producer in librdkafka's "Erroneous state").
+    crashed.init_transactions(120)
     crashed.begin_transaction()
     for _, value in values[:10]:
         crashed.produce(target, value=value, partition=0)
-    crashed.flush(30)
+    crashed.flush(120)
     # The records are in the log (a read_uncommitted consumer sees them), yet invisible to
     # a read_committed one while their transaction is open.
     assert read_all(broker, target, 1, committed=False)[0] == [v for _, v in values[:10]]
