@@ -35,6 +35,7 @@ from kafka_archive.archiver.core.model import (
 )
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.plan import columns as route_columns
 from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import topics
 from kafka_archive.archiver.plan import units as jobs
@@ -98,6 +99,9 @@ class Session:
         self._unsettled: dict[tuple[int, TopicPartition], str] = {}
         # Each target's state index as read and proven at the start (:mod:`.state.index`).
         self._indexed: dict[Target, dict[TopicPartition, checkpoint.LoadedState]] = {}
+        # Each objects route's recorded column types (plan/columns.py), read at its first
+        # batch with units, kept as this session writes them.
+        self.columns: dict[int, route_columns.Recorded] = {}
 
     def _adopt(self, plan: Plan) -> None:
         """``plan`` as the session's (at the start, and with the topics :meth:`discover`
@@ -262,7 +266,11 @@ class Session:
             return self.batch(hold_tails=hold_tails)
         work = self._plan(views, hold_tails=hold_tails)
         units = transforms.with_roots(work.units, self.transform_roots)
+        if units:
+            self.columns = route_columns.load(self.store, self.plan, self.columns)
+            units = route_columns.with_columns(units, self.columns)
         ran = self._run_units(iceberg.with_data_layout(units, self.tables))
+        self._record_columns(ran.done)
         iceberg.commit_all(
             self.tables, ran.done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
         )
@@ -287,6 +295,14 @@ class Session:
         if error is None:
             self._keep(work, ran.done, tenure)
         return Outcome(result, error)
+
+    def _record_columns(self, done: Sequence[UnitResult]) -> None:
+        """The columns of the objects ``done`` committed, recorded for their routes (best
+        effort: a failed write only leaves the next run the columns recorded before)."""
+        try:
+            self.columns = route_columns.record(self.store, self.plan, self.columns, done)
+        except ArchiveError as exc:
+            log.warning("the routes' column types were not recorded: %s", exc)
 
     def _plan(self, views: Sequence[PartitionView], *, hold_tails: bool) -> jobs.WorkPlan:
         """The batch's units (:func:`.units.plan_work`), noted as unsettled until the batch

@@ -37,6 +37,11 @@ def topic_identity_key(target: Target, topic: str) -> str:
     return f"{state_root(target)}/topics/{topic}.json"
 
 
+def columns_key(target: Target, topic: str) -> str:
+    """The column types the route of ``topic`` committed objects with (:mod:`.plan.columns`)."""
+    return f"{state_root(target)}/columns/{topic}.json"
+
+
 def pending_root(target: Target) -> str:
     """Where the intent markers of every route under ``target`` are (``<topic>/<partition>/``)."""
     return f"{state_root(target)}/pending/"
