@@ -108,7 +108,7 @@ class Session:
         adds): its layouts checked, its value schemas and transforms loaded."""
         check_layouts(plan)
         self.plan = plan
-        self.value_schemas = avsc.load(plan)
+        self.value_schemas = avsc.declared(plan, self.settings.schema_registry_url)
         self.transform_roots = transforms.load_plan(plan)
 
     def check_leases(self) -> None:

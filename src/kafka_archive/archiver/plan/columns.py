@@ -19,7 +19,7 @@ planned: every attempt of a unit the same seed, so retries still write the same 
 Not the truth of exactly once (the partition states are): a missing record only costs what
 the rules gave before it. A driver that stops between its units' commits and the record's
 write leaves those columns unrecorded (the next run seeds from what was recorded before).
-Routes with a declared schema (``avro.schema.file``), the envelope, or
+Routes with a declared schema (``avro.schema.file``, a registry subject), the envelope, or
 an Iceberg table (seeded from the table itself) keep none.
 """
 
@@ -67,6 +67,7 @@ def keeps(route: Route) -> bool:
         and route.iceberg is None
         and not route.envelope.enabled
         and route.avro_schema_file is None
+        and route.avro_schema_subject is None
     )
 
 
