@@ -94,6 +94,10 @@ def archive_two_runs(
     keys = [o["Key"] for p in pages for o in p.get("Contents", ())]
     keys = [k for k in keys if "/.kafka-archive/" not in k]
     assert len(keys) >= 8  # 2 groups x 2 partitions x 2 runs at least
+    record = s3_client.get_object(
+        Bucket=bkt, Key=f"arch/.kafka-archive/columns/{name}/columns.json"
+    )
+    assert json.loads(record["Body"].read())["version"] == 1
     for key in keys:
         path = tmp_path / key
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """The column types of each objects route (AVRO, PARQUET with inferred schemas), as the route's
-committed objects have them: ``<prefix>/.kafka-archive/columns/<topic>.json``.
+committed objects have them: ``<prefix>/.kafka-archive/columns/<topic>/columns.json``.
 
 An inferred schema is decided on an object's records (:mod:`.formats.schema`), so a run
 whose records are all null for a field, or hold only whole numbers, could not know what
