@@ -37,6 +37,8 @@ bench: $(STAMP)
 # fetch it once from Maven Central (testbed/kafka/pom.xml) into ~/.cache/kafka-archive.
 # The tests marked every_s3 also run against SeaweedFS's S3 gateway, which Go builds once
 # from the Go module proxy (testbed/seaweedfs.py) into the same cache: about 6 minutes.
+# Spark's Iceberg runtime (testbed/iceberg/pom.xml) and the pyspark it is built for come
+# once into the same cache too (testbed/iceberg_spark.py: Maven, pip).
 KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || \
 	{ echo "make test runs Apache Kafka and needs Java 17+ and Maven: apt-get install openjdk-17-jre-headless maven" >&2; exit 1; }; \
 	command -v go >/dev/null 2>&1 || \
@@ -44,7 +46,8 @@ KAFKA_TOOLS = command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 
 	command -v chromium >/dev/null 2>&1 || \
 	{ echo "make test looks at the status page in a headless browser and needs Chromium: apt-get install chromium" >&2; exit 1; }
 TESTBED = PYTHONPATH=testbed $(BIN)/python tests/integration/kafka_broker.py >/dev/null && \
-	PYTHONPATH=testbed $(BIN)/python testbed/seaweedfs.py >/dev/null
+	PYTHONPATH=testbed $(BIN)/python testbed/seaweedfs.py >/dev/null && \
+	PYTHONPATH=testbed $(BIN)/python testbed/iceberg_spark.py >/dev/null
 
 test: $(STAMP)
 	@$(KAFKA_TOOLS)

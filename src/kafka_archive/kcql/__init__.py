@@ -142,6 +142,8 @@ def _route_to_dict(route: Route) -> dict[str, Any]:
         "parquet_codec": route.codecs.parquet,
         "parquet_row_group_records": route.codecs.parquet_row_group_records,
         "avro_schema_file": route.avro_schema_file,
+        "avro_schema_subject": route.avro_schema_subject,
+        "avro_schema_version": route.avro_schema_version,
         "schema_compatibility": route.schema_compatibility.value,
         "transform": route.transform,
         "error_policy": route.error_policy.value,

@@ -102,6 +102,8 @@ def compile_statement(statement: Statement) -> Route:
         ),
         error_policy=ErrorPolicy(settings.text("error.policy", ErrorPolicy.FAIL.value)),
         avro_schema_file=settings.optional("avro.schema.file"),
+        avro_schema_subject=settings.optional("avro.schema.subject"),
+        avro_schema_version=settings.optional("avro.schema.subject.version"),
         schema_compatibility=SchemaCompatibility(
             settings.text("schema.compatibility", SchemaCompatibility.NONE.value)
         ),

@@ -366,6 +366,10 @@ class Route:
     codecs: Codecs = Codecs()
     error_policy: ErrorPolicy = ErrorPolicy.FAIL
     avro_schema_file: str | None = None
+    # A Schema Registry subject whose schema is the route's, as a file's would be; its
+    # version (digits), None: the latest when the run starts.
+    avro_schema_subject: str | None = None
+    avro_schema_version: str | None = None
     schema_compatibility: SchemaCompatibility = SchemaCompatibility.NONE
     transform: str | None = None
     layout: LayoutSpec = LayoutSpec()

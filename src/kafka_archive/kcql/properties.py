@@ -178,6 +178,14 @@ PROPERTY_SPECS: Mapping[str, PropertySpec] = MappingProxyType(
             "an Avro schema (.avsc) every AVRO object of the route is written with "
             "(PARQUET: whose columns it has); values must match it",
         ),
+        "avro.schema.subject": PropertySpec(
+            Kind.KEY_TEXT,
+            "a Schema Registry subject whose schema (latest, or 'avro.schema.subject.version') "
+            "is the route's, as with 'avro.schema.file' (from --schema-registry-url)",
+        ),
+        "avro.schema.subject.version": PropertySpec(
+            Kind.INT, "the version of 'avro.schema.subject' (default: its latest)", minimum=1
+        ),
         "parquet.row.group.records": PropertySpec(
             Kind.INT, "records per PARQUET row group (default 10000)"
         ),
@@ -346,6 +354,8 @@ FORMAT_PROPERTIES: Mapping[str, frozenset[Format]] = MappingProxyType(
         "store.gzip.block.bytes": frozenset({Format.JSON, Format.TEXT, Format.BYTES}),
         "avro.codec": frozenset({Format.AVRO}),
         "avro.schema.file": frozenset({Format.AVRO, Format.PARQUET}),
+        "avro.schema.subject": frozenset({Format.AVRO, Format.PARQUET}),
+        "avro.schema.subject.version": frozenset({Format.AVRO, Format.PARQUET}),
         "parquet.codec": frozenset({Format.PARQUET}),
         "parquet.row.group.records": frozenset({Format.PARQUET}),
         "schema.compatibility": frozenset({Format.AVRO, Format.PARQUET}),

@@ -80,6 +80,7 @@ def check_format_properties(settings: Settings, fmt: Format) -> None:
             hint="Remove 'avro.schema.file', or 'store.envelope'",
             label="schema-file-with-envelope",
         )
+    check_schema_subject(settings)
     for key, formats in FORMAT_PROPERTIES.items():
         setting = settings.get(key)
         if setting is not None and fmt not in formats:
@@ -90,6 +91,37 @@ def check_format_properties(settings: Settings, fmt: Format) -> None:
                 hint=f"It applies to {names}; remove it, or change STOREAS",
                 label="property-format",
             )
+
+
+def check_schema_subject(settings: Settings) -> None:
+    """A route declares one schema: a file or a registry subject, not both, and not with the
+    envelope; a subject version names a subject."""
+    subject, version = (
+        settings.get("avro.schema.subject"),
+        settings.get("avro.schema.subject.version"),
+    )
+    envelope = settings.get("store.envelope")
+    if subject is not None and settings.get("avro.schema.file") is not None:
+        raise KcqlSemanticError(
+            "'avro.schema.subject' and 'avro.schema.file' both declare the route's schema",
+            span=subject.span,
+            hint="Keep one of them",
+            label="schema-file-and-subject",
+        )
+    if subject is not None and envelope is not None and envelope.value == "true":
+        raise KcqlSemanticError(
+            "'avro.schema.subject' does not apply to an envelope (its schema is fixed)",
+            span=subject.span,
+            hint="Remove 'avro.schema.subject', or 'store.envelope'",
+            label="schema-subject-with-envelope",
+        )
+    if version is not None and subject is None:
+        raise KcqlSemanticError(
+            "'avro.schema.subject.version' needs 'avro.schema.subject'",
+            span=version.span,
+            hint="Name the subject with 'avro.schema.subject'",
+            label="subject-version-without-subject",
+        )
 
 
 def compile_envelope(settings: Settings, fmt: Format) -> Envelope:

@@ -1,12 +1,15 @@
 """Values in the Confluent Avro wire format (magic 0, schema id, Avro datum), decoded with
 their writer schema from a Schema Registry — here a small HTTP registry of our own on
-loopback serving GET /schemas/ids/{id}, as the real one does."""
+loopback serving GET /schemas/ids/{id} and GET /subjects/{subject}/versions/{version}, as
+the real one does (no registry that speaks Confluent's API installs here: docs/development.md);
+and a route's schema declared by a subject ('avro.schema.subject')."""
 
 from __future__ import annotations
 
 import io
 import json
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -48,7 +51,53 @@ SCHEMA_V2 = {
     ],
 }
 SCHEMA_V2_ID = 43
-SCHEMAS = {SCHEMA_ID: SCHEMA, SCHEMA_V2_ID: SCHEMA_V2}
+# The subject a route may declare its schema by ('avro.schema.subject'): version 1 of plain
+# types, version 2 adds a field with a default.
+ORDER_V1 = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+ORDER_V2 = {
+    **ORDER_V1,
+    "fields": [*ORDER_V1["fields"], {"name": "channel", "type": "string", "default": "web"}],
+}
+SCHEMAS = {SCHEMA_ID: SCHEMA, SCHEMA_V2_ID: SCHEMA_V2, 44: ORDER_V1, 45: ORDER_V2}
+SUBJECTS = {"orders-value": [44, 45]}  # the ids of versions 1, 2, ...
+
+
+def subject_answer(path: str) -> tuple[int, dict[str, Any]]:
+    """``GET /subjects/{subject}/versions/{version}`` as Confluent's registry answers it:
+    ``{"subject", "id", "version", "schema"}`` (no ``schemaType`` for Avro), 404 with error
+    code 40401 (no subject) or 40402 (no version), 422 with 42202 (not a version)."""
+    _, _, subject, _, version = path.split("/", 4)
+    subject = urllib.parse.unquote(subject)
+    if subject not in SUBJECTS:
+        return 404, {"error_code": 40401, "message": f"Subject '{subject}' not found."}
+    ids = SUBJECTS[subject]
+    if version in ("latest", "-1"):
+        number = len(ids)
+    elif version.isdigit() and int(version) > 0:
+        number = int(version)
+    else:
+        return 422, {
+            "error_code": 42202,
+            "message": f"The specified version '{version}' is not a valid version id.",
+        }
+    if number > len(ids):
+        return 404, {"error_code": 40402, "message": f"Version {number} not found."}
+    ident = ids[number - 1]
+    return 200, {
+        "subject": subject,
+        "version": number,
+        "id": ident,
+        "schema": json.dumps(SCHEMAS[ident]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +110,9 @@ def registry() -> Iterator[str]:
             ident = self.path.rsplit("/", 1)[-1]
             if self.path.startswith("/schemas/ids/") and ident.isdigit() and int(ident) in SCHEMAS:
                 status, body = 200, json.dumps({"schema": json.dumps(SCHEMAS[int(ident)])}).encode()
+            elif self.path.startswith("/subjects/") and self.path.count("/") == 4:
+                status, answer = subject_answer(self.path)
+                body = json.dumps(answer).encode()
             else:
                 status, body = 404, b'{"error_code":40403,"message":"Schema not found"}'
             self.send_response(status)
@@ -248,3 +300,120 @@ def test_objects_take_their_schema_from_the_registry_one_schema_id_per_object(
         ]
     capsys.readouterr()
     assert main(["verify", *args]) == 0, capsys.readouterr().out
+
+
+def json_order(i: int) -> dict[str, Any]:
+    """A plain JSON value (not framed): whole amounts, ``note`` always null: alone, the type
+    rules would store ``amount`` as double and ``note`` as a string, ``id`` as double."""
+    return {"id": i, "amount": i * 2, "note": None}
+
+
+def subject_args(
+    kcql: str, broker: str, s3_endpoint: str, registry: str, command: str = "run"
+) -> list[str]:
+    return [
+        command,
+        "--kcql",
+        kcql,
+        "--bootstrap-servers",
+        broker,
+        "--endpoint-url",
+        s3_endpoint,
+        "--schema-registry-url",
+        registry,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "version"), [("AVRO", None), ("PARQUET", 1)], ids=["AVRO-latest", "PARQUET-v1"]
+)
+def test_a_subject_declares_the_routes_schema(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    produce: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+    registry: str,
+    fmt: str,
+    version: int | None,
+) -> None:
+    """JSON values stored under the subject's schema: AVRO objects are written with the
+    latest version (the default of ``channel`` filled in), PARQUET objects have version
+    1's columns (``id`` a long, ``note`` a string though null throughout)."""
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 12, partitions=1, value=json_order)
+    props = "'avro.schema.subject'='orders-value'"
+    if version is not None:
+        props += f", 'avro.schema.subject.version'={version}"
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} PROPERTIES({props})"
+    assert main(subject_args(kcql, broker, s3_endpoint, registry)) == 0, capsys.readouterr().err
+    keys = [
+        o["Key"]
+        for o in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")["Contents"]
+        if "/.kafka-archive/" not in o["Key"]
+    ]
+    assert keys
+    rows: list[dict[str, Any]] = []
+    for key in sorted(keys):
+        data = s3_client.get_object(Bucket=bkt, Key=key)["Body"].read()
+        if fmt == "AVRO":
+            reader = fastavro.reader(io.BytesIO(data))
+            assert reader.writer_schema is not None
+            assert reader.writer_schema["name"] == "shop.Order"
+            assert [f["name"] for f in reader.writer_schema["fields"]] == [
+                "id",
+                "amount",
+                "note",
+                "channel",
+            ]
+            rows += [r for r in reader if isinstance(r, dict)]
+        else:
+            table = pq.read_table(pa.BufferReader(data))
+            assert table.schema.field("id").type == pa.int64()
+            assert table.schema.field("amount").type == pa.float64()
+            assert table.schema.field("note").type == pa.string()
+            assert "channel" not in table.schema.names
+            rows += table.to_pylist()
+    extra = {"channel": "web"} if fmt == "AVRO" else {}
+    assert rows == [{"id": i, "amount": float(i * 2), "note": None, **extra} for i in range(12)]
+    capsys.readouterr()
+    verified = main(subject_args(kcql, broker, s3_endpoint, registry, "verify"))
+    assert verified == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("props", "words"),
+    [
+        ("'avro.schema.subject'='nope-value'", "subject 'nope-value' version latest: Subject"),
+        (
+            "'avro.schema.subject'='orders-value', 'avro.schema.subject.version'=9",
+            "subject 'orders-value' version 9: Version 9 not found",
+        ),
+    ],
+    ids=["no-subject", "no-version"],
+)
+def test_a_subject_the_registry_does_not_have_stops_the_run_with_one_line(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    produce: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+    registry: str,
+    props: str,
+    words: str,
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    produce(name, 3, partitions=1, value=json_order)
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS AVRO PROPERTIES({props})"
+    code = main(subject_args(kcql, broker, s3_endpoint, registry))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "HTTP 404" in err and words in err, err
+    assert "Traceback" not in err
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bkt, Prefix="arch/")

@@ -732,6 +732,31 @@ def test_avro_schema_file_is_a_path_for_avro_and_parquet_only() -> None:
     )
 
 
+def test_a_schema_registry_subject_declares_the_schema_instead_of_a_file() -> None:
+    r = route(f"{HEAD} STOREAS AVRO PROPERTIES('avro.schema.subject'='orders-value')")
+    assert (r.avro_schema_subject, r.avro_schema_version) == ("orders-value", None)
+    r = route(
+        f"{HEAD} STOREAS PARQUET PROPERTIES('avro.schema.subject'='com.shop.Order', "
+        "'avro.schema.subject.version'=3)"
+    )
+    assert (r.avro_schema_subject, r.avro_schema_version) == ("com.shop.Order", "3")
+    both = "'avro.schema.subject'='o', 'avro.schema.file'='o.avsc'"
+    assert error(f"{HEAD} STOREAS AVRO PROPERTIES({both})").label == "schema-file-and-subject"
+    envelope = "'avro.schema.subject'='o', 'store.envelope'=true"
+    assert error(f"{HEAD} STOREAS AVRO PROPERTIES({envelope})").label == (
+        "schema-subject-with-envelope"
+    )
+    alone = "'avro.schema.subject.version'=2"
+    assert error(f"{HEAD} STOREAS AVRO PROPERTIES({alone})").label == (
+        "subject-version-without-subject"
+    )
+    zero = "'avro.schema.subject'='o', 'avro.schema.subject.version'=0"
+    assert error(f"{HEAD} STOREAS AVRO PROPERTIES({zero})").label == "bad-property-value"
+    assert error(f"{HEAD} STOREAS JSON PROPERTIES('avro.schema.subject'='o')").label == (
+        "property-format"
+    )
+
+
 def test_transform_and_schema_compatibility_compile_into_typed_fields() -> None:
     from kafka_archive.kcql.plan import SchemaCompatibility
 

@@ -37,6 +37,7 @@ from kafka_archive.archiver.core.model import (
 )
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
+from kafka_archive.archiver.plan import columns as route_columns
 from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import topics
 from kafka_archive.archiver.plan import units as jobs
@@ -104,6 +105,9 @@ class Session:
         # This process's S3 requests when the last batch ended (or the session began): a
         # batch's result has the driver's since then (:meth:`driver_requests`).
         self.requests_mark = requests.PROCESS.read()
+        # Each objects route's recorded column types (plan/columns.py), read at its first
+        # batch with units, kept as this session writes them.
+        self.columns: dict[int, route_columns.Recorded] = {}
 
     def driver_requests(self) -> S3Requests:
         """The driver's S3 requests since the last batch ended (or the session began); the
@@ -117,7 +121,7 @@ class Session:
         adds): its layouts checked, its value schemas and transforms loaded."""
         check_layouts(plan)
         self.plan = plan
-        self.value_schemas = avsc.load(plan)
+        self.value_schemas = avsc.declared(plan, self.settings.schema_registry_url)
         self.transform_roots = transforms.load_plan(plan)
 
     def check_leases(self) -> None:
@@ -275,7 +279,11 @@ class Session:
             return self.batch(hold_tails=hold_tails)
         work = self._plan(views, hold_tails=hold_tails)
         units = transforms.with_roots(work.units, self.transform_roots)
+        if units:
+            self.columns = route_columns.load(self.store, self.plan, self.columns)
+            units = route_columns.with_columns(units, self.columns)
         ran = self._run_units(iceberg.with_data_layout(units, self.tables))
+        self._record_columns(ran.done)
         iceberg.commit_all(
             self.tables, ran.done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
         )
@@ -303,6 +311,14 @@ class Session:
         if error is None:
             self._keep(work, ran.done, tenure)
         return Outcome(result, error)
+
+    def _record_columns(self, done: Sequence[UnitResult]) -> None:
+        """The columns of the objects ``done`` committed, recorded for their routes (best
+        effort: a failed write only leaves the next run the columns recorded before)."""
+        try:
+            self.columns = route_columns.record(self.store, self.plan, self.columns, done)
+        except ArchiveError as exc:
+            log.warning("the routes' column types were not recorded: %s", exc)
 
     def _plan(self, views: Sequence[PartitionView], *, hold_tails: bool) -> jobs.WorkPlan:
         """The batch's units (:func:`.units.plan_work`), noted as unsettled until the batch

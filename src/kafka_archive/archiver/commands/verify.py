@@ -334,11 +334,12 @@ def check_all(checks: Iterable[PartitionCheck], settings: Settings) -> Iterator[
 def plan_checks(
     pre: Preflight,
     refused: Mapping[tuple[Target, str], TopicRecreatedError] | None = None,
+    registry_url: str | None = None,
 ) -> tuple[PartitionCheck, ...]:
     """One check per (route, partition): Kafka's partitions (unless the preflight ran
     offline) and the archive's. A route in ``refused`` (its topic re-created) is checked
     offline only."""
-    value_schemas = avsc.load(pre.plan)
+    value_schemas = avsc.declared(pre.plan, registry_url)
     routes = enumerate(pre.plan.routes)
     compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
@@ -380,7 +381,7 @@ def verify(
     iceberg.refuse_tables(plan, "verify")
     with preflight(settings, plan, kafka=not offline) as pre:
         refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
-        checks = plan_checks(pre, refused)
+        checks = plan_checks(pre, refused, settings.schema_registry_url)
     with driver.spark_on_demand(settings, f"kafka-archive verify {pre.job}") as spark:
         if checks:
             progress.step(f"verifying {len(checks)} partition(s) with Spark ({settings.master})")

@@ -76,6 +76,9 @@ class WorkUnit:
     # An Iceberg route's table as the batch was planned, if it exists: its columns (Avro
     # JSON) type the inferred fields the files share with it (iceberg.table_schema).
     table_schema: str | None = None
+    # An objects route's columns as its committed objects have them (AVRO, PARQUET; JSON of
+    # formats.schema.to_json, plan.columns): the types of the fields values share with them.
+    columns: str | None = None
 
     @property
     def deferred(self) -> bool:
@@ -150,6 +153,9 @@ class ObjectWritten:
     last_offset: int
     records: int
     size: int
+    # The object's inferred columns (JSON of formats.schema.to_json; None: not inferred),
+    # recorded for the route by the driver once committed (plan.columns).
+    columns: str | None = None
 
 
 class CommittedState(Protocol):

@@ -47,14 +47,17 @@ class AvroWriter:
         route: Route,
         registry: SchemaRegistry | None = None,
         user_schema: str | None = None,
+        columns: str | None = None,
     ) -> None:
+        """``columns``: those the route's committed objects have (:mod:`.plan.columns`), the
+        types of the inferred fields values share with them."""
         self._user = avsc.parsed(user_schema) if user_schema is not None else None
         self._registry = registry
         self._sink = sink
         self._start = sink.tell()
         self._codec = route.codecs.avro
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema(route, registry)
+        self._values = ValueSchema(route, registry, columns=columns)
         self._writer: Writer | None = None
         # Registry values are stored with their writer schema unless a SELECT list reshapes them.
         self._as_written = registry is not None and projector_for(route) is None
@@ -181,6 +184,12 @@ class AvroWriter:
             writer.write(value)
         self._held.clear()
         self._held_bytes = 0
+
+    def columns(self) -> schemas.Type | None:
+        """The object's inferred columns (None: envelope, a declared or a registry schema)."""
+        if self._envelope is not None or self._user is not None or self._schema_id is not None:
+            return None
+        return self._values.schema
 
     def bytes_written(self) -> int:
         return self._sink.tell() - self._start + self._held_bytes

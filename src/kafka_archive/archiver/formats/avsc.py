@@ -1,4 +1,5 @@
-"""User-given Avro schemas (``PROPERTIES('avro.schema.file'='orders.avsc')``).
+"""User-given Avro schemas (``PROPERTIES('avro.schema.file'='orders.avsc')``, or a Schema
+Registry subject: ``'avro.schema.subject'='orders-value'``).
 
 The driver reads and checks each file once, before anything runs, and the schema's text
 travels with the work units: executors on a cluster need not see the driver's files.
@@ -23,7 +24,7 @@ from fastavro.validation import validate
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
-from kafka_archive.archiver.kafka.schema_registry import jsonable
+from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry, jsonable
 from kafka_archive.kcql.plan import Format, Plan
 
 PROPERTY = "avro.schema.file"
@@ -72,6 +73,46 @@ def load(plan: Plan) -> dict[int, str]:
             )
         texts[index] = text
     return texts
+
+
+def load_subjects(plan: Plan, registry_url: str | None) -> dict[int, str]:
+    """Route index -> schema text, for every route that names a Schema Registry subject
+    (``avro.schema.subject``, its version or the latest), fetched once here, on the driver:
+    the text then travels with the units as a file's does.
+
+    Raises:
+        ConfigError: no registry URL, a subject or version the registry does not have, or
+            not an Avro schema (exit 2).
+        SchemaRegistryUnavailableError: the registry cannot be reached (exit 25).
+    """
+    texts: dict[int, str] = {}
+    for index, route in enumerate(plan.routes):
+        subject = route.avro_schema_subject
+        if subject is None:
+            continue
+        if not registry_url:
+            raise ConfigError(
+                f"the route for {route.topic} names the Schema Registry subject {subject!r} "
+                "but no registry is set",
+                hint="Set --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            )
+        _, text = SchemaRegistry(registry_url).subject_schema(subject, route.avro_schema_version)
+        source = f"the schema of subject {subject!r}"
+        parsed(text, source)
+        if route.format is Format.PARQUET and columns(text) is None:
+            raise ConfigError(
+                f"{source} (route for {route.topic}) gives no fixed PARQUET columns: it must "
+                "be a record, without maps or unions of several non-null types",
+                hint="Use the subject for STOREAS AVRO, or declare a simpler schema",
+            )
+        texts[index] = text
+    return texts
+
+
+def declared(plan: Plan, registry_url: str | None) -> dict[int, str]:
+    """Route index -> the text of its declared schema: its file's (:func:`load`) or its
+    subject's (:func:`load_subjects`)."""
+    return {**load(plan), **load_subjects(plan, registry_url)}
 
 
 @functools.lru_cache(maxsize=32)

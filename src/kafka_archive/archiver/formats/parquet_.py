@@ -60,9 +60,11 @@ class ParquetWriter:
         registry: SchemaRegistry | None = None,
         user_schema: str | None = None,
         table_schema: str | None = None,
+        columns: str | None = None,
     ) -> None:
-        """``table_schema``: an existing Iceberg table's columns (Avro JSON), the types of
-        the inferred fields values share with it (:class:`.structured.ValueSchema`)."""
+        """``table_schema``: an existing Iceberg table's columns (Avro JSON); ``columns``:
+        those the route's committed objects have (:mod:`.plan.columns`); the types of the
+        inferred fields values share with them (:class:`.structured.ValueSchema`)."""
         self._user = user_schema
         self._registry = registry
         self._sink = sink
@@ -70,7 +72,7 @@ class ParquetWriter:
         self._codec = route.codecs.parquet
         self._group_records = route.codecs.parquet_row_group_records
         self._envelope = route.envelope if route.envelope.enabled else None
-        self._values = ValueSchema(route, registry, table_schema)
+        self._values = ValueSchema(route, registry, table_schema, columns)
         self._schema: pa.Schema | None = None
         self._writer: pq.ParquetWriter | None = None
         self._rows: list[dict[str, Any]] = []
@@ -163,6 +165,12 @@ class ParquetWriter:
         self._writer.write_table(table)
         self._rows.clear()
         self._buffered = 0
+
+    def columns(self) -> schemas.Type | None:
+        """The object's inferred columns (None: envelope or a declared schema)."""
+        if self._envelope is not None or self._user is not None:
+            return None
+        return self._values.schema
 
     def bytes_written(self) -> int:
         # Buffered rows count by their raw size, so flush by size sees them before a group.

@@ -297,6 +297,69 @@ def seeded(typed: Type, seed: Type, value: Any, before: Type | None = None) -> T
     return Type("record", tuple(fields))
 
 
+def to_json(schema: Type) -> Any:
+    """``schema`` as plain JSON (the route's recorded columns, :mod:`.plan.columns`): fields
+    with no type yet stay ``null``, so a recorded column can tell them from strings."""
+    if schema.kind == "record":
+        return {"record": [[name, to_json(kind)] for name, kind in schema.fields]}
+    if schema.kind == "array":
+        assert schema.items is not None
+        return {"array": to_json(schema.items)}
+    return schema.kind
+
+
+def from_json(data: Any) -> Type:
+    """The schema :func:`to_json` gave. Raises ValueError on anything else."""
+    if isinstance(data, str) and data in _PRIMITIVES:
+        return _PRIMITIVES[data]
+    if isinstance(data, dict) and set(data) == {"record"} and isinstance(data["record"], list):
+        fields = []
+        for entry in data["record"]:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise ValueError(f"not a field: {entry!r:.60}")
+            fields.append((entry[0], from_json(entry[1])))
+        return Type("record", tuple(fields))
+    if isinstance(data, dict) and set(data) == {"array"}:
+        return Type("array", items=from_json(data["array"]))
+    raise ValueError(f"not a schema: {data!r:.60}")
+
+
+_PRIMITIVES = {t.kind: t for t in (NULL, BOOLEAN, LONG, DOUBLE, STRING)}
+
+
+def merged(recorded: Type, new: Type) -> Type:
+    """The route's recorded columns ``recorded`` with those of a newly committed object:
+    a recorded type stays (the objects already written have it), a field recorded with no
+    type yet takes the new one, new fields are added after the others."""
+    if recorded.kind == "null":
+        return new
+    if recorded.kind == "record" and new.kind == "record":
+        theirs = dict(new.fields)
+        fields = [
+            (name, merged(kind, theirs[name]) if name in theirs else kind)
+            for name, kind in recorded.fields
+        ]
+        names = dict(recorded.fields)
+        fields += [(name, kind) for name, kind in new.fields if name not in names]
+        return Type("record", tuple(fields))
+    if recorded.kind == "array" and new.kind == "array":
+        assert recorded.items is not None and new.items is not None
+        return Type("array", items=merged(recorded.items, new.items))
+    return recorded
+
+
+def stored(schema: Type) -> Type:
+    """``schema`` as objects store it: a field with no type yet is :data:`NULL_DEFAULT`."""
+    if schema.kind == "null":
+        return NULL_DEFAULT
+    if schema.kind == "record":
+        return Type("record", tuple((n, stored(k)) for n, k in schema.fields))
+    if schema.kind == "array":
+        assert schema.items is not None
+        return Type("array", items=stored(schema.items))
+    return schema
+
+
 def value_schema(value: Any) -> Type:
     """The schema of an object whose first value is ``value`` (a JSON object).
 

@@ -62,12 +62,21 @@ class ValueSchema:
     (:meth:`inherit`, :mod:`.evolution`)."""
 
     def __init__(
-        self, route: Route, registry: SchemaRegistry | None = None, seed: str | None = None
+        self,
+        route: Route,
+        registry: SchemaRegistry | None = None,
+        seed: str | None = None,
+        columns: str | None = None,
     ) -> None:
         self.schema: schema.Type | None = None
-        # An existing Iceberg table's columns (Avro JSON, WorkUnit.table_schema): the types
-        # of the fields values share with it, where they fit (schema.seeded).
-        self._seed = schema.from_avro(json.loads(seed)) if seed is not None else None
+        # An existing Iceberg table's columns (Avro JSON, WorkUnit.table_schema), or the
+        # columns the route's committed objects have (schema.to_json, WorkUnit.columns): the
+        # types of the fields values share with them, where they fit (schema.seeded).
+        self._seed: schema.Type | None = None
+        if seed is not None:
+            self._seed = schema.from_avro(json.loads(seed))
+        elif columns is not None:
+            self._seed = schema.stored(schema.from_json(json.loads(columns)))
         self.schema_id: int | None = None  # the registry id the schema was taken from
         self._registry = registry
         self._last: tuple[Record, dict[str, Any]] | None = None

@@ -14,6 +14,7 @@ import io
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from typing import Any
@@ -54,32 +55,11 @@ class SchemaRegistry:
         with _LOCK:
             if key in _CACHE:
                 return _CACHE[key]
+        body = self._get(f"/schemas/ids/{ident}", f"schema id {ident}")
         try:
-            with urllib.request.urlopen(
-                f"{self.url}/schemas/ids/{ident}", timeout=_TIMEOUT_SECONDS
-            ) as response:
-                body = json.loads(response.read())
             raw = json.loads(body["schema"])
             parsed = parse_schema(raw)
-        except urllib.error.HTTPError as exc:
-            if exc.code >= 500:
-                raise SchemaRegistryUnavailableError(
-                    f"the schema registry answered HTTP {exc.code} for schema id {ident}",
-                    hint="Check that it is up; the next run resumes from the last committed offset",
-                ) from None
-            raise ConfigError(
-                f"the schema registry answered HTTP {exc.code} for schema id {ident}",
-                hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
-            ) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            # Not reached, or no answer in time: an outage (or a wrong host).
-            raise SchemaRegistryUnavailableError(
-                f"cannot reach the schema registry for schema id {ident} ({type(exc).__name__})",
-                hint="Check that it is up and --schema-registry-url / "
-                "KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL; the next run resumes from the last "
-                "committed offset",
-            ) from None
-        except (OSError, ValueError, KeyError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(
                 f"cannot fetch schema id {ident} from the schema registry ({type(exc).__name__})",
                 hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
@@ -87,6 +67,64 @@ class SchemaRegistry:
         with _LOCK:
             _CACHE[key] = (raw, parsed)
         return raw, parsed
+
+    def subject_schema(self, subject: str, version: str | None = None) -> tuple[int, str]:
+        """(schema id, the Avro schema's text) of ``subject``'s ``version`` (digits; None:
+        the latest), from ``GET /subjects/{subject}/versions/{version}``. Raises ConfigError
+        (no such subject or version, not an Avro schema) or SchemaRegistryUnavailableError."""
+        which = f"subject {subject!r} version {version or 'latest'}"
+        path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version or 'latest'}"
+        body = self._get(path, which)
+        kind = body.get("schemaType", "AVRO")
+        if kind != "AVRO":
+            raise ConfigError(
+                f"the schema registry's {which} is a {kind} schema, not an Avro one",
+                hint="Name a subject with an Avro schema, or declare it with 'avro.schema.file'",
+            )
+        text, ident = body.get("schema"), body.get("id")
+        if not isinstance(text, str) or not isinstance(ident, int):
+            raise ConfigError(
+                f"the schema registry's answer for {which} holds no schema",
+                hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            )
+        return ident, text
+
+    def _get(self, path: str, what: str) -> dict[str, Any]:
+        """The JSON object the registry answers ``GET {url}{path}`` with (``what``: what is
+        asked, for messages). Raises ConfigError (4xx, not JSON) or
+        SchemaRegistryUnavailableError (not reached, 5xx)."""
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=_TIMEOUT_SECONDS) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code >= 500:
+                raise SchemaRegistryUnavailableError(
+                    f"the schema registry answered HTTP {exc.code} for {what}",
+                    hint="Check that it is up; the next run resumes from the last committed offset",
+                ) from None
+            raise ConfigError(
+                f"the schema registry answered HTTP {exc.code} for {what}{_reason(exc)}",
+                hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            ) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            # Not reached, or no answer in time: an outage (or a wrong host).
+            raise SchemaRegistryUnavailableError(
+                f"cannot reach the schema registry for {what} ({type(exc).__name__})",
+                hint="Check that it is up and --schema-registry-url / "
+                "KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL; the next run resumes from the last "
+                "committed offset",
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot fetch {what} from the schema registry ({type(exc).__name__})",
+                hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            ) from None
+        if not isinstance(body, dict):
+            raise ConfigError(
+                f"the schema registry's answer for {what} is not a JSON object",
+                hint="Check --schema-registry-url / KAFKA_ARCHIVE_SCHEMA_REGISTRY_URL",
+            )
+        return body
 
     def decode(self, value: bytes) -> tuple[int, Any, Any]:
         """(schema id, schema as JSON, datum) of a framed value. Raises BadRecordError."""
@@ -115,6 +153,17 @@ class SchemaRegistry:
             return schemaless_reader(io.BytesIO(value[5:]), written, wanted)
         except (SchemaResolutionError, ValueError, EOFError, IndexError, UnicodeDecodeError):
             return None
+
+
+def _reason(exc: urllib.error.HTTPError) -> str:
+    """The registry's own words for a refusal (``{"error_code": 40401, "message": "Subject
+    not found."}``), or nothing."""
+    try:
+        body = json.loads(exc.read())
+        message = str(body["message"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f": {message[:200]}" if message.isprintable() else ""
 
 
 def jsonable(datum: Any) -> Any:

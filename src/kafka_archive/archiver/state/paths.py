@@ -37,6 +37,13 @@ def topic_identity_key(target: Target, topic: str) -> str:
     return f"{state_root(target)}/topics/{topic}.json"
 
 
+def columns_key(target: Target, topic: str) -> str:
+    """The column types the route of ``topic`` committed objects with (:mod:`.plan.columns`):
+    one folder per topic, so that no topic's key reads as the old layout's ``<job>/lock.json``
+    (:mod:`.legacy`; a topic named ``lock``)."""
+    return f"{state_root(target)}/columns/{topic}/columns.json"
+
+
 def pending_root(target: Target) -> str:
     """Where the intent markers of every route under ``target`` are (``<topic>/<partition>/``)."""
     return f"{state_root(target)}/pending/"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any, BinaryIO, cast
 
 from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
 from kafka_archive.archiver.core.record import Record
-from kafka_archive.archiver.formats import compression
+from kafka_archive.archiver.formats import compression, schema
 from kafka_archive.archiver.formats.base import BatchWriter, FormatWriter, WriterFactory
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.writers import writer_for
@@ -175,6 +176,7 @@ def close(chunk: OpenChunk) -> Closed:
         last_offset=chunk.last_offset,
         records=chunk.records,
         size=chunk.file.tell() if chunk.path is None else chunk.path.stat().st_size,
+        columns=_columns_of(chunk.writer),
     )
     return Closed(chunk.key, chunk.path, chunk.upload, tuple(keys), written, index)
 
@@ -204,4 +206,16 @@ def _factory_of(unit: WorkUnit) -> WriterFactory:
     if unit.table_schema is not None:  # an existing Iceberg table (PARQUET)
         seeded: Any = factory
         return cast(WriterFactory, functools.partial(seeded, table_schema=unit.table_schema))
+    if unit.columns is not None:  # the route's committed objects (AVRO, PARQUET)
+        recorded: Any = factory
+        return cast(WriterFactory, functools.partial(recorded, columns=unit.columns))
     return factory
+
+
+def _columns_of(writer: FormatWriter) -> str | None:
+    """The inferred columns of an AVRO or PARQUET object (:func:`.schema.to_json`), if any."""
+    columns = getattr(writer, "columns", None)
+    inferred = columns() if columns is not None else None
+    if inferred is None:
+        return None
+    return json.dumps(schema.to_json(inferred), separators=(",", ":"))

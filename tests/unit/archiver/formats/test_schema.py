@@ -219,3 +219,50 @@ def test_a_seeded_schema_holds_its_value_and_takes_the_seed_where_it_fits(
             assert kind == (seed[name] if fits_seed else by_inference[name]), name
         else:
             assert kind == by_inference[name], name
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=record_value())
+def test_recorded_columns_round_trip_through_json(value: dict[str, Any]) -> None:
+    """The route's column record (plan/columns.py) keeps every type, ``null`` included."""
+    typed = schema.value_schema(value)
+    assert schema.from_json(json.loads(json.dumps(schema.to_json(typed)))) == typed
+
+
+@pytest.mark.parametrize("bad", [{"record": [["a"]]}, {"array": 3}, "int", [], {"x": 1}])
+def test_a_damaged_column_record_is_refused(bad: Any) -> None:
+    with pytest.raises(ValueError):
+        schema.from_json(bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=record_value(), second=record_value())
+def test_merged_columns_keep_every_recorded_type_and_add_new_fields(
+    first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    """A recorded type stays; a field recorded with no type yet takes the new object's;
+    fields the record lacks are added after the others."""
+    recorded, new = schema.value_schema(first), schema.value_schema(second)
+    merged = schema.merged(recorded, new)
+    before, after, theirs = dict(recorded.fields), dict(merged.fields), dict(new.fields)
+    assert list(after)[: len(before)] == list(before)
+    assert set(after) == set(before) | set(theirs)
+    for name, kind in after.items():
+        if name not in before or (before[name].kind == "null" and name in theirs):
+            assert kind == theirs[name]
+        elif before[name].kind not in ("record", "array"):
+            assert kind == before[name]
+
+
+def test_a_run_of_nulls_and_whole_numbers_takes_the_recorded_columns() -> None:
+    """Seeded with a route's recorded columns, an object whose records are all null for
+    ``note``, ``ratio`` and ``flag`` and whole for ``n`` stores them as earlier objects did."""
+    recorded = schema.value_schema({"note": "x", "n": 1.5, "ratio": 0.5, "flag": True})
+    columns = json.dumps(schema.to_json(recorded))
+    sink = io.BytesIO()
+    writer = writer_for(Format.PARQUET)(sink, route("PARQUET"), None, columns=columns)
+    for offset in range(3):
+        writer.write(rec(offset, {"note": None, "n": 2, "ratio": None, "flag": None}))
+    writer.close()
+    table = pq.read_table(pa.BufferReader(sink.getvalue()))
+    assert [str(f.type) for f in table.schema] == ["string", "double", "double", "bool"]
