@@ -12,8 +12,9 @@ renamed into place, so an interrupted build leaves nothing that looks complete.
 ``start_seaweedfs`` runs ``weed server -s3`` (master, volume server, filer and S3 gateway in one
 process) on free loopback ports with its data in a directory of the caller's, telemetry off.
 ``-volume.max`` and a small ``-master.volumeSizeLimitMB``: SeaweedFS grows a few volumes per
-bucket (a collection), and with the defaults each new bucket soon finds no writable volume and
-answers 500. Without an IAM configuration the gateway accepts any signed request (as moto).
+bucket (a collection: 7 at its first write), and with the defaults each new bucket soon finds
+no writable volume and answers 500 ("failed to find writable volumes"). 1,000 volumes are
+about 140 buckets per test session (volumes are sparse files; none is preallocated). Without an IAM configuration the gateway accepts any signed request (as moto).
 
 ``python testbed/seaweedfs.py`` builds (or finds) the binary and prints its path.
 """
@@ -124,7 +125,7 @@ def start_seaweedfs(data_dir: Path, log_dir: Path, *, timeout: float = 120.0) ->
         f"-s3.localSocket={data_dir / 's3.sock'}",
         f"-filer.localSocket={data_dir / 'filer.sock'}",
         "-master.telemetry=false",
-        "-volume.max=100",
+        "-volume.max=1000",
         "-master.volumeSizeLimitMB=64",
     ]
     return start_service(
