@@ -83,6 +83,8 @@ def test_plan_to_dict_contract() -> None:
         "parquet_codec": "snappy",
         "parquet_row_group_records": 10000,
         "avro_schema_file": None,
+        "avro_schema_subject": None,
+        "avro_schema_version": None,
         "schema_compatibility": "NONE",
         "transform": None,
         "error_policy": "fail",
