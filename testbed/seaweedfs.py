@@ -14,7 +14,8 @@ process) on free loopback ports with its data in a directory of the caller's, te
 ``-volume.max`` and a small ``-master.volumeSizeLimitMB``: SeaweedFS grows a few volumes per
 bucket (a collection: 7 at its first write), and with the defaults each new bucket soon finds
 no writable volume and answers 500 ("failed to find writable volumes"). 1,000 volumes are
-about 140 buckets per test session (volumes are sparse files; none is preallocated). Without an IAM configuration the gateway accepts any signed request (as moto).
+about 140 buckets per test session (volumes are sparse files; none is preallocated). Without
+an IAM configuration the gateway accepts any signed request (as moto).
 
 ``python testbed/seaweedfs.py`` builds (or finds) the binary and prints its path.
 """
