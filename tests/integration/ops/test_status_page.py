@@ -18,7 +18,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,8 @@ from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from faultproxy import FaultProxy
+
+from html_cells import Cells, cells
 
 pytestmark = pytest.mark.integration
 
@@ -47,35 +48,6 @@ def page_data(port: int) -> dict[str, Any] | None:
             return document
     except (OSError, urllib.error.URLError, ValueError):
         return None
-
-
-class Cells(HTMLParser):
-    """The text of every element of the DOM by its ``data-cell`` or ``id``; every tag met."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.cells: dict[str, str] = {}
-        self._open: list[str | None] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        if tag in ("meta", "br", "link"):
-            return
-        named = dict(attrs)
-        name = named.get("data-cell") or named.get("id")
-        self._open.append(name)
-        if name is not None:
-            self.cells.setdefault(name, "")
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._open:
-            self._open.pop()
-
-    def handle_data(self, data: str) -> None:
-        for name in self._open:
-            if name is not None:
-                self.cells[name] += data
 
 
 def chromium(tmp_path: Path, *args: str) -> str:
@@ -104,11 +76,7 @@ def chromium(tmp_path: Path, *args: str) -> str:
 
 def rendered(tmp_path: Path, port: int) -> Cells:
     """The page as the browser's DOM holds it, its cells read back."""
-    dom = chromium(tmp_path, "--dump-dom", f"http://127.0.0.1:{port}/")
-    parser = Cells()
-    parser.feed(dom)
-    parser.close()
-    return parser
+    return cells(chromium(tmp_path, "--dump-dom", f"http://127.0.0.1:{port}/"))
 
 
 def archived_next_offsets(s3: Any, bucket: str, topic: str, partitions: int) -> list[int]:

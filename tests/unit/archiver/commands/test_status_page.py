@@ -4,11 +4,11 @@ with the standard library's HTML parser, never by matching our own markup as tex
 from __future__ import annotations
 
 import json
-from html.parser import HTMLParser
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from html_cells import cells
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.status_page import (
     ERRORS_WINDOW,
@@ -24,46 +24,6 @@ from kafka_archive.archiver.commands.status_page import (
 from kafka_archive.kcql import parse
 
 NOW = 1_800_000_000.0
-
-
-class Cells(HTMLParser):
-    """The text of every element by its ``id`` or ``data-cell`` name; every tag met; the
-    refresh meta tag's content."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.cells: dict[str, str] = {}
-        self.refresh: str | None = None
-        self._open: list[str | None] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        named = dict(attrs)
-        if tag == "meta" and named.get("http-equiv") == "refresh":
-            self.refresh = named.get("content")
-        if tag in ("meta", "br", "link"):
-            return
-        name = named.get("data-cell") or named.get("id")
-        self._open.append(name)
-        if name is not None:
-            self.cells.setdefault(name, "")
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._open:
-            self._open.pop()
-
-    def handle_data(self, data: str) -> None:
-        for name in self._open:
-            if name is not None:
-                self.cells[name] += data
-
-
-def cells(html: str) -> Cells:
-    parser = Cells()
-    parser.feed(html)
-    parser.close()
-    return parser
 
 
 def partition(topic: str, number: int, archived: int | None, end: int) -> PartitionStatus:
