@@ -30,6 +30,7 @@ from faultproxy import FaultProxy
 from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.protocol.log import PartitionRef, entry_key
 from kafka_archive.archiver.protocol.s3 import BucketStore
+from kafka_archive.archiver.protocol.simulation import Kafka
 from kafka_archive.archiver.protocol.steps import drive
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import Writer
@@ -42,30 +43,20 @@ LOG = f"{PREFIX}/.kafka-archive/log/"
 
 
 @dataclass
-class Source:
-    """Partitions with fixed end offsets, objects of `size` records (JSON bodies that name
-    their offsets). `hold`: the first cut waits until it is set (a writer paused after its
-    claim, before it writes anything)."""
+class Source(Kafka):
+    """The simulation's source (objects of 2 records under PREFIX). `hold`: the first cut
+    waits until it is set (a writer paused after its claim, before it writes anything)."""
 
-    highs: dict[PartitionRef, int]
     size: int = 2
+    prefix: str = PREFIX
     hold: threading.Event | None = None
     cuts: int = 0
-
-    def high(self, ref: PartitionRef) -> int:
-        return self.highs[ref]
 
     def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
         self.cuts += 1
         if self.hold is not None:
             assert self.hold.wait(timeout=120), "the held writer was never released"
-        last = min(first + self.size, high) - 1
-        key = f"{PREFIX}/{ref.topic}/{ref.partition}/{first:020d}.json"
-        body = json.dumps({"partition": ref.partition, "offsets": list(range(first, last + 1))})
-        return key, last, body.encode()
-
-    def stamp(self, body: bytes, nonce: str) -> bytes:
-        return json.dumps({**json.loads(body), "writer": nonce}).encode()
+        return super().cut(ref, first, high)
 
 
 def requests_by_type(proxy: FaultProxy) -> Counter[str]:

@@ -86,17 +86,19 @@ class SimFaults(Faults):
 
 @dataclass
 class Kafka:
-    """The source: end offsets that grow; objects cut every `size` records (per writer)."""
+    """The source: end offsets that grow; objects cut every `size` records (per writer), JSON
+    bodies naming their offsets, under `prefix`."""
 
     highs: dict[PartitionRef, int]
     size: int = 1
+    prefix: str = PREFIX
 
     def high(self, ref: PartitionRef) -> int:
         return self.highs[ref]
 
     def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
         last = min(first + self.size, high) - 1
-        key = f"{PREFIX}/{ref.topic}/{ref.partition}/{first:020d}.json"
+        key = f"{self.prefix}/{ref.topic}/{ref.partition}/{first:020d}.json"
         body = json.dumps({"partition": ref.partition, "offsets": list(range(first, last + 1))})
         return key, last, body.encode()
 
