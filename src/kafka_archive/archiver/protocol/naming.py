@@ -1,0 +1,29 @@
+"""How the archive's targets and partitions are named in the commit log: the one seam the
+write side and the read side share.
+
+A target (bucket + prefix) has one log, under ``<prefix>/.kafka-archive/log/`` beside the
+partition states it replaces. Under one target each topic has one route (a route's state
+belongs to its target and topic, :mod:`.state.paths`), so a partition's stream in the log is
+named by its topic and partition.
+"""
+
+from __future__ import annotations
+
+from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.protocol.log import PartitionRef
+from kafka_archive.kcql.plan import Target
+
+
+def log_head(target: Target) -> str:
+    """The prefix ``log.log_prefix`` and ``steps.read_log`` take for ``target``'s log."""
+    return target.head
+
+
+def partition_ref(tp: TopicPartition) -> PartitionRef:
+    """``tp``'s stream in its target's log."""
+    return PartitionRef(route=tp.topic, topic=tp.topic, partition=tp.partition)
+
+
+def topic_partition(ref: PartitionRef) -> TopicPartition:
+    """The partition a log stream archives (the inverse of :func:`partition_ref`)."""
+    return TopicPartition(ref.topic, ref.partition)
