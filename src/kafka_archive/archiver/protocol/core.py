@@ -3,14 +3,16 @@
 The log is folded entry by entry into a `LogState`. A claim takes an epoch above every one
 before it and becomes the holder of its partitions; a commit is valid only from the current
 holder of each partition it names, starting exactly at the partition's committed end, its
-objects covering [start, end) in order. `fold` refuses anything else (`InvalidEntry`): a
+objects covering [start, end) in order; a rewrite (compact, erase, expire) is valid only from
+the holder, over objects the log still names, and never moves the committed end (see
+`rewrite_problem`). `fold` refuses anything else (`InvalidEntry`): a
 correct writer never creates such an entry, so a reader that meets one meets a broken log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from kafka_archive.archiver.protocol.log import (
@@ -20,7 +22,9 @@ from kafka_archive.archiver.protocol.log import (
     ObjectRef,
     PartitionCommit,
     PartitionRef,
+    PartitionRewrite,
     PartitionState,
+    Removed,
     WriterId,
 )
 
@@ -70,11 +74,15 @@ def fold(state: LogState, entry: Entry) -> LogState:
             )
         for ref in entry.claims:
             old = parts.get(ref)
-            parts[ref] = PartitionState(
-                0 if old is None else old.end, entry.writer, () if old is None else old.objects
+            parts[ref] = (
+                PartitionState(0, entry.writer, ())
+                if old is None
+                else replace(old, holder=entry.writer)
             )
         return LogState(entry.seq, entry.writer.epoch, parts)
-    if entry.claims or not entry.commits:
+    if entry.kind is EntryKind.REWRITE:
+        return _fold_rewrite(state, entry)
+    if entry.claims or not entry.commits or entry.rewrites:
         raise InvalidEntry(f"entry {entry.seq}: a commit with claims or without ranges")
     for c in entry.commits:
         old = parts.get(c.ref)
@@ -85,7 +93,7 @@ def fold(state: LogState, entry: Entry) -> LogState:
         problem = range_problem(old.end, c)
         if problem:
             raise InvalidEntry(f"entry {entry.seq}: {c.ref}: {problem}")
-        parts[c.ref] = PartitionState(c.end, old.holder, old.objects + c.objects)
+        parts[c.ref] = replace(old, end=c.end, objects=old.objects + c.objects)
     return LogState(entry.seq, state.max_epoch, parts)
 
 
@@ -108,6 +116,97 @@ def range_problem(committed_end: int, c: PartitionCommit) -> str | None:
         at = o.last + 1
     if at != c.end:
         return f"objects end at {at}, range at {c.end}"
+    return None
+
+
+def _fold_rewrite(state: LogState, entry: Entry) -> LogState:
+    if entry.claims or entry.commits or not entry.rewrites:
+        raise InvalidEntry(f"entry {entry.seq}: a rewrite with claims, ranges, or no rewrites")
+    if len({rw.ref for rw in entry.rewrites}) != len(entry.rewrites):
+        raise InvalidEntry(f"entry {entry.seq}: a partition rewritten twice in one entry")
+    named = state.named()
+    new_keys = [o.key for rw in entry.rewrites for o in rw.objects]
+    if len(set(new_keys)) != len(new_keys):
+        raise InvalidEntry(f"entry {entry.seq}: one key for two new objects")
+    parts = dict(state.partitions)
+    for rw in entry.rewrites:
+        old = parts.get(rw.ref)
+        if old is None or old.holder != entry.writer:
+            raise InvalidEntry(
+                f"entry {entry.seq}: {rw.ref} rewritten by {entry.writer}, which does not hold it"
+            )
+        problem = rewrite_problem(old, rw, named)
+        if problem:
+            raise InvalidEntry(f"entry {entry.seq}: {rw.ref}: {problem}")
+        at = replaced_at(old, rw)
+        assert at is not None
+        parts[rw.ref] = replace(
+            old,
+            objects=old.objects[:at] + rw.objects + old.objects[at + len(rw.replaced) :],
+            removed=tuple(sorted(old.removed + rw.removed)),
+            rewritten=entry.seq,
+        )
+    return LogState(entry.seq, state.max_epoch, parts)
+
+
+def replaced_at(st: PartitionState, rw: PartitionRewrite) -> int | None:
+    """Where `rw.replaced` stands in the partition's objects, exactly as named (None: not)."""
+    n = len(rw.replaced)
+    for i, o in enumerate(st.objects):
+        if o == rw.replaced[0]:
+            return i if st.objects[i : i + n] == rw.replaced else None
+    return None
+
+
+def _removed_count(removed: Sequence[Removed], first: int, last: int) -> int:
+    return sum(max(0, min(r.last, last) - max(r.first, first) + 1) for r in removed)
+
+
+def rewrite_problem(
+    st: PartitionState, rw: PartitionRewrite, named: Container[str] = ()
+) -> str | None:
+    """Why `rw` cannot apply to a partition in state `st` (None: it can). `named`: every key
+    the log names (a new object's key must be none of them).
+
+    The replaced objects must be consecutive committed objects exactly as the log names
+    them (key, offsets, checksum: a rewrite planned on a stale view is refused). Its span
+    [lo, hi] = [replaced[0].first, replaced[-1].last] is then held by the new objects
+    except the offsets removed before and those `rw.removed` removes now: new objects in
+    order inside the span, each starting and ending at an offset it holds, `records` the
+    offsets of its span not removed; what lies between them removed; the removals inside
+    the span, sorted, disjoint, of a known reason, none removed before. The committed end
+    does not move (the span is below it)."""
+    if not rw.replaced:
+        return "a rewrite that replaces nothing"
+    if replaced_at(st, rw) is None:
+        return "the replaced objects are not the committed ones (a stale view)"
+    lo, hi = rw.replaced[0].first, rw.replaced[-1].last
+    at = lo
+    for r in sorted(rw.removed):
+        if r.first < at or r.last < r.first or r.last > hi:
+            return f"removed [{r.first}, {r.last}] outside [{at}, {hi}] or overlapping"
+        if r.reason not in ("erased", "expired"):
+            return f"removed [{r.first}, {r.last}] for an unknown reason {r.reason!r}"
+        if _removed_count(st.removed, r.first, r.last):
+            return f"removed [{r.first}, {r.last}] holds offsets removed before"
+        at = r.last + 1
+    removed = tuple(st.removed) + tuple(rw.removed)
+    at = lo
+    for o in rw.objects:
+        if o.key in named:
+            return f"new object {o.key} has the key of a committed object"
+        if o.first < at or o.last < o.first or o.last > hi:
+            return f"new object {o.key} holds [{o.first}, {o.last}], outside [{at}, {hi}]"
+        gap = o.first - at
+        if gap and _removed_count(removed, at, o.first - 1) != gap:
+            return f"offsets [{at}, {o.first - 1}] in no new object and not removed"
+        if _removed_count(removed, o.first, o.first) or _removed_count(removed, o.last, o.last):
+            return f"new object {o.key} starts or ends at a removed offset"
+        if o.records != o.last - o.first + 1 - _removed_count(removed, o.first, o.last):
+            return f"new object {o.key} counts {o.records} records, its span holds others"
+        at = o.last + 1
+    if at <= hi and _removed_count(removed, at, hi) != hi - at + 1:
+        return f"offsets [{at}, {hi}] in no new object and not removed"
     return None
 
 
@@ -153,6 +252,27 @@ def commit_verdict(
 
 def commit_entry(state: LogState, writer: WriterId, commits: Sequence[PartitionCommit]) -> Entry:
     return Entry(state.seq + 1, EntryKind.COMMIT, writer, commits=tuple(commits))
+
+
+def rewrite_verdict(
+    state: LogState, writer: WriterId, rewrites: Sequence[PartitionRewrite]
+) -> Verdict:
+    """May `writer` create its rewrite of `rewrites` as entry `state.seq + 1`? Only as the
+    holder of the claim on each partition (maintenance runs under the job's claim, so a run
+    and a rewrite never commit over each other), over objects the log still names."""
+    refs = [rw.ref for rw in rewrites]
+    if is_fenced(state, writer, refs) or any(state.holder(r) != writer for r in refs):
+        return Verdict.FENCED
+    named = state.named()
+    for rw in rewrites:
+        st = state.partitions.get(rw.ref)
+        if st is None or rewrite_problem(st, rw, named):
+            return Verdict.STALE
+    return Verdict.OK
+
+
+def rewrite_entry(state: LogState, writer: WriterId, rewrites: Sequence[PartitionRewrite]) -> Entry:
+    return Entry(state.seq + 1, EntryKind.REWRITE, writer, rewrites=tuple(rewrites))
 
 
 class Outcome(Enum):
@@ -226,17 +346,31 @@ class Listed:
 
 
 def vacuum_candidates(
-    state: LogState, me: WriterId, objects: Iterable[Listed], now: float, grace: float
+    state: LogState,
+    me: WriterId,
+    objects: Iterable[Listed],
+    now: float,
+    grace: float,
+    entry_times: Mapping[int, float] | None = None,
 ) -> list[Listed]:
     """Objects vacuum deletes (If-Match on the listed ETag): named by no entry, created by a
     fenced writer or by this run (whose session is over: its attempts are dead), and older
-    than `grace`. A writer the state does not fence keeps its objects: it may still commit."""
+    than `grace`. A writer the state does not fence keeps its objects: it may still commit.
+
+    An object a rewrite replaced was named until that rewrite: readers that read the log
+    before it may still GET it. So in a partition a rewrite touched, vacuum also waits until
+    the last rewrite's entry (its LastModified in `entry_times`, by seq, from vacuum's own
+    listing) is older than `grace`; an entry the listing does not show is too young."""
     named = state.named()
+    times = entry_times or {}
     out = []
     for o in objects:
         if o.key in named or o.writer is None or o.ref is None:
             continue
         if now - o.last_modified < grace:
+            continue
+        st = state.partitions.get(o.ref)
+        if st is not None and st.rewritten and now - times.get(st.rewritten, now) < grace:
             continue
         if o.writer.run_id == me.run_id or is_fenced(state, o.writer, [o.ref]):
             out.append(o)

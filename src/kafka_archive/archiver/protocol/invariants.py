@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
+    Entry,
     PartitionRef,
     checkpoint_seq,
     decode_checkpoint,
@@ -40,6 +41,10 @@ class Checker:
     # run, attempt -> declared dead by the run's driver (the truth: not an attempt's view)
     is_dead: Callable[[str, int], bool] = lambda run, attempt: False
     made: dict[str, tuple[str, Mapping[str, str]]] = field(default_factory=dict)
+    # rewrites (issue 38): key -> (ETag, store time of the rewrite that replaced it)
+    retired: dict[str, tuple[str, float]] = field(default_factory=dict)
+    removed_seen: dict[PartitionRef, frozenset[int]] = field(default_factory=dict)
+    grace: float = 60.0
 
     def check(self) -> None:
         """Checks what changed in the store since the last call (all of it, the first time)."""
@@ -51,6 +56,8 @@ class Checker:
             raw = self.store.raw(key)
             if key in self.committed and (raw is None or raw[0] != self.committed[key]):
                 raise Violation(f"committed object {key} deleted or overwritten")
+            if key in self.retired:
+                self._retired_gone(key, raw)
             if not key.startswith(log):
                 self._removed(key, raw)
                 continue
@@ -93,6 +100,7 @@ class Checker:
     def _new_entries(self) -> None:
         while (raw := self.store.raw(entry_key(self.prefix, self.state.seq + 1))) is not None:
             entry = decode_entry(raw[1])
+            before = self.state
             try:
                 self.state = core.fold(self.state, entry)
             except core.InvalidEntry as e:
@@ -108,27 +116,74 @@ class Checker:
                             "the bytes it names"
                         )
                     self.committed[o.key] = obj[0]
-            if entry.commits:
+            if entry.rewrites:
+                at = self.store.objects[entry_key(self.prefix, entry.seq)].last_modified
+                self._rewrite(before, entry, at)
+            if entry.commits or entry.rewrites:
                 self._coverage()
 
     def _coverage(self) -> None:
-        """Offsets [0, end) of each partition, each in one committed object (read from the
-        bodies; objects checked before stay as they were, by invariant 3)."""
+        """Offsets [0, end) of each partition, each in one committed object or recorded as
+        removed by a rewrite, never both (read from the bodies; objects checked before stay
+        as they were, by invariant 3; a rewritten partition is read again). A removed offset
+        stays recorded removed: it never comes back."""
         for ref, st in self.state.partitions.items():
+            removed = frozenset(x for r in st.removed for x in range(r.first, r.last + 1))
+            if not self.removed_seen.get(ref, frozenset()) <= removed:
+                lost = sorted(self.removed_seen[ref] - removed)
+                raise Violation(f"{ref}: removed offsets {span(lost)} no longer recorded")
+            self.removed_seen[ref] = removed
             at, seen = self.covered.get(ref, (0, 0))
             for o in st.objects[seen:]:
                 raw = self.store.raw(o.key)
                 assert raw is not None
                 offsets = json.loads(raw[1])["offsets"]
-                if offsets != list(range(at, at + len(offsets))) or not offsets:
+                held = [x for x in range(at, (offsets or [at])[-1] + 1) if x not in removed]
+                if offsets != held or not offsets:
                     raise Violation(
                         f"{ref}: committed object {o.key} holds {span(offsets)}, the "
                         f"committed objects before it end at {at}"
+                        + (f", removed {span(sorted(removed))}" if removed else "")
                     )
-                at += len(offsets)
-            if at != st.end:
+                at = offsets[-1] + 1
+            if any(x not in removed for x in range(at, st.end)):
                 raise Violation(f"{ref}: committed objects end at {at}, committed end {st.end}")
             self.covered[ref] = (at, len(st.objects))
+
+    def _rewrite(self, before: core.LogState, entry: Entry, at: float) -> None:
+        """A rewrite entry (folded): its replaced objects retire (readable until the grace
+        after `at`, the entry's creation by the store's clock), the committed end stays, and
+        no retired object is named again (readers never see an object and its replacement)."""
+        for rw in entry.rewrites:
+            if self.state.end(rw.ref) != before.end(rw.ref):
+                raise Violation(f"entry {entry.seq}: a rewrite moved {rw.ref}'s committed end")
+            for o in rw.replaced:
+                self.retired[o.key] = (self.committed.pop(o.key), at)
+            for o in rw.objects:
+                obj = self.store.raw(o.key)
+                if obj is None or checksum(obj[1]) != o.checksum:
+                    raise Violation(
+                        f"entry {entry.seq} names {o.key}, which is missing or not the bytes "
+                        "it names"
+                    )
+                self.committed[o.key] = obj[0]
+            self.covered.pop(rw.ref, None)
+        if again := set(self.retired) & set(self.state.named()):
+            raise Violation(f"entry {entry.seq}: replaced objects named again: {sorted(again)}")
+
+    def _retired_gone(self, key: str, raw: tuple[str, bytes] | None) -> None:
+        """A replaced object deleted or overwritten: only once the grace after its rewrite
+        is over (a reader that read the log before the rewrite GETs it until then)."""
+        etag, at = self.retired[key]
+        if raw is not None and raw[0] == etag:
+            return
+        if self.store.now - at < self.grace:
+            raise Violation(
+                f"replaced object {key} deleted {self.store.now - at:g} s after the rewrite "
+                f"that replaced it, within the grace ({self.grace:g} s): a reader that read "
+                "the log before the rewrite loses it"
+            )
+        del self.retired[key]
 
 
 def span(offsets: Sequence[int]) -> str:

@@ -9,6 +9,12 @@ have their own folder so that finding the newest lists only checkpoints, not eve
 
 Entries are never deleted: a writer that read the log long ago creates entry N only because
 N is absent; a deleted N would let it commit on a stale view.
+
+A rewrite entry (compact, erase, expire: issue 38) replaces committed objects of a partition
+by new ones and records the offsets it removes, by reason and when (never an erased key).
+Documents that carry rewrites are format version 2; the others stay version 1, so a log
+that was never rewritten stays readable by a reader of version 1, and one that was is
+refused by it with "upgrade it" (it would not know which objects are replaced).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this reads and writes
+_PLAIN_VERSION = 1  # documents without rewrites: readable by every version
 LOG_DIR = ".kafka-archive/log/"
 CHECKPOINT_DIR = "checkpoint/"
 _SUFFIX = ".json"
@@ -44,6 +51,14 @@ def entry_key(prefix: str, seq: int) -> str:
 
 def checkpoint_key(prefix: str, seq: int) -> str:
     return f"{checkpoint_prefix(prefix)}{seq:020d}{_SUFFIX}"
+
+
+def entry_seq(prefix: str, key: str) -> int | None:
+    """The seq of a log entry key of the target at `prefix`, None for any other key."""
+    log = log_prefix(prefix)
+    name = key[len(log) :] if key.startswith(log) else ""
+    digits = name[: -len(_SUFFIX)] if name.endswith(_SUFFIX) else ""
+    return int(digits) if len(digits) == 20 and digits.isdigit() else None
 
 
 def checkpoint_seq(key: str) -> int | None:
@@ -97,6 +112,36 @@ class PartitionCommit:
 class EntryKind(Enum):
     CLAIM = "claim"
     COMMIT = "commit"
+    REWRITE = "rewrite"
+
+
+REMOVAL_REASONS = ("erased", "expired")
+
+
+@dataclass(frozen=True, order=True)
+class Removed:
+    """Offsets [first, last] of a partition removed by a rewrite: why (`erased`: records of
+    keys erased; `expired`: records before a time) and when (the rewriter's clock, seconds
+    since the epoch). Never the erased key itself."""
+
+    first: int
+    last: int
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class PartitionRewrite:
+    """Committed objects of a partition (`replaced`: consecutive in its object list, as the
+    log names them: key, offsets and checksum) replaced by `objects`, which hold every offset
+    of the replaced span [replaced[0].first, replaced[-1].last] except those removed before
+    and those `removed` now. An object's [first, last] is its span: the offsets in it that
+    are removed are not in it (its `records` counts the others)."""
+
+    ref: PartitionRef
+    replaced: tuple[ObjectRef, ...]
+    objects: tuple[ObjectRef, ...]
+    removed: tuple[Removed, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,15 +154,20 @@ class Entry:
     writer: WriterId
     claims: tuple[PartitionRef, ...] = ()
     commits: tuple[PartitionCommit, ...] = ()
+    rewrites: tuple[PartitionRewrite, ...] = ()  # kind REWRITE: by the holder, end unmoved
 
 
 @dataclass(frozen=True)
 class PartitionState:
-    """A partition as the log left it: committed end, claim holder, committed objects."""
+    """A partition as the log left it: committed end, claim holder, committed objects; the
+    offsets rewrites removed (sorted) and the seq of the last rewrite (0: none), from whose
+    time vacuum counts the grace of the objects it replaced."""
 
     end: int
     holder: WriterId | None
     objects: tuple[ObjectRef, ...]
+    removed: tuple[Removed, ...] = ()
+    rewritten: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,6 +217,35 @@ def _object(d: Mapping[str, Any]) -> ObjectRef:
     )
 
 
+def _removed_json(r: Removed) -> dict[str, Any]:
+    return {"first": r.first, "last": r.last, "reason": r.reason, "at": r.at}
+
+
+def _removed(d: Mapping[str, Any]) -> Removed:
+    reason = str(d["reason"])
+    if reason not in REMOVAL_REASONS:
+        raise ValueError(f"removal reason {reason!r}")
+    return Removed(int(d["first"]), int(d["last"]), reason, float(d["at"]))
+
+
+def _rewrite_json(rw: PartitionRewrite) -> dict[str, Any]:
+    return {
+        **_ref_json(rw.ref),
+        "replaced": [_object_json(o) for o in rw.replaced],
+        "objects": [_object_json(o) for o in rw.objects],
+        "removed": [_removed_json(r) for r in rw.removed],
+    }
+
+
+def _rewrite(d: Mapping[str, Any]) -> PartitionRewrite:
+    return PartitionRewrite(
+        _ref(d),
+        tuple(_object(o) for o in d["replaced"]),
+        tuple(_object(o) for o in d["objects"]),
+        tuple(_removed(r) for r in d["removed"]),
+    )
+
+
 def _dump(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -190,9 +269,12 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
 
 
 def encode_entry(entry: Entry) -> bytes:
+    rewrites = entry.kind is EntryKind.REWRITE or entry.rewrites
+    extra = {"rewrites": [_rewrite_json(rw) for rw in entry.rewrites]} if rewrites else {}
     return _dump(
         {
-            "version": FORMAT_VERSION,
+            **extra,
+            "version": FORMAT_VERSION if rewrites else _PLAIN_VERSION,
             "seq": entry.seq,
             "kind": entry.kind.value,
             "writer": _writer_json(entry.writer),
@@ -229,15 +311,17 @@ def decode_entry(data: bytes) -> Entry:
                 )
                 for c in doc["commits"]
             ),
+            rewrites=tuple(_rewrite(rw) for rw in doc.get("rewrites", ())),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise LogFormatError(f"damaged log entry: {e!r}") from None
 
 
 def encode_checkpoint(cp: Checkpoint) -> bytes:
+    rewritten = any(st.rewritten for st in cp.partitions.values())
     return _dump(
         {
-            "version": FORMAT_VERSION,
+            "version": FORMAT_VERSION if rewritten else _PLAIN_VERSION,
             "seq": cp.seq,
             "max_epoch": cp.max_epoch,
             "partitions": [
@@ -246,6 +330,14 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
                     "end": st.end,
                     "holder": None if st.holder is None else _writer_json(st.holder),
                     "objects": [_object_json(o) for o in st.objects],
+                    **(
+                        {
+                            "removed": [_removed_json(r) for r in st.removed],
+                            "rewritten": st.rewritten,
+                        }
+                        if st.rewritten
+                        else {}
+                    ),
                 }
                 for ref, st in sorted(cp.partitions.items())
             ],
@@ -264,6 +356,8 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
                     int(p["end"]),
                     None if p["holder"] is None else _writer(p["holder"]),
                     tuple(_object(o) for o in p["objects"]),
+                    tuple(_removed(r) for r in p.get("removed", ())),
+                    int(p.get("rewritten", 0)),
                 )
                 for p in doc["partitions"]
             },

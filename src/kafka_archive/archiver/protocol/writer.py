@@ -38,6 +38,7 @@ from kafka_archive.archiver.protocol.log import (
     encode_checkpoint,
     encode_entry,
     entry_key,
+    entry_seq,
     log_prefix,
 )
 from kafka_archive.archiver.protocol.steps import (
@@ -475,7 +476,8 @@ class Writer:
                 if o.key not in state.named() and now - o.last_modified >= self.grace
             ]
         else:
-            doomed = core.vacuum_candidates(state, self.me, found, now, self.grace)
+            times = {s: i.last_modified for i in listed if (s := entry_seq(self.prefix, i.key))}
+            doomed = core.vacuum_candidates(state, self.me, found, now, self.grace, times)
         for o in doomed:
             yield from self._delete(o.key, o.etag)
         return len(doomed)

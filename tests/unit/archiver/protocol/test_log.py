@@ -45,7 +45,7 @@ def test_checkpoint_round_trips(log: list) -> None:  # type: ignore[type-arg]
 def test_newer_format_is_refused_with_the_way_out() -> None:
     doc = json.loads(encode_entry(core.claim_entry(core.LogState(), "r", [])))
     doc["version"] = FORMAT_VERSION + 1
-    with pytest.raises(LogFormatError, match=r"format version 2.*upgrade"):
+    with pytest.raises(LogFormatError, match=rf"format version {FORMAT_VERSION + 1}.*upgrade"):
         decode_entry(json.dumps(doc).encode())
 
 
