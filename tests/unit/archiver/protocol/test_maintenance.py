@@ -63,10 +63,13 @@ def plan_erase_and_compact(state: core.LogState) -> list[RewritePlan]:
     return plans
 
 
+def writer(store: MemStore, run: str) -> Writer:
+    return Writer(PREFIX, run, [P0, P1], RewritingKafka(dict(HIGHS), 1), lambda: store.now)
+
+
 def archived() -> tuple[MemStore, Checker]:
     store = MemStore()
-    w = Writer(PREFIX, "run-1", [P0, P1], RewritingKafka(dict(HIGHS), 1), lambda: store.now)
-    drive(w.session(), store)
+    drive(writer(store, "run-1").session(), store)
     checker = Checker(store, PREFIX)
     checker.check()
     return store, checker
@@ -130,7 +133,7 @@ def bodies(store: MemStore) -> Counter[tuple[int, int]]:
 
 def test_a_rewrite_killed_at_any_point_is_finished_by_a_rerun_and_vacuum() -> None:
     store, checker = archived()
-    total = step(maintainer(store, "m-0").session(), *archived(), limit=10**6)
+    total = step(maintainer(store, "m-0").session(), store, checker, limit=10**6)
     assert total > 10
     expected = Counter(
         {(r.partition, x): 1 for r in HIGHS for x in range(HIGHS[r]) if (r, x) not in _erased()}
@@ -149,8 +152,7 @@ def test_a_rewrite_killed_at_any_point_is_finished_by_a_rerun_and_vacuum() -> No
         assert all(state.end(r) == HIGHS[r] for r in HIGHS)
         # listing readers may see replaced objects until vacuum, past the grace
         store.now += 61.0
-        w = Writer(PREFIX, "run-3", [P0, P1], RewritingKafka(dict(HIGHS), 1), lambda: store.now)
-        step(w.session(), store, checker, 10**6)
+        step(writer(store, "run-3").session(), store, checker, 10**6)
         assert bodies(store) == expected, kill_at
         data = {k for k in store.objects if not k.startswith(log_prefix(PREFIX))}
         assert data == set(drive(read_log(PREFIX), store).named()) == set(checker.committed)
