@@ -106,7 +106,7 @@ class Rewriter(Source, Protocol):
 def generation(key: str) -> int:
     """The generation a key names: N for `<first>.gN.<ext>`, 0 for a run's `<first>.<ext>`."""
     parts = key.rpartition("/")[2].split(".")
-    if len(parts) >= 3 and parts[1][:1] == "g" and parts[1][1:].isdigit():
+    if len(parts) >= 2 and parts[1][:1] == "g" and parts[1][1:].isdigit():
         return int(parts[1][1:])
     return 0
 
@@ -115,7 +115,7 @@ def generation_key(key: str, gen: int) -> str:
     """`key` (a run's object, or any generation's) renamed to generation `gen`."""
     folder, _, name = key.rpartition("/")
     parts = name.split(".")
-    if len(parts) >= 3 and generation(key):
+    if generation(key):
         parts = [parts[0], *parts[2:]]
     parts.insert(1, f"g{gen}")
     return f"{folder}/{'.'.join(parts)}" if folder else ".".join(parts)

@@ -5,6 +5,8 @@ import json
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
@@ -21,6 +23,9 @@ from kafka_archive.archiver.protocol.log import (
     encode_checkpoint,
     encode_entry,
 )
+from kafka_archive.archiver.protocol.maintenance import generation, generation_key
+
+from .strategies import valid_logs
 
 P0 = PartitionRef("r", "t", 0)
 P1 = PartitionRef("r", "t", 1)
@@ -188,3 +193,60 @@ def test_vacuum_leaves_replaced_objects_for_the_grace_after_the_rewrite() -> Non
     assert core.vacuum_candidates(after, m, listed, 100.0, 60.0, {}) == []
     # past the grace after the entry: deleted
     assert core.vacuum_candidates(after, m, listed, 200.0, 60.0, {entry.seq: 90.0}) == listed
+
+
+@st.composite
+def rewritten_logs(draw: st.DrawFn) -> tuple[core.LogState, list[Entry]]:
+    """A valid log, then rewrites by the holders: runs of consecutive objects, some offsets
+    dropped (erased or expired), the rest cut into objects of 1–4 records."""
+    state = core.fold_all(core.LogState(), draw(valid_logs()))
+    entries = []
+    for _ in range(draw(st.integers(0, 6))):
+        live = sorted(r for r, p in state.partitions.items() if p.objects and p.holder)
+        if not live:
+            break
+        ref = draw(st.sampled_from(live))
+        p = state.partitions[ref]
+        i = draw(st.integers(0, len(p.objects) - 1))
+        replaced = p.objects[i : i + draw(st.integers(1, 3))]
+        gone = {x for r in p.removed for x in range(r.first, r.last + 1)}
+        span = range(replaced[0].first, replaced[-1].last + 1)
+        held = [x for x in span if x not in gone]
+        drop = [x for x in held if draw(st.booleans())]
+        reason = draw(st.sampled_from(("erased", "expired")))
+        removed = tuple(Removed(x, x, reason, 0.0) for x in drop)
+        kept = [x for x in held if x not in drop]
+        gen = 1 + max(generation(o.key) for o in replaced)
+        size = draw(st.integers(1, 4))
+        objs = []
+        for j in range(0, len(kept), size):
+            c = kept[j : j + size]
+            key = generation_key(f"{ref.partition}/{c[0]:020d}", gen)
+            n = c[-1] - c[0] + 1 - sum(1 for x in range(c[0], c[-1] + 1) if x in gone or x in drop)
+            objs.append(ObjectRef(key, c[0], c[-1], n, 1, "c"))
+        assert p.holder is not None
+        rw = PartitionRewrite(ref, replaced, tuple(objs), removed)
+        assert core.rewrite_verdict(state, p.holder, [rw]) is core.Verdict.OK
+        entry = core.rewrite_entry(state, p.holder, [rw])
+        entries.append(entry)
+        state = core.fold(state, entry)
+    return state, entries
+
+
+@settings(max_examples=100, deadline=None)
+@given(rewritten_logs())
+def test_every_offset_below_the_end_is_held_once_or_removed_after_any_rewrites(
+    log: tuple[core.LogState, list[Entry]],
+) -> None:
+    state, entries = log
+    for ref, p in state.partitions.items():
+        gone = [x for r in p.removed for x in range(r.first, r.last + 1)]
+        assert len(gone) == len(set(gone))
+        held = [x for o in p.objects for x in range(o.first, o.last + 1) if x not in set(gone)]
+        assert sorted(held + gone) == list(range(p.end)), ref  # exactly once, never both
+        assert sum(o.records for o in p.objects) == len(held)
+        assert len({o.key for o in p.objects}) == len(p.objects)
+    for e in entries:
+        assert decode_entry(encode_entry(e)) == e
+    cp = state.checkpoint()
+    assert decode_checkpoint(encode_checkpoint(cp)) == cp
