@@ -184,11 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"seed {args.seed}: {result.violation or 'no violation'}")
         return 1 if result.violation else 0
     started = time.monotonic()
-    failure, ran = first_failure(range(args.seed, args.seed + args.schedules), mutations)
+    seeds = range(args.seed, args.seed + args.schedules)
+    failure, ran = first_failure(seeds, mutations, args.steps)
     print(f"{ran} schedules in {time.monotonic() - started:.1f} s")
     if failure is not None:
         print("\n".join(failure.moves[-60:]))
         print(f"seed {failure.seed} violates: {failure.violation}")
+        print(
+            "replay: python -m kafka_archive.archiver.protocol.rewritesim --replay "
+            f"--seed {failure.seed} --steps {args.steps}"
+            + "".join(f" --mutation {m}" for m in args.mutation)
+        )
         return 1
     return 0
 
