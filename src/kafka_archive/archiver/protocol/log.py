@@ -94,30 +94,53 @@ class PartitionCommit:
     objects: tuple[ObjectRef, ...]
 
 
+Gaps = tuple[tuple[int, int], ...]
+"""(first, last) offsets of each gap a run passed (allow_gaps: records Kafka deleted before
+they were archived), oldest first: in no object, and not a hole."""
+
+
+@dataclass(frozen=True)
+class PartitionImport:
+    """A partition as the state protocol committed it (migration, :mod:`.migrate`): its
+    committed end, the objects below it (in start-offset order; with PARTITIONBY their
+    ranges interleave) and the gaps its runs passed."""
+
+    ref: PartitionRef
+    end: int
+    objects: tuple[ObjectRef, ...]
+    gaps: Gaps = ()
+
+
 class EntryKind(Enum):
     CLAIM = "claim"
     COMMIT = "commit"
+    IMPORT = "import"  # an archive of the state protocol, taken over by the log
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One log entry: a claim (the lease: its epoch fences every lower one on its partitions)
-    or a commit (ranges moved, by the writer holding the claim on each)."""
+    """One log entry: a claim (the lease: its epoch fences every lower one on its partitions),
+    a commit (ranges moved, by the writer holding the claim on each), or an import (the
+    committed ends and objects of an archive of states, on partitions the log has not
+    committed, by the holder of their claim)."""
 
     seq: int
     kind: EntryKind
     writer: WriterId
     claims: tuple[PartitionRef, ...] = ()
     commits: tuple[PartitionCommit, ...] = ()
+    imports: tuple[PartitionImport, ...] = ()
 
 
 @dataclass(frozen=True)
 class PartitionState:
-    """A partition as the log left it: committed end, claim holder, committed objects."""
+    """A partition as the log left it: committed end, claim holder, committed objects, and
+    the gaps passed below the end (imported from the states)."""
 
     end: int
     holder: WriterId | None
     objects: tuple[ObjectRef, ...]
+    gaps: Gaps = ()
 
 
 @dataclass(frozen=True)
@@ -167,6 +190,10 @@ def _object(d: Mapping[str, Any]) -> ObjectRef:
     )
 
 
+def _gaps(doc: Mapping[str, Any]) -> Gaps:
+    return tuple((int(g[0]), int(g[1])) for g in doc.get("gaps", ()))
+
+
 def _dump(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -206,6 +233,22 @@ def encode_entry(entry: Entry) -> bytes:
                 }
                 for c in entry.commits
             ],
+            # Only in import entries, so that claims and commits encode as before.
+            **(
+                {
+                    "imports": [
+                        {
+                            **_ref_json(i.ref),
+                            "end": i.end,
+                            "objects": [_object_json(o) for o in i.objects],
+                            "gaps": [list(g) for g in i.gaps],
+                        }
+                        for i in entry.imports
+                    ]
+                }
+                if entry.imports
+                else {}
+            ),
         }
     )
 
@@ -229,6 +272,12 @@ def decode_entry(data: bytes) -> Entry:
                 )
                 for c in doc["commits"]
             ),
+            imports=tuple(
+                PartitionImport(
+                    _ref(i), int(i["end"]), tuple(_object(o) for o in i["objects"]), _gaps(i)
+                )
+                for i in doc.get("imports", ())
+            ),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise LogFormatError(f"damaged log entry: {e!r}") from None
@@ -246,6 +295,7 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
                     "end": st.end,
                     "holder": None if st.holder is None else _writer_json(st.holder),
                     "objects": [_object_json(o) for o in st.objects],
+                    **({"gaps": [list(g) for g in st.gaps]} if st.gaps else {}),
                 }
                 for ref, st in sorted(cp.partitions.items())
             ],
@@ -264,6 +314,7 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
                     int(p["end"]),
                     None if p["holder"] is None else _writer(p["holder"]),
                     tuple(_object(o) for o in p["objects"]),
+                    _gaps(p),
                 )
                 for p in doc["partitions"]
             },
