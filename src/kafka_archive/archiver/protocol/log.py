@@ -30,6 +30,10 @@ class LogFormatError(ValueError):
     """A log document that this reader cannot read: damaged, or of a newer format."""
 
 
+class LogVersionError(LogFormatError):
+    """A log document of a newer format than this reader reads."""
+
+
 def log_prefix(prefix: str) -> str:
     return f"{prefix.rstrip('/')}/{LOG_DIR}" if prefix else LOG_DIR
 
@@ -209,7 +213,7 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(version, int) or version < 1:
         raise LogFormatError(f"damaged {what}: no format version")
     if version > FORMAT_VERSION:
-        raise LogFormatError(
+        raise LogVersionError(
             f"{what} has format version {version}; this kafka-archive reads up to "
             f"{FORMAT_VERSION}: upgrade it"
         )
