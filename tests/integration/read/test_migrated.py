@@ -318,9 +318,48 @@ def test_a_claim_without_its_import_is_finished_and_the_state_protocol_refuses(
     assert _status(capsys, conn) == status_before
     assert migrate(store, plan.routes[0].target, plan.routes, run_id="m3", job="").created == ()
 
+    # A commit after the import (as a log-mode run makes it, here by hand): readers follow.
+    body = b"".join(json.dumps({"id": i}).encode() + b"\n" for i in range(50, 60))
+    key = f"arch/{name}/0/{50:012d}.json"
+    s3_client.put_object(Bucket=bkt, Key=key, Body=body)
+    commit = {
+        "version": 1,
+        "seq": 4,
+        "kind": "commit",
+        "writer": entries[1]["writer"],
+        "claims": [],
+        "commits": [
+            {
+                "route": name,
+                "topic": name,
+                "partition": 0,
+                "start": 50,
+                "end": 60,
+                "objects": [
+                    {
+                        "key": key,
+                        "first": 50,
+                        "last": 59,
+                        "records": 10,
+                        "size": len(body),
+                        "checksum": "c",
+                    }
+                ],
+            }
+        ],
+    }
+    s3_client.put_object(
+        Bucket=bkt,
+        Key="arch/.kafka-archive/log/00000000000000000004.json",
+        Body=json.dumps(commit).encode(),
+    )
+    assert [r["archived_offset"] for r in _status(capsys, conn)] == [60]
+    code, lines = _cat(capsys, f"{bkt}:arch", name, s3_endpoint, 0, 48)
+    assert code == 0 and [json.loads(line)["value"]["id"] for line in lines] == list(range(48, 60))
+
     # Today's (state-protocol) run refuses the migrated target: one line, exit 24.
     produce(name, 10, first=50, partitions=1)
     code, out, err = cli(capsys, "run", *conn)
     assert code == 24, out + err
     assert "Traceback" not in err and "lock.json" in err and "format version 2" in err, err
-    assert len(_keys(s3_client, bkt, "arch/.kafka-archive/log/")) == 3
+    assert len(_keys(s3_client, bkt, "arch/.kafka-archive/log/")) == 4
