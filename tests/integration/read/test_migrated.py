@@ -19,8 +19,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.core.errors import FormatVersionError, JobLockedError
 from kafka_archive.archiver.plan.checks import compile_plan
 from kafka_archive.archiver.read.migrate import migrate
+from kafka_archive.archiver.state.lock import JobLock
 from kafka_archive.archiver.store.s3 import S3Store
 
 pytestmark = pytest.mark.integration
@@ -363,3 +365,35 @@ def test_a_claim_without_its_import_is_finished_and_the_state_protocol_refuses(
     assert code == 24, out + err
     assert "Traceback" not in err and "lock.json" in err and "format version 2" in err, err
     assert len(_keys(s3_client, bkt, "arch/.kafka-archive/log/")) == 4
+
+
+def test_the_marker_waits_for_a_live_state_lease_and_then_fences_state_writers(
+    s3_endpoint: str, s3_client: Any, bucket: Callable[..., str]
+) -> None:
+    """A state run holding the target's lease keeps the migration out (exit 8, nothing
+    written); once it released, the marker takes the lock's place (its epoch above the
+    lease's), and a state run's lease is then refused (exit 24)."""
+    bkt = bucket()
+    store = S3Store(S3Settings(endpoint_url=s3_endpoint, region="us-east-1"))
+    plan = compile_plan(f"INSERT INTO {bkt}:arch SELECT * FROM t")
+    target = plan.routes[0].target
+    lock = JobLock(store, target, "job", "state-run", 60)
+    lock.acquire()
+    try:
+        with pytest.raises(JobLockedError, match="cannot be migrated") as held:
+            migrate(store, target, plan.routes, run_id="m", job="job")
+        assert held.value.exit_code == 8
+        assert _keys(s3_client, bkt, "arch/.kafka-archive/log/") == []
+    finally:
+        lock.release()
+    done = migrate(store, target, plan.routes, run_id="m", job="job")
+    assert done.created == ("arch/.kafka-archive/lock.json",)  # no states: nothing to import
+    marker = json.loads(
+        s3_client.get_object(Bucket=bkt, Key="arch/.kafka-archive/lock.json")["Body"].read()
+    )
+    assert marker["version"] == 2 and marker["migrated"] is True
+    assert marker["epoch"] > lock.epoch
+    with pytest.raises(FormatVersionError, match="format version 2") as refused:
+        JobLock(store, target, "job", "late-state-run", 60).acquire()
+    assert refused.value.exit_code == 24
+    assert migrate(store, target, plan.routes, run_id="m2", job="job").created == ()
