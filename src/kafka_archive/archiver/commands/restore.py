@@ -37,6 +37,7 @@ from kafka_archive.archiver.core.model import (
 from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.kafka.reader import ClientLog
 from kafka_archive.archiver.read import listing
+from kafka_archive.archiver.read.committed import committed_view
 from kafka_archive.archiver.read.decoding import StoredRecord
 from kafka_archive.archiver.read.listing import StoredObject
 from kafka_archive.archiver.read.seek import FoundRecord, partition_records
@@ -321,8 +322,13 @@ def restore(
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
     require_values(route, topic)
-    committed = listing.committed_offsets(store, target)
-    objects = archived_objects(listing.list_partition_objects(store, route), committed, topic)
+    view = committed_view(store, target)
+    committed = view.offsets(store)
+    objects = (
+        view.objects(store, route)  # the log's named objects: no listing
+        if view.from_log
+        else archived_objects(listing.list_partition_objects(store, route), committed, topic)
+    )
     if not objects:
         raise errors.NotInArchiveError(f"nothing of {topic} is archived under {target}")
     _check_sample(

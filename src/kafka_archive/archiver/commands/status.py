@@ -10,8 +10,9 @@ from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import TopicRecreatedError
 from kafka_archive.archiver.plan.preflight import preflight
 from kafka_archive.archiver.plan.views import partition_states
+from kafka_archive.archiver.read.committed import logged_states
 from kafka_archive.archiver.state import identity
-from kafka_archive.kcql.plan import Plan
+from kafka_archive.kcql.plan import Plan, Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,13 @@ class JobStatus:
         return {"job": self.job, "partitions": [asdict(p) for p in self.partitions]}
 
 
+def objects_targets(plan: Plan) -> list[Target]:
+    """The targets of ``plan``'s object routes (not Iceberg's), each once, in order."""
+    return sorted(
+        {r.target for r in plan.routes if r.iceberg is None}, key=lambda t: (t.bucket, t.prefix)
+    )
+
+
 def status(settings: Settings, plan: Plan) -> JobStatus:
     """Per partition: the archived next offset (S3 state), Kafka's end offset and the lag.
 
@@ -65,7 +73,12 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         tables = iceberg.by_route(opened)
         # An Iceberg route's objects and bytes: its table's data files (no state objects).
         files = {id(t): t.files_by_partition() for t in opened}
-        for view in partition_states(pre, tables=iceberg.offsets_by_route(opened), listed=True):
+        # Targets with a commit log: their partitions from the log, not the state objects.
+        logs = logged_states(pre.store, objects_targets(pre.plan))
+        views = partition_states(
+            pre, tables=iceberg.offsets_by_route(opened), listed=True, logs=logs
+        )
+        for view in views:
             table, state, marks = tables.get(view.route_index), view.state, view.marks
             assert marks is not None
             archived = view.committed

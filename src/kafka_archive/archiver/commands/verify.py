@@ -50,6 +50,7 @@ from kafka_archive.archiver.partition.fields import projector_for, reader_for
 from kafka_archive.archiver.partition.keys import object_group
 from kafka_archive.archiver.plan.preflight import Preflight, preflight
 from kafka_archive.archiver.plan.views import partition_states
+from kafka_archive.archiver.read.committed import CommittedView, committed_view
 from kafka_archive.archiver.read.decoding import (
     StoredRecord,
     UnreadableObject,
@@ -63,6 +64,8 @@ from kafka_archive.archiver.read.verdict import (
     Events,
     allowed_gap_notes,
     found,
+    leftover_notes,
+    log_holes,
     object_problems,
     placement_problems,
     sequence_findings,
@@ -107,6 +110,11 @@ class PartitionCheck:
     # (first, last) offsets Kafka deleted before they were archived that runs passed with
     # allow_gaps, as the partition's state records them: not holes.
     passed_gaps: tuple[tuple[int, int], ...] = ()
+    # A target with a commit log: the objects it names that do not exist (key, first, last
+    # offset: a hole), and those under the prefix it does not name (uncommitted leftovers,
+    # not in ``objects``).
+    holes: tuple[tuple[str, int, int], ...] = ()
+    leftovers: tuple[str, ...] = ()
 
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
@@ -242,6 +250,8 @@ class _PartitionChecker:
         for obj in check.objects:
             if obj.key not in self.counts:
                 self.load(obj)
+        self.problems += log_holes(check.holes)
+        self.notes += leftover_notes(check.leftovers)
         known = (*check.passed_gaps, *self.compared)
         problems, notes = sequence_findings(check.route, check.objects, self.counts, known)
         self.problems += problems
@@ -343,10 +353,19 @@ def plan_checks(
     routes = enumerate(pre.plan.routes)
     compacted = pre.admin.compacted(r.topic for r in pre.plan.routes) if pre.admin else set()
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
+    views = {t: committed_view(pre.store, t) for t in {r.target for r in pre.plan.routes}}
+    logs = {t: v.states() for t, v in views.items() if v.from_log}
+    logged = {
+        index: logged_objects(views[route.target], route, objects[index])
+        for index, route in enumerate(pre.plan.routes)
+        if views[route.target].from_log
+    }
+    also = {index: [*objects[index], *(logged.get(index, ()))] for index in objects}
     checks: list[PartitionCheck] = []
-    for view in partition_states(pre, also=objects, listed=True):
+    for view in partition_states(pre, also=also, listed=True, logs=logs):
         error = (refused or {}).get((view.route.target, view.tp.topic))
         marks = view.marks if error is None else None
+        log = logged.get(view.route_index, {}).get(view.tp)
         checks.append(
             PartitionCheck(
                 route_index=view.route_index,
@@ -354,17 +373,48 @@ def plan_checks(
                 tp=view.tp,
                 committed=view.committed,
                 state_objects=view.state.last_objects if view.state else (),
-                objects=objects[view.route_index].get(view.tp, ()),
+                objects=log.objects if log else objects[view.route_index].get(view.tp, ()),
                 low=marks.low if marks else None,
                 high=marks.high if marks else None,
                 value_schema=value_schemas.get(view.route_index),
-                state_object_count=view.state.objects if view.state else 0,
+                # (a log's named objects are checked one by one: holes)
+                state_object_count=view.state.objects if view.state and not log else 0,
                 compacted=view.tp.topic in compacted,
                 recreated=error.message if error is not None else None,
                 passed_gaps=view.state.gaps if view.state else (),
+                holes=log.holes if log else (),
+                leftovers=log.leftovers if log else (),
             )
         )
     return tuple(checks)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedObjects:
+    """A partition of a target with a commit log: the listed objects it names (the data),
+    those it names that are not listed (holes) and those listed it does not name."""
+
+    objects: tuple[StoredObject, ...]
+    holes: tuple[tuple[str, int, int], ...]
+    leftovers: tuple[str, ...]
+
+
+def logged_objects(
+    view: CommittedView, route: Route, listed: Mapping[TopicPartition, tuple[StoredObject, ...]]
+) -> dict[TopicPartition, LoggedObjects]:
+    """Each partition's listed objects against the objects ``view``'s log names."""
+    named = view.named(route.topic)
+    out: dict[TopicPartition, LoggedObjects] = {}
+    for tp in sorted({*named, *(tp for tp in listed if tp.topic == route.topic)}):
+        refs = {o.key: o for o in named.get(tp, ())}
+        found_ = listed.get(tp, ())
+        keys = {o.key for o in found_}
+        out[tp] = LoggedObjects(
+            objects=tuple(o for o in found_ if o.key in refs),
+            holes=tuple((o.key, o.first, o.last) for o in refs.values() if o.key not in keys),
+            leftovers=tuple(o.key for o in found_ if o.key not in refs),
+        )
+    return out
 
 
 def verify(

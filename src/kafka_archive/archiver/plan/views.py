@@ -53,6 +53,7 @@ def partition_states(
     legacy: bool = True,
     known: Mapping[tuple[int, TopicPartition], checkpoint.LoadedState] | None = None,
     listed: bool = False,
+    logs: Mapping[Target, Mapping[TopicPartition, checkpoint.LoadedState]] | None = None,
 ) -> list[PartitionView]:
     """Each route's partitions in order: ``partitions`` by topic (a session's, found once),
     else Kafka's (with a preflight that reached Kafka), and those ``also`` names by route
@@ -68,14 +69,29 @@ def partition_states(
     ``known``: states by (route index, partition) that the caller knows to be current (a
     session's, :class:`.session.Session`); they are not read again. ``listed`` (the
     read-only commands): one listing of each target's ``.kafka-archive/`` and its state
-    index prove what they can (:func:`listed_states`); only the rest is read."""
+    index prove what they can (:func:`listed_states`); only the rest is read.
+
+    ``logs``: the states of targets that keep a commit log, read from it
+    (:func:`.read.committed.logged_states`); a partition the log does not commit has no
+    state there, and no state object of such a target is read."""
     plan, admin = pre.plan, pre.admin
     if partitions is None:
         topics = tuple(sorted({r.topic for r in plan.routes}))
         partitions = admin.partitions(topics) if admin else {}
     wanted = wanted_partitions(plan, partitions, also)
     offsets = admin.offsets(tp for _, _, tp in wanted) if admin else {}
-    known = {**(listed_states(pre, wanted) if listed else {}), **(known or {})}
+    logs = logs or {}
+    logged: Known = {
+        (index, tp): logs[route.target].get(tp, checkpoint.LoadedState(None, None))
+        for index, route, tp in wanted
+        if route.iceberg is None and route.target in logs
+    }
+    unlogged = [w for w in wanted if (w[0], w[2]) not in logged]
+    known = {
+        **(listed_states(pre, unlogged) if listed else {}),
+        **logged,
+        **(known or {}),
+    }
     read = in_parallel(
         [
             functools.partial(_state, pre, route, tp, (tables or {}).get(index), legacy)

@@ -5,7 +5,9 @@ before it and becomes the holder of its partitions; a commit is valid only from 
 holder of each partition it names, starting exactly at the partition's committed end, its
 objects covering [start, end) in order; a rewrite (compact, erase, expire) is valid only from
 the holder, over objects the log still names, and never moves the committed end (see
-`rewrite_problem`). `fold` refuses anything else (`InvalidEntry`): a
+`rewrite_problem`). An import (migration from the state protocol) sets the committed end,
+objects and passed gaps of partitions whose log end is still 0, from the holder of their
+claim. `fold` refuses anything else (`InvalidEntry`): a
 correct writer never creates such an entry, so a reader that meets one meets a broken log.
 """
 
@@ -21,6 +23,7 @@ from kafka_archive.archiver.protocol.log import (
     EntryKind,
     ObjectRef,
     PartitionCommit,
+    PartitionImport,
     PartitionRef,
     PartitionRewrite,
     PartitionState,
@@ -67,7 +70,13 @@ def fold(state: LogState, entry: Entry) -> LogState:
         raise InvalidEntry(f"entry {entry.seq} folded after entry {state.seq}")
     parts = dict(state.partitions)
     if entry.kind is EntryKind.CLAIM:
-        if entry.writer.epoch <= state.max_epoch or entry.commits or not entry.claims:
+        if (
+            entry.writer.epoch <= state.max_epoch
+            or entry.commits
+            or entry.imports
+            or entry.rewrites
+            or not entry.claims
+        ):
             raise InvalidEntry(
                 f"entry {entry.seq}: claim of epoch {entry.writer.epoch} after epoch "
                 f"{state.max_epoch}"
@@ -82,7 +91,9 @@ def fold(state: LogState, entry: Entry) -> LogState:
         return LogState(entry.seq, entry.writer.epoch, parts)
     if entry.kind is EntryKind.REWRITE:
         return _fold_rewrite(state, entry)
-    if entry.claims or not entry.commits or entry.rewrites:
+    if entry.kind is EntryKind.IMPORT:
+        return _fold_import(state, entry)
+    if entry.claims or entry.imports or entry.rewrites or not entry.commits:
         raise InvalidEntry(f"entry {entry.seq}: a commit with claims or without ranges")
     for c in entry.commits:
         old = parts.get(c.ref)
@@ -94,6 +105,33 @@ def fold(state: LogState, entry: Entry) -> LogState:
         if problem:
             raise InvalidEntry(f"entry {entry.seq}: {c.ref}: {problem}")
         parts[c.ref] = replace(old, end=c.end, objects=old.objects + c.objects)
+    return LogState(entry.seq, state.max_epoch, parts)
+
+
+def _fold_import(state: LogState, entry: Entry) -> LogState:
+    if entry.claims or entry.commits or entry.rewrites:
+        raise InvalidEntry(f"entry {entry.seq}: an import with claims, commits or rewrites")
+    if not entry.imports:
+        raise InvalidEntry(f"entry {entry.seq}: an import without partitions")
+    parts = dict(state.partitions)
+    seen: set[PartitionRef] = set()
+    for i in entry.imports:
+        old = parts.get(i.ref)
+        if old is None or old.holder != entry.writer:
+            raise InvalidEntry(
+                f"entry {entry.seq}: {i.ref} imported by {entry.writer}, which does not hold it"
+            )
+        if i.ref in seen:
+            raise InvalidEntry(f"entry {entry.seq}: {i.ref} imported twice")
+        seen.add(i.ref)
+        if old.end or old.objects:
+            raise InvalidEntry(
+                f"entry {entry.seq}: {i.ref} imported where its log end is {old.end}"
+            )
+        problem = import_problem(i)
+        if problem:
+            raise InvalidEntry(f"entry {entry.seq}: {i.ref}: {problem}")
+        parts[i.ref] = replace(old, end=i.end, objects=i.objects, gaps=i.gaps)
     return LogState(entry.seq, state.max_epoch, parts)
 
 
@@ -210,6 +248,33 @@ def rewrite_problem(
     return None
 
 
+def import_problem(i: PartitionImport) -> str | None:
+    """Why `i` is no archive of the state protocol (None: it is). Its objects need not be
+    contiguous: with PARTITIONBY several groups' objects interleave, and passed gaps and
+    offsets Kafka never had (compaction, transaction markers) lie between them."""
+    if i.end < 0:
+        return f"end {i.end}"
+    keys: set[str] = set()
+    for o in i.objects:
+        if o.last < o.first or o.first < 0:
+            return f"object {o.key} holds [{o.first}, {o.last}]"
+        if o.last >= i.end:
+            return f"object {o.key} holds [{o.first}, {o.last}], at or beyond the end {i.end}"
+        if o.key in keys:
+            return f"object {o.key} named twice"
+        keys.add(o.key)
+    for first, last in i.gaps:
+        if last < first or first < 0 or last >= i.end:
+            return f"gap [{first}, {last}] outside [0, {i.end})"
+    return None
+
+
+def committed_any(state: LogState) -> bool:
+    """Whether the log commits anything (an import or a commit moved a partition): readers
+    then take the archive from the log, not from the states beside it."""
+    return any(st.end > 0 for st in state.partitions.values())
+
+
 # -- writers' decisions -------------------------------------------------------------------
 
 
@@ -273,6 +338,10 @@ def rewrite_verdict(
 
 def rewrite_entry(state: LogState, writer: WriterId, rewrites: Sequence[PartitionRewrite]) -> Entry:
     return Entry(state.seq + 1, EntryKind.REWRITE, writer, rewrites=tuple(rewrites))
+
+
+def import_entry(state: LogState, writer: WriterId, imports: Sequence[PartitionImport]) -> Entry:
+    return Entry(state.seq + 1, EntryKind.IMPORT, writer, imports=tuple(imports))
 
 
 class Outcome(Enum):

@@ -37,6 +37,10 @@ class LogFormatError(ValueError):
     """A log document that this reader cannot read: damaged, or of a newer format."""
 
 
+class LogVersionError(LogFormatError):
+    """A log document of a newer format than this reader reads."""
+
+
 def log_prefix(prefix: str) -> str:
     return f"{prefix.rstrip('/')}/{LOG_DIR}" if prefix else LOG_DIR
 
@@ -109,10 +113,28 @@ class PartitionCommit:
     objects: tuple[ObjectRef, ...]
 
 
+Gaps = tuple[tuple[int, int], ...]
+"""(first, last) offsets of each gap a run passed (allow_gaps: records Kafka deleted before
+they were archived), oldest first: in no object, and not a hole."""
+
+
+@dataclass(frozen=True)
+class PartitionImport:
+    """A partition as the state protocol committed it (migration, :mod:`.migrate`): its
+    committed end, the objects below it (in start-offset order; with PARTITIONBY their
+    ranges interleave) and the gaps its runs passed."""
+
+    ref: PartitionRef
+    end: int
+    objects: tuple[ObjectRef, ...]
+    gaps: Gaps = ()
+
+
 class EntryKind(Enum):
     CLAIM = "claim"
     COMMIT = "commit"
     REWRITE = "rewrite"
+    IMPORT = "import"  # an archive of the state protocol, taken over by the log
 
 
 REMOVAL_REASONS = ("erased", "expired")
@@ -146,8 +168,11 @@ class PartitionRewrite:
 
 @dataclass(frozen=True)
 class Entry:
-    """One log entry: a claim (the lease: its epoch fences every lower one on its partitions)
-    or a commit (ranges moved, by the writer holding the claim on each)."""
+    """One log entry: a claim (the lease: its epoch fences every lower one on its partitions),
+    a commit (ranges moved, by the writer holding the claim on each), a rewrite (committed
+    objects replaced by the holder, the end unmoved), or an import (the committed ends and
+    objects of an archive of states, on partitions the log has not committed, by the holder
+    of their claim)."""
 
     seq: int
     kind: EntryKind
@@ -155,19 +180,22 @@ class Entry:
     claims: tuple[PartitionRef, ...] = ()
     commits: tuple[PartitionCommit, ...] = ()
     rewrites: tuple[PartitionRewrite, ...] = ()  # kind REWRITE: by the holder, end unmoved
+    imports: tuple[PartitionImport, ...] = ()
 
 
 @dataclass(frozen=True)
 class PartitionState:
     """A partition as the log left it: committed end, claim holder, committed objects; the
     offsets rewrites removed (sorted) and the seq of the last rewrite (0: none), from whose
-    time vacuum counts the grace of the objects it replaced."""
+    time vacuum counts the grace of the objects it replaced; the gaps passed below the end
+    (imported from the states)."""
 
     end: int
     holder: WriterId | None
     objects: tuple[ObjectRef, ...]
     removed: tuple[Removed, ...] = ()
     rewritten: int = 0
+    gaps: Gaps = ()
 
 
 @dataclass(frozen=True)
@@ -246,6 +274,10 @@ def _rewrite(d: Mapping[str, Any]) -> PartitionRewrite:
     )
 
 
+def _gaps(doc: Mapping[str, Any]) -> Gaps:
+    return tuple((int(g[0]), int(g[1])) for g in doc.get("gaps", ()))
+
+
 def _dump(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -261,7 +293,7 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
     if not isinstance(version, int) or version < 1:
         raise LogFormatError(f"damaged {what}: no format version")
     if version > FORMAT_VERSION:
-        raise LogFormatError(
+        raise LogVersionError(
             f"{what} has format version {version}; this kafka-archive reads up to "
             f"{FORMAT_VERSION}: upgrade it"
         )
@@ -288,6 +320,22 @@ def encode_entry(entry: Entry) -> bytes:
                 }
                 for c in entry.commits
             ],
+            # Only in import entries, so that claims and commits encode as before.
+            **(
+                {
+                    "imports": [
+                        {
+                            **_ref_json(i.ref),
+                            "end": i.end,
+                            "objects": [_object_json(o) for o in i.objects],
+                            "gaps": [list(g) for g in i.gaps],
+                        }
+                        for i in entry.imports
+                    ]
+                }
+                if entry.imports
+                else {}
+            ),
         }
     )
 
@@ -312,6 +360,12 @@ def decode_entry(data: bytes) -> Entry:
                 for c in doc["commits"]
             ),
             rewrites=tuple(_rewrite(rw) for rw in doc.get("rewrites", ())),
+            imports=tuple(
+                PartitionImport(
+                    _ref(i), int(i["end"]), tuple(_object(o) for o in i["objects"]), _gaps(i)
+                )
+                for i in doc.get("imports", ())
+            ),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise LogFormatError(f"damaged log entry: {e!r}") from None
@@ -338,6 +392,7 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
                         if st.rewritten
                         else {}
                     ),
+                    **({"gaps": [list(g) for g in st.gaps]} if st.gaps else {}),
                 }
                 for ref, st in sorted(cp.partitions.items())
             ],
@@ -358,6 +413,7 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
                     tuple(_object(o) for o in p["objects"]),
                     tuple(_removed(r) for r in p.get("removed", ())),
                     int(p.get("rewritten", 0)),
+                    _gaps(p),
                 )
                 for p in doc["partitions"]
             },

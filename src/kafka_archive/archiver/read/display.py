@@ -41,6 +41,7 @@ from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.formats import envelope as env
 from kafka_archive.archiver.read import listing
+from kafka_archive.archiver.read.committed import committed_view
 from kafka_archive.archiver.read.seek import FoundRecord, find_records
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Format, Plan
@@ -172,8 +173,14 @@ def cat(
     tp = TopicPartition(topic, partition)
     store = S3Store(settings.s3)
     route = listing.archived_route(store, plan, target, topic)
-    committed = listing.committed_offsets(store, target).get(tp)
-    for record in find_records(store, route, tp, offset, count, committed=committed):
+    view = committed_view(store, target)
+    if view.from_log:  # the objects the log names: no listing
+        committed, objects = view.partition_objects(store, route, tp)
+        found = find_records(store, route, tp, offset, count, committed=committed, objects=objects)
+    else:
+        committed = listing.committed_offsets(store, target).get(tp)
+        found = find_records(store, route, tp, offset, count, committed=committed)
+    for record in found:
         if output == "raw":
             yield raw(record)
         else:

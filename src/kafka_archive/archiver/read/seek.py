@@ -106,14 +106,17 @@ def find_records(
     count: int,
     *,
     committed: int | None = None,
+    objects: tuple[StoredObject, ...] | None = None,
 ) -> Iterator[FoundRecord]:
-    """Yield up to ``count`` records of ``tp`` from ``offset`` on, in offset order.
+    """Yield up to ``count`` records of ``tp`` from ``offset`` on, in offset order, from
+    ``objects`` (the committed ones, :mod:`.committed`) or those listed below ``committed``.
 
     Raises:
         NotInArchiveError: no object holds ``offset``.
         DamagedObjectError: the object that should hold it is empty.
     """
-    objects = partition_objects(store, route, tp, committed)
+    if objects is None:
+        objects = partition_objects(store, route, tp, committed)
     if not objects or objects[0].start_offset > offset:
         where = f"starts at offset {objects[0].start_offset}" if objects else "is empty"
         raise NotInArchiveError(

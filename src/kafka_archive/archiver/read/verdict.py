@@ -246,6 +246,25 @@ def allowed_gap_notes(passed_gaps: Iterable[tuple[int, int]]) -> list[str]:
     ]
 
 
+def log_holes(missing: Iterable[tuple[str, int, int]]) -> list[Discrepancy]:
+    """Objects the commit log names (``(key, first, last)``) that do not exist: their
+    offsets are a hole in the committed archive."""
+    return [
+        found(None, f"the commit log names {key}, which does not exist", first, last)
+        for key, first, last in missing
+    ]
+
+
+def leftover_notes(keys: Iterable[str]) -> list[str]:
+    """Objects under the prefix that the commit log does not name: not committed (left by a
+    crashed or fenced writer), never data; vacuum removes them."""
+    return [
+        f"{key}: an uncommitted leftover, named by no commit log entry (not data: "
+        "left by a crashed or fenced run; vacuum removes it)"
+        for key in keys
+    ]
+
+
 # -- against Kafka ---------------------------------------------------------------------
 
 

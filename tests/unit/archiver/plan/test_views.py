@@ -14,7 +14,9 @@ from kafka_archive.archiver.kafka.admin import Watermarks
 from kafka_archive.archiver.plan import units as jobs
 from kafka_archive.archiver.plan.preflight import Preflight
 from kafka_archive.archiver.plan.views import PartitionView, partition_states
+from kafka_archive.archiver.state.checkpoint import LoadedState, PartitionState
 from kafka_archive.archiver.store.s3 import Document
+from kafka_archive.kcql.plan import Target
 
 PARTITIONS = 40
 ICEBERG = "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.t')"
@@ -163,3 +165,20 @@ def test_a_follow_batch_reads_only_the_states_it_does_not_know() -> None:
     assert store.gets[f"a/.kafka-archive/state/t/{marked.partition}.json"] == 2
     assert "a/.kafka-archive/state/t/0.json" not in store.gets, "nothing of it read again"
     assert list(second.settled) == [(0, zero)]
+
+
+def test_a_target_with_a_commit_log_takes_its_states_from_the_log_and_reads_none() -> None:
+    """``logs``: a partition the log commits has the log's state, one it does not has none;
+    no state object of that target is read, the other target's are."""
+    store = CountingStore()
+    pre = _pre("INSERT INTO bkt:a SELECT * FROM t; INSERT INTO bkt:c SELECT * FROM u", store)
+    logged = LoadedState(PartitionState(12, "w", "", objects=3), None)
+    logs = {Target("bkt", "a"): {TopicPartition("t", 1): logged}}
+    views = partition_states(pre, partitions={"t": (0, 1), "u": (0,)}, logs=logs)
+    assert [(v.tp, v.committed) for v in views] == [
+        (TopicPartition("t", 0), None),
+        (TopicPartition("t", 1), 12),
+        (TopicPartition("u", 0), None),
+    ]
+    assert views[1].loaded is logged
+    assert all(key.startswith("c/") for key in store.gets), store.gets

@@ -10,6 +10,7 @@ from kafka_archive.archiver.protocol.log import (
     EntryKind,
     ObjectRef,
     PartitionCommit,
+    PartitionImport,
     PartitionRef,
     WriterId,
 )
@@ -33,6 +34,17 @@ commits = st.builds(
     st.integers(0, 2**62),
     st.lists(objects, max_size=4).map(tuple),
 )
+gaps = st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3).map(tuple)
+imports = st.lists(
+    st.builds(
+        PartitionImport,
+        refs,
+        st.integers(0, 2**62),
+        st.lists(objects, max_size=4).map(tuple),
+        gaps,
+    ),
+    max_size=4,
+).map(tuple)
 entries = st.builds(
     Entry,
     st.integers(1, 10**9),
@@ -40,6 +52,7 @@ entries = st.builds(
     writers,
     st.lists(refs, max_size=4).map(tuple),
     st.lists(commits, max_size=4).map(tuple),
+    imports,
 )
 
 _REFS = [PartitionRef("r", "t", p) for p in range(3)]
