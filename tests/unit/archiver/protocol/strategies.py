@@ -52,7 +52,7 @@ entries = st.builds(
     writers,
     st.lists(refs, max_size=4).map(tuple),
     st.lists(commits, max_size=4).map(tuple),
-    imports,
+    imports=imports,
 )
 
 _REFS = [PartitionRef("r", "t", p) for p in range(3)]

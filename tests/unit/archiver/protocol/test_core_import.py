@@ -98,7 +98,7 @@ def test_a_malformed_import_is_refused(parts: list[PartitionImport], problem: st
 
 def test_an_import_with_claims_or_commits_is_refused() -> None:
     state, me = claimed()
-    with pytest.raises(core.InvalidEntry, match="import with claims or commits"):
+    with pytest.raises(core.InvalidEntry, match="import with claims, commits or rewrites"):
         core.fold(
             state,
             Entry(state.seq + 1, EntryKind.IMPORT, me, claims=(P0,), imports=(imported(P0, 0),)),
