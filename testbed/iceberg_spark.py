@@ -14,7 +14,8 @@ The runtime is built against one Spark minor version, and Maven Central has none
 query (``IncompatibleClassChangeError``: Spark 4.3's ``connector.catalog.View`` is no longer
 an interface). So the reader runs on the Spark the runtime is for: :func:`ensure_pyspark`
 installs ``pyspark==`` :data:`SPARK_VERSION` with pip into ``~/.cache/kafka-archive/`` once
-(a directory put first on the reader process's ``PYTHONPATH``), beside the venv's own.
+(a directory put first on the reader process's ``PYTHONPATH``), beside the venv's own; both
+are installed whole or not at all (``staged.py``).
 
 Run ``python testbed/iceberg_spark.py`` to fetch both ahead of a test run (``make test`` does).
 """
@@ -22,19 +23,17 @@ Run ``python testbed/iceberg_spark.py`` to fetch both ahead of a test run (``mak
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from maven import MavenError, cache_root, fetch_jars
+from staged import installed, staged
 
 POM = Path(__file__).resolve().parent / "iceberg" / "pom.xml"
 
 
 SPARK_VERSION = "4.1.4"  # the Spark of iceberg-spark-runtime-4.1_2.13
-_COMPLETE = ".complete"
 
 
 def ensure_pyspark(version: str = SPARK_VERSION) -> Path:
@@ -44,12 +43,10 @@ def ensure_pyspark(version: str = SPARK_VERSION) -> Path:
         RuntimeError: pip failed (its last lines).
     """
     target = cache_root() / f"pyspark-{version}"
-    if (target / _COMPLETE).is_file():
+    if installed(target, version):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
-    try:
-        site, spec = staging / "site", f"pyspark=={version}"
+    with staged(target, version) as site:
+        spec = f"pyspark=={version}"
         done = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), spec],
             capture_output=True,
@@ -60,12 +57,6 @@ def ensure_pyspark(version: str = SPARK_VERSION) -> Path:
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             raise RuntimeError(f"pip could not install pyspark=={version}:\n{tail}")
-        (site / _COMPLETE).write_text(version)
-        if target.exists():
-            shutil.rmtree(target)
-        site.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

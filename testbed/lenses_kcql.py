@@ -4,7 +4,8 @@
 stream-reactor connectors; 3.0.0 is its last release and the first with ``PROPERTIES(…)``.
 ``LensesKcql`` fetches it once (``maven.fetch_jars``), compiles ``kcql_oracle/KcqlOracle.java``
 against it with ``javac`` into the same cache (a directory named by the digest of the source
-and the jars: a changed source compiles again, nothing compiled is committed), and runs ONE
+and the jars: a changed source compiles again, nothing compiled is committed; whole or not at
+all, ``staged.py``), and runs ONE
 JVM that reads statements as JSON strings on stdin and answers each with one JSON line: the
 parse error, or what the parsed ``Kcql`` object says.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from maven import MavenError, cache_root, fetch_jars
+from staged import staged
 
 VERSION = "3.0.0"
 _SOURCE = Path(__file__).parent / "kcql_oracle" / "KcqlOracle.java"
@@ -73,24 +75,15 @@ def classpath() -> str:
     classes = cache_root() / f"kcql-oracle-{digest.hexdigest()[:16]}"
     jar_cp = ":".join(str(jar) for jar in jar_paths)
     if not (classes / f"{_MAIN}.class").is_file():
-        classes.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{classes.name}-", dir=classes.parent))
-        try:
+        with staged(classes, classes.name) as compiled:
             result = subprocess.run(
-                [javac, "-nowarn", "-d", str(staging), "-cp", jar_cp, str(_SOURCE)],
+                [javac, "-nowarn", "-d", str(compiled), "-cp", jar_cp, str(_SOURCE)],
                 capture_output=True,
                 text=True,
                 check=False,
             )
             if result.returncode != 0:
                 raise OracleUnavailable(f"javac {_SOURCE.name} failed:\n{result.stderr}")
-            try:
-                staging.rename(classes)
-            except OSError:  # compiled meanwhile by another session
-                if not (classes / f"{_MAIN}.class").is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
     return f"{classes}:{jar_cp}"
 
 

@@ -3,8 +3,8 @@
 ``fetch_jars`` hands a pom to ``mvn dependency:copy-dependencies`` and keeps what it copies in
 a directory of ``$XDG_CACHE_HOME/kafka-archive`` (default ``~/.cache``), marked with the
 pom's digest: a later call with the same pom finds it there and runs no Maven; a changed pom
-fetches again. The directory is filled in a staging directory and renamed into place, so an
-interrupted fetch leaves nothing that looks complete.
+fetches again. The directory is filled in a staging directory and renamed into place
+(``staged.py``), so an interrupted fetch leaves nothing that looks complete.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from staged import installed, staged
+
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-_COMPLETE = ".complete"
 
 
 class MavenError(RuntimeError):
@@ -50,18 +50,14 @@ def cache_root() -> Path:
 def fetch_jars(pom_text: str, target: Path, *, timeout: float = 900) -> Path:
     """``target`` filled with the runtime jars of the pom ``pom_text`` (Maven runs once)."""
     digest = hashlib.sha256(pom_text.encode()).hexdigest()
-    marker = target / _COMPLETE
-    if marker.is_file() and marker.read_text().strip() == digest:
+    if installed(target, digest):
         return target
     mvn = shutil.which("mvn")
     if mvn is None:
         raise MavenMissing("needs Maven (apt-get install maven)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
-    try:
-        pom = staging / "pom.xml"
+    with staged(target, digest) as jars:
+        pom = jars.parent / "pom.xml"
         pom.write_text(pom_text)
-        jars = staging / "jars"
         try:
             result = subprocess.run(
                 [
@@ -84,11 +80,4 @@ def fetch_jars(pom_text: str, target: Path, *, timeout: float = 900) -> Path:
         if result.returncode != 0:
             lines = (result.stdout + result.stderr).splitlines()
             raise MavenError(f"mvn exited with {result.returncode}", lines)
-        jars.mkdir(exist_ok=True)  # a pom without dependencies copies nothing
-        (jars / _COMPLETE).write_text(digest)
-        if target.exists():
-            shutil.rmtree(target)
-        jars.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return target

@@ -7,7 +7,7 @@ source comes by name from the Go module proxy (``go mod download``; ``go install
 module for its ``replace`` directives) and is built with ``go build ./weed`` in a writable copy
 (about 6 minutes on 2 cores; a fresh machine's ``make test`` and ``.ci/run`` do it once). No
 SeaweedFS source is kept in this repository. The binary is built in a staging directory and
-renamed into place, so an interrupted build leaves nothing that looks complete.
+renamed into place (``staged.py``), so an interrupted build leaves nothing that looks complete.
 
 ``start_seaweedfs`` runs ``weed server -s3`` (master, volume server, filer and S3 gateway in one
 process) on free loopback ports with its data in a directory of the caller's, telemetry off.
@@ -27,12 +27,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from devstack import LOOPBACK, Service, StackError, _http_ok, free_port, start_service
 from maven import cache_root
+from staged import staged
 
 MODULE = "github.com/seaweedfs/seaweedfs"
 # SeaweedFS tags its releases "3.99", not semver: the module proxy serves pseudo-versions.
@@ -49,29 +49,21 @@ def weed_binary(*, timeout: float = BUILD_TIMEOUT) -> Path:
     go = shutil.which("go")
     if go is None:
         raise StackError("building SeaweedFS for the tests needs Go (https://go.dev/doc/install)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
     deadline = time.monotonic() + timeout
-    try:
+    with staged(target, VERSION) as built:
+        scratch = built.parent
         download = _go(
-            [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], staging, deadline, "download"
+            [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], scratch, deadline, "download"
         )
         source_dir = json.loads(download.stdout)["Dir"]
         # The module cache is read-only; go build writes nothing there but wants a module
         # root it may lock: build in a copy.
-        source = staging / "src"
+        source = scratch / "src"
         shutil.copytree(source_dir, source, symlinks=True)
         for path in (source, *source.rglob("*")):
             if not path.is_symlink():
                 path.chmod(path.stat().st_mode | 0o200)
-        built = staging / "weed"
-        _go([go, "build", "-o", str(built), "./weed"], source, deadline, "build")
-        shutil.rmtree(source)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _go([go, "build", "-o", str(built / "weed"), "./weed"], source, deadline, "build")
     return binary
 
 

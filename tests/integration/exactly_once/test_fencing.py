@@ -347,7 +347,13 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
 ) -> None:
     """--follow holds back the young tail (the commit cut lies before it): the records it
     refuses past the cut are read again by the next batch and run, so only those before the
-    cut may be written as dead letters by this batch, or they are archived twice."""
+    cut may be written as dead letters by this batch, or they are archived twice.
+
+    A loaded machine can leave the driver unscheduled for seconds while its task writes (the
+    lease is renewed by the driver, proved by the task before each write): here the driver
+    is frozen for 5 s while the task's dead letters are on their way. Nothing in this test
+    is about losing the lease, so its lease outlasts that (with the module's 6 s lease the
+    task's next proof fails and the run stops, exit 18)."""
     name, bkt = topic(partitions=1), bucket()
     bad = {100, 500, 1100, 1200}
     now = int(time.time() * 1000)
@@ -366,24 +372,26 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} "
         "PROPERTIES('flush.count'=1000, 'error.policy'='dead-letter')"
     )
-    service_command = _command(kcql, broker, s3_endpoint, "--follow", "--poll-interval", "1")
-    with _started(
-        service_command,
-        _env(),
-        lambda: _committed(s3_client, bkt) >= 1000,
-        "the old records to be committed",
-    ) as service:
-        assert _committed(s3_client, bkt) < 1300, "the young tail was not held back"
-        time.sleep(8)  # several more micro-batches read the held-back tail again
-        service.send_signal(signal.SIGTERM)
-        code, _, err = _finish(service)
+    env = _env(KAFKA_ARCHIVE_LOCK_TTL_SECONDS="120")
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.hold = lambda method, path, _: method == "PUT" and "/_dead-letter/" in path
+        command = _command(kcql, broker, proxy.url, "--follow", "--poll-interval", "1")
+        with process_group(command, env) as service:
+            _wait(lambda: proxy.held.is_set() or service.poll() is not None, "dead letters")
+            os.kill(service.pid, signal.SIGSTOP)  # the driver alone: its task goes on
+            time.sleep(5)
+            proxy.release.set()  # the task commits while the driver is still frozen
+            _wait(lambda: _committed(s3_client, bkt) >= 1000, "the old records to be committed")
+            os.kill(service.pid, signal.SIGCONT)
+            assert _committed(s3_client, bkt) < 1300, "the young tail was not held back"
+            time.sleep(8)  # several more micro-batches read the held-back tail again
+            service.send_signal(signal.SIGTERM)
+            code, _, err = _finish(service)
     assert code == 0, err
-    _archived_once(
-        s3_client,
-        bkt,
-        _command(kcql, broker, s3_endpoint),
-        [i for i in range(1300) if i not in bad],
-    )
+    after = _run(_command(kcql, broker, s3_endpoint), env)
+    assert after.returncode == 0, after.stderr
+    ids = archived_ids(s3_client, bkt)
+    assert ids == [i for i in range(1300) if i not in bad], "records lost or archived twice"
     assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)
 
 

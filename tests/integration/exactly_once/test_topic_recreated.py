@@ -78,7 +78,7 @@ def test_a_re_created_topic_past_the_archived_offset_is_refused_by_every_command
     code, _, err = cli(capsys, *run_args(both, broker, s3_endpoint))
     assert code == 0, err
     before = {o["Key"] for o in s3_client.list_objects_v2(Bucket=bkt)["Contents"]}
-    assert f"arch/.kafka-archive/topics/{name}.json" in before
+    assert f"arch/.kafka-archive/topics/{name}/topic.json" in before
 
     old_id = _kafka_id(admin, name)
     _recreate(admin, name)

@@ -85,7 +85,7 @@ def test_jars_are_fetched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     def fake_run(argv: list[str], **_: object) -> object:
         pom = Path(argv[argv.index("-f") + 1])
         out = Path(next(a for a in argv if a.startswith("-DoutputDirectory=")).split("=", 1)[1])
-        out.mkdir(parents=True)
+        out.mkdir(parents=True, exist_ok=True)  # as mvn: the directory may exist
         (out / "some.jar").write_bytes(b"")
         fetched.append(pom.read_text())
 

@@ -6,7 +6,8 @@ id) whose offsets start again at 0. The partition states say "archived up to off
 taken for the new topic they would skip its records below N without a word, and put its
 records from N on beside the old topic's objects (or, once an offset repeats, over them).
 So the first run that archives a route records the topic's id
-(``<prefix>/.kafka-archive/topics/<topic>.json``, create-only, under the run's lease),
+(``<prefix>/.kafka-archive/topics/<topic>/topic.json``, create-only, under the run's lease;
+earlier versions' ``topics/<topic>.json`` is still read, and copied there by a run),
 and every command that reads Kafka for a route (``run``, ``--follow`` batches, ``status``,
 ``verify``) compares the id Kafka reports now with it: another id is refused, exit 17
 (:class:`.errors.TopicRecreatedError`), before anything is read or written (``status`` and
@@ -39,7 +40,7 @@ from kafka_archive.archiver.core.model import WorkUnit
 from kafka_archive.archiver.kafka.admin import topic_id_now
 from kafka_archive.archiver.state import versions
 from kafka_archive.archiver.state.checkpoint import now_iso
-from kafka_archive.archiver.state.paths import topic_identity_key
+from kafka_archive.archiver.state.paths import earlier_topic_identity_key, topic_identity_key
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.kcql.plan import Route, Target
 
@@ -126,6 +127,8 @@ def _check_one(
         known = _confirmed.get((target.bucket, key))
     if known is None:
         known = _read(store, target, key)
+        if known is None:
+            known = _earlier(store, target, topic, key, record=record)
         if known is None and record:
             body = {"version": FORMAT_VERSION, "topic": topic, "topic_id": current}
             body["recorded_at"] = now_iso()
@@ -149,6 +152,21 @@ def _check_one(
         "belongs to the target, not to --job-name); continuing here would skip its records "
         "below the archived offsets and mix the two topics' objects",
     )
+
+
+def _earlier(store: S3Store, target: Target, topic: str, key: str, *, record: bool) -> str | None:
+    """The id an earlier version recorded at its key (copied to ``key`` with ``record``, so
+    that later runs read one document)."""
+    earlier = earlier_topic_identity_key(target, topic)
+    known = _read(store, target, earlier)
+    if known is not None and record:
+        body = {"version": FORMAT_VERSION, "topic": topic, "topic_id": known}
+        body |= {"recorded_at": now_iso(), "copied_from": earlier}
+        try:
+            store.put_document(target.bucket, key, body, if_match=None)
+        except PreconditionFailed:  # another run copied or recorded it meanwhile
+            return _read(store, target, key)
+    return known
 
 
 def _read(store: S3Store, target: Target, key: str) -> str | None:

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 # A retired lock's lease ends after any run (as earlier versions parse it: both fields).
 RETIRED_UNTIL = "9999-12-31T23:59:59Z"
 RETIRED_UNTIL_MS = 253_402_300_799_000
+# What only a topic id record holds (:mod:`.identity`): earlier versions kept topic
+# ``lock``'s at ``topics/lock.json``, the key of a job ``topics``'s lock.
+_TOPIC_ID = "topic_id"
 
 _JOB = r"(?P<job>[A-Za-z0-9][A-Za-z0-9._-]{0,127})"
 _KEY = re.compile(
@@ -96,8 +99,8 @@ def retire_locks(
     for job in layout.locks:
         key = f"{legacy_root(target, job)}/lock.json"
         held = store.get_document(target.bucket, key)
-        if held is None or held.body.get("retired") is True:
-            continue
+        if held is None or held.body.get("retired") is True or _TOPIC_ID in held.body:
+            continue  # (the last: the topic id record of a topic named "lock", not a lock)
         if not lease.may_take_over(held.body, lease.now_ms(), here):
             raise JobLockedError(
                 f"job {job!r} is already running on s3://{target.bucket}/{target.prefix} "

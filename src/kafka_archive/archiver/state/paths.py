@@ -8,8 +8,11 @@ are fenced against each other.
 The layout before routes owned their state put each job in a folder
 (``<prefix>/.kafka-archive/<job>/lock.json``, ``<job>/state/<topic>/<partition>.json``,
 ``<job>/pending/<topic>/<partition>/<marker>``, :func:`legacy_root`): its keys are always one
-folder deeper than these, so the two never read as each other. The leading dot keeps
-Hive-style readers (Athena, Spark, Presto) from treating these as data.
+folder deeper than these, so the two never read as each other (a topic's keys here are in a
+folder of its own, whatever its name: ``tests/unit/archiver/state/test_paths.py`` tries
+every key; the one exception, :func:`earlier_topic_identity_key` of a topic named ``lock``,
+:mod:`.legacy` tells apart by its content). The leading dot keeps Hive-style readers
+(Athena, Spark, Presto) from treating these as data.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ def state_key(target: Target, tp: TopicPartition) -> str:
 
 
 def topic_identity_key(target: Target, topic: str) -> str:
-    """Which Kafka topic (its id) the route of ``topic`` archived (:mod:`.identity`)."""
+    """Which Kafka topic (its id) the route of ``topic`` archived (:mod:`.identity`): one
+    folder per topic, as :func:`columns_key`."""
+    return f"{state_root(target)}/topics/{topic}/topic.json"
+
+
+def earlier_topic_identity_key(target: Target, topic: str) -> str:
+    """Where versions before :func:`topic_identity_key` kept the record (still read). For a
+    topic named ``lock`` it is the old layout's lock of a job named ``topics``
+    (:mod:`.legacy` tells the two apart by what the document holds)."""
     return f"{state_root(target)}/topics/{topic}.json"
 
 

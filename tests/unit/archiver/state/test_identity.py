@@ -100,6 +100,39 @@ def test_readers_get_every_re_created_route_with_its_error_and_record_nothing() 
     assert store.docs == before, "nothing recorded"
 
 
+def _earlier_record(body: dict[str, Any]) -> tuple[ManyObjectStore, Target, str]:
+    """A store holding ``body`` at the key earlier versions kept topic ``lock``'s record at
+    (the key of the old layout's lock of a job ``topics``)."""
+    store, target = ManyObjectStore(), _target()
+    earlier = f"{target.bucket}/arch/.kafka-archive/topics/lock.json"
+    store.docs[earlier] = Document(body, "etag-e")
+    return store, target, earlier
+
+
+def test_a_record_at_an_earlier_versions_key_is_read_and_a_run_copies_it() -> None:
+    for record in (False, True):  # status and verify; a run
+        store, target, earlier = _earlier_record({"topic": "lock", "topic_id": "id-1"})
+        found = identity.compare(store, [(target, "lock")], {"lock": "id-2"}, record=record)  # type: ignore[arg-type]
+        assert found[(target, "lock")].exit_code == 17
+        if not record:
+            assert list(store.docs) == [earlier], "status and verify write nothing"
+    store, target, earlier = _earlier_record({"topic": "lock", "topic_id": "id-1"})
+    identity.check(store, [(target, "lock")], {"lock": "id-1"}, record=True)  # type: ignore[arg-type]
+    copied = store.docs[f"{target.bucket}/arch/.kafka-archive/topics/lock/topic.json"].body
+    assert copied["topic_id"] == "id-1" and copied["copied_from"].endswith("topics/lock.json")
+    assert store.docs[earlier].etag == "etag-e", "the earlier record is left as it was"
+
+
+def test_a_lock_at_the_earlier_key_is_no_record() -> None:
+    """A lock of the old layout's job ``topics`` (or one an earlier version wrote over topic
+    ``lock``'s record when it retired it) names no topic: the run records the id anew."""
+    lock = {"job": "topics", "retired": True, "epoch": 3, "run_id": "none: retired"}
+    store, target, earlier = _earlier_record(lock)
+    identity.check(store, [(target, "lock")], {"lock": "id-2"}, record=True)  # type: ignore[arg-type]
+    recorded = store.docs[f"{target.bucket}/arch/.kafka-archive/topics/lock/topic.json"].body
+    assert recorded["topic_id"] == "id-2" and store.docs[earlier].body == lock
+
+
 def _proof(
     planned: str | None, answers: list[str | None], monkeypatch: Any
 ) -> tuple[identity.TopicProof, list[str]]:

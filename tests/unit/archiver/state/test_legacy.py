@@ -107,3 +107,15 @@ def test_a_retired_lock_is_not_retired_again() -> None:
     retired = store.docs[old_key]
     legacy.retire_locks(store, target, layout, "run-2", 1_700_000_000_001)  # type: ignore[arg-type]
     assert store.docs[old_key] == retired
+
+
+def test_the_topic_record_of_a_topic_named_lock_is_not_retired() -> None:
+    """Earlier versions kept topic ``lock``'s id record at ``topics/lock.json``, where the
+    old layout kept the lock of a job named ``topics``: it stays as it is."""
+    target, store = Target(bucket="bkt", prefix="arch"), Bucket()
+    key = "arch/.kafka-archive/topics/lock.json"
+    record = Document({"version": 1, "topic": "lock", "topic_id": "id-1"}, '"etag-r"')
+    store.docs[key] = record
+    layout = legacy.LegacyLayout(locks=["topics"])
+    legacy.retire_locks(store, target, layout, "run-1", 1_700_000_000_000)  # type: ignore[arg-type]
+    assert store.docs[key] == record
