@@ -150,7 +150,8 @@ def _avro_records(route: Route, data: bytes) -> Iterator[Record]:
 
 
 def _parquet_records(route: Route, data: bytes) -> Iterator[Record]:
-    import pyarrow as pa  # heavy: only a rewrite of PARQUET objects loads it
+    # Heavy (pyarrow, which starts a thread): only a rewrite of PARQUET objects loads it.
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
