@@ -23,6 +23,8 @@ never sits in memory.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -31,7 +33,7 @@ import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -49,6 +51,8 @@ from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Format, Route
 
 _SPOOL_BUFFER = 1024 * 1024
+READ_AHEAD = 8
+"""GETs of a group's objects in flight at once while earlier ones are decoded."""
 
 
 Drop = Callable[[Record], bool]
@@ -356,14 +360,7 @@ def rewrite(
     dropped = _Ranges()
     read = 0
     try:
-        for obj in objects:
-            data = store.get_bytes(route.target.bucket, obj.key)
-            if data is None:
-                raise DamagedObjectError(
-                    f"s3://{route.target.bucket}/{obj.key} is committed but missing",
-                    tp=tp,
-                    hint="Run kafka-archive verify on this archive",
-                )
+        for obj, data in _fetched(store, route.target.bucket, objects, tp):
             read += len(data)
             for record in records_of(route, obj, data):
                 if drop(record):
@@ -379,6 +376,32 @@ def rewrite(
         outputs.abandon()
         raise
     return Rewritten(created, tuple(dropped.ranges), len(objects), read)
+
+
+def _fetched(
+    store: S3Store, bucket: str, objects: Sequence[Replaced], tp: TopicPartition
+) -> Iterator[tuple[Replaced, bytes]]:
+    """Each object's bytes, in order, up to :data:`READ_AHEAD` GETs ahead of the one being
+    decoded (a GET costs a round trip; the group's objects are small): at most that many
+    objects' bytes in memory at once."""
+    with concurrent.futures.ThreadPoolExecutor(READ_AHEAD) as pool:
+        pending: collections.deque[concurrent.futures.Future[bytes | None]] = collections.deque()
+        try:
+            ahead = iter(objects)
+            for obj in objects:
+                while len(pending) < READ_AHEAD and (nxt := next(ahead, None)) is not None:
+                    pending.append(pool.submit(store.get_bytes, bucket, nxt.key))
+                data = pending.popleft().result()
+                if data is None:
+                    raise DamagedObjectError(
+                        f"s3://{bucket}/{obj.key} is committed but missing",
+                        tp=tp,
+                        hint="Run kafka-archive verify on this archive",
+                    )
+                yield obj, data
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 class _Ranges:
