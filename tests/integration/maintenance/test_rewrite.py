@@ -6,6 +6,7 @@ and our `cat` seeks into a compacted object by its rebuilt block index."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,7 @@ from maintenance_helpers import (
 from kafka_archive import kcql
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.plan.maintenance import (
+    CommittedObject,
     Compact,
     Erase,
     Expire,
@@ -317,3 +319,56 @@ def test_cat_seeks_into_a_compacted_object_by_its_block_index(
         json.loads(p["value"])["id"] if isinstance(p["value"], str) else p["value"]["id"]
         for p in printed
     ] == [137, 138]
+
+
+def committed_enveloped_by_group(listed: list[tuple[str, bytes]]) -> list[Any]:
+    """The objects as committed, first offsets from the stored metadata (PARTITIONBY keys
+    are not the lenses folder form ``committed`` parses)."""
+    out = []
+    for key, body in listed:
+        offsets = [json.loads(line)["metadata"]["offset"] for line in body.decode().splitlines()]
+        out.append(CommittedObject(key, offsets[0], offsets[-1], len(offsets), len(body)))
+    return out
+
+
+def test_compact_merges_within_each_partitionby_folder_only(
+    broker: str,
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    produce: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=1), bucket()
+    countries = ("DE", "FR", "FR", "DE", "IT")
+    produce(
+        name,
+        50,
+        partitions=1,
+        headers=lambda i: [("country", countries[i % 5].encode())],
+    )
+    text = (
+        f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY _header.country STOREAS JSON "
+        "WITH_FLUSH_COUNT = 4 PROPERTIES('store.envelope'=true)"
+    )
+    code, _, err = cli(capsys, *run_args(text, broker, s3_endpoint))
+    assert code == 0, err
+    route = kcql.parse(text).routes[0]
+    listed = objects_under(s3_client, bkt, "arch/")
+    folder = {key: key.split("/")[1].removeprefix("country=") for key, _ in listed}
+    objs = [
+        dataclasses.replace(o, group=(folder[o.key],)) for o in committed_enveloped_by_group(listed)
+    ]
+    groups = plan(objs, Compact(offsets_stored=True)).rewrites
+    assert sorted(g.group for g in groups) == [("DE",), ("FR",), ("IT",)]
+    store, tp = store_of(s3_endpoint), TopicPartition(name, 0)
+    for group in groups:
+        result = rewrite(store, scratch(route), tp, group.group, group.objects, suffix=SUFFIX)
+        (new,) = result.objects
+        first = group.objects[0].first
+        assert new.key == f"scratch/country={group.group[0]}/{name}(0_{first:012d}){SUFFIX}.json"
+        body = s3_client.get_object(Bucket=bkt, Key=new.key)["Body"].read()
+        offsets = [json.loads(line)["metadata"]["offset"] for line in body.decode().splitlines()]
+        assert offsets == [i for i in range(50) if countries[i % 5] == group.group[0]]
