@@ -32,6 +32,7 @@ from kafka_archive.archiver.plan.maintenance import (
     Expire,
     plan,
 )
+from kafka_archive.archiver.store.s3 import PreconditionFailed
 from kafka_archive.archiver.write.rewrite import (
     drop_before,
     drop_keys,
@@ -284,6 +285,11 @@ def test_cat_seeks_into_a_compacted_object_by_its_block_index(
     result = rewrite(store, scratch(route), tp, (), group.objects, suffix=SUFFIX)
     (new,) = result.objects
     assert new.index is not None and new.key.endswith(".json.gz")
+    # Create-only: the same rewrite again finds its key taken, replaces nothing.
+    before = s3_client.get_object(Bucket=bkt, Key=new.key)["ETag"]
+    with pytest.raises(PreconditionFailed):
+        rewrite(store, scratch(route), tp, (), group.objects, suffix=SUFFIX)
+    assert s3_client.get_object(Bucket=bkt, Key=new.key)["ETag"] == before
     index = json.loads(s3_client.get_object(Bucket=bkt, Key=new.index)["Body"].read())
     assert len(index["blocks"]) > 5  # a block index rebuilt over the merged object
     assert sum(b["records"] for b in index["blocks"]) == 200
