@@ -15,6 +15,7 @@ PREFIX = "kafka_archive.archiver.write"
 
 # The steps of one unit, top down: a module imports only modules after it in this list.
 ORDER = [
+    "rewrite",  # maintenance (issue 38): committed objects read, filtered, written again
     "task",  # read, and the unit's failure value
     "commit",  # dead letters, the partition state, the unit's result
     "chunks",  # route each record to its open object, roll by the flush policy
