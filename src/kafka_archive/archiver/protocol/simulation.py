@@ -87,11 +87,13 @@ class SimFaults(Faults):
 @dataclass
 class Kafka:
     """The source: end offsets that grow; objects cut every `size` records (per writer), JSON
-    bodies naming their offsets, under `prefix`."""
+    bodies naming their offsets, under `prefix`. `stamps` False: a format with no place for
+    a stamp (TEXT, BYTES, CSV, uncompressed JSON): `stamp` is the identity."""
 
     highs: dict[PartitionRef, int]
     size: int = 1
     prefix: str = PREFIX
+    stamps: bool = True
 
     def high(self, ref: PartitionRef) -> int:
         return self.highs[ref]
@@ -103,6 +105,8 @@ class Kafka:
         return key, last, body.encode()
 
     def stamp(self, body: bytes, nonce: str) -> bytes:
+        if not self.stamps:
+            return body
         return json.dumps({**json.loads(body), "writer": nonce}).encode()
 
 
@@ -156,11 +160,14 @@ class Simulation:
         n = self.rng.randint(2, 3)
         self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
         self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
+        self.stamps = self.rng.random() < 0.5  # the route's format has a place for a stamp
         self.grace = 60.0
         self.skew: dict[str, float] = {}  # each run's clock minus the store's
         self.live: list[_Live] = []
         self.runs = 0
-        self.moves: list[str | tuple[str, Request, object]] = []  # formatted when read
+        self.moves: list[str | tuple[str, Request, object]] = [
+            f"format {'with' if self.stamps else 'without'} a place for a stamp"
+        ]  # formatted when read
         for _ in range(n):
             self._spawn()
 
@@ -178,7 +185,7 @@ class Simulation:
             PREFIX,
             f"run-{self.runs}",
             refs,
-            Kafka(self.highs, self.rng.randint(1, 3)),
+            Kafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps),
             clock=lambda: self.store.now + self.skew[name],
             batch_objects=self.rng.randint(1, 3),
             grace=self.grace,

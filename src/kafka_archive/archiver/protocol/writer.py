@@ -83,6 +83,9 @@ MUTATIONS: Mapping[str, str] = {
     "identical_bytes": "every attempt writes the same bytes for an object (no stamp): S3's ETag "
     "is the MD5 of the bytes, so a delete If-Match judged on one attempt's object also matches "
     "a later attempt's at the same key, and a delete that lands late removes a committed object",
+    "unstamped_same_key": "a format with no place for a stamp (TEXT, BYTES, CSV, uncompressed "
+    "JSON) keeps the planned key: two attempts' objects at it have the same bytes, so the same "
+    "ETag (the identical_bytes hole, for those formats)",
 }
 
 
@@ -102,7 +105,9 @@ class Source(Protocol):
 
     def stamp(self, body: bytes, nonce: str) -> bytes:
         """`body` carrying `nonce` where readers ignore it (Parquet or Avro file metadata, a
-        gzip header field): the same records, other bytes, so another ETag."""
+        gzip header field): the same records, other bytes, so another ETag. `body` itself
+        for a format with no such place (TEXT, BYTES, CSV, uncompressed JSON): the writer
+        then writes at a key of the attempt's own (`attempt_key`)."""
         ...
 
 
@@ -141,6 +146,19 @@ class Attempt:
     state: core.LogState
     steps: Steps[None] = field(init=False)
     outcome: tuple[ObjectRef, ...] | str | None = None  # objects, or why it failed
+
+
+def attempt_key(key: str, epoch: int, attempt: int) -> str:
+    """The key of an attempt's object whose format has no place for a stamp: the planned key
+    with the writer's epoch and the attempt before its extension (`.../<first>.json` ->
+    `.../<first>.e<epoch>a<attempt>.json`). It still starts with the first offset, so keys
+    sort by it; an epoch is one claim's, an attempt number one of its run's: no two attempts
+    share a key, and an attempt's retries (the same bytes, the same metadata) recognise their
+    own create at it."""
+    head, _, name = key.rpartition("/")
+    stem, dot, ext = name.partition(".")
+    tail = f"{stem}.e{epoch}a{attempt}{dot}{ext}"
+    return f"{head}/{tail}" if head else tail
 
 
 def checksum(body: bytes) -> str:
@@ -378,8 +396,13 @@ class Writer:
         ref = a.task.ref
         # An attempt's bytes are its own: a delete If-Match judged on another attempt's object
         # (its ETag, S3's MD5 of the bytes) never matches this one, however late it lands.
+        # A format with no place for a stamp writes at a key of its own attempt instead: no
+        # other attempt ever writes there, so no delete is ever judged on another's object.
         if not self._mut("identical_bytes"):
-            body = self.source.stamp(body, f"{self.me.run_id}.{self.me.epoch}.{a.number}")
+            stamped = self.source.stamp(body, f"{self.me.run_id}.{self.me.epoch}.{a.number}")
+            if stamped == body and not self._mut("unstamped_same_key"):
+                key = attempt_key(key, self.me.epoch, a.number)
+            body = stamped
         ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
         meta = {
             "run-id": self.me.run_id,

@@ -49,6 +49,8 @@ KINDS = (
     "declares attempt",  # the driver times an attempt out and launches another
     "speculates on attempt",  # a copy side by side with a running attempt
     "ends: in the way",  # an attempt meets its live sibling's object
+    "format with a place",  # stamped bytes (Parquet, Avro, gzip)
+    "format without a place",  # TEXT, BYTES, CSV, uncompressed JSON: no stamp
 )
 # a request that lands after its sender crashed, paused, or was declared dead
 LANDED_AFTER = ("crashed", "paused", "dead", "running")
