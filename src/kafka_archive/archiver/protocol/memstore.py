@@ -7,8 +7,9 @@ If-None-Match / If-Match, 404 on a missing key (DELETE included when it carries 
 listings in byte order. Faults, chosen per request by a `Faults`:
 a lost response (the request took effect, the caller sees `Ambiguous`), a delayed request
 (the caller sees `Ambiguous` now; the request lands later, when `deliver` is called: after
-its sender paused, crashed or retried), a stale listing (keys created most recently are
-missing from it), a read without answer.
+its sender paused, crashed or retried), a dropped request (`Ambiguous`, and it never
+lands), a stale listing (keys created most recently are missing from it), a read without
+answer.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Fate(Enum):
     DELIVER = "deliver"
     LOSE_RESPONSE = "lose_response"
     DELAY = "delay"
+    DROP = "drop"  # never lands: an endpoint that times out without applying anything
 
 
 class Faults:
@@ -165,6 +167,8 @@ class MemStore:
             with contextlib.suppress(PreconditionFailed, NotFound):
                 apply()
             raise Ambiguous(f"{op} {key}: response lost")
+        if fate is Fate.DROP:
+            raise Ambiguous(f"{op} {key}: no response")
 
         def land() -> None:
             with contextlib.suppress(PreconditionFailed, NotFound):

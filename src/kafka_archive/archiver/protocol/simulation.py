@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.invariants import Checker, Violation
 from kafka_archive.archiver.protocol.log import (
@@ -65,8 +66,11 @@ class SimFaults(Faults):
     stale: float = 0.3
     lose_read: float = 0.02
     on: bool = True
+    cut: Fate | None = None  # the sender's run is cut off: every request of it gets this
 
     def fate(self, op: str, key: str) -> Fate:
+        if self.cut is not None:
+            return self.cut
         if not self.on:
             return Fate.DELIVER
         r = self.rng.random()
@@ -163,6 +167,7 @@ class Simulation:
         self.stamps = self.rng.random() < 0.5  # the route's format has a place for a stamp
         self.grace = 60.0
         self.skew: dict[str, float] = {}  # each run's clock minus the store's
+        self.cut_off: dict[str, Fate] = {}  # runs whose every request goes unanswered, for good
         self.live: list[_Live] = []
         self.runs = 0
         self.moves: list[str | tuple[str, Request, object]] = [
@@ -211,7 +216,11 @@ class Simulation:
                 reply: object = None  # the driver's attempts are over: it goes on
             else:
                 flying = len(self.store.in_flight)
-                reply = execute(self.store, req)
+                self.faults.cut = self.cut_off.get(w.name.split(".")[0])
+                try:
+                    reply = execute(self.store, req)
+                finally:
+                    self.faults.cut = None
                 if len(self.store.in_flight) > flying:
                     self.senders[id(self.store.in_flight[-1])] = w.name
                 self.moves.append((w.name, req, reply))
@@ -220,6 +229,11 @@ class Simulation:
             w.done = True
             out = stop.value if w.attempt is None else _outcome(w.attempt)
             self.moves.append(f"{w.name} ends: {out}")
+        except S3UnavailableError as e:  # a request of its had no answer, time after time
+            if w.name.split(".")[0] not in self.cut_off:
+                raise Violation(f"{w.name} gave up under passing faults: {e}") from None
+            w.done = True
+            self.moves.append(f"{w.name} ends: no answer")
         except core.InvalidEntry as e:
             raise Violation(f"{w.name} read an invalid log: {e}") from None
         except Exception as e:
@@ -321,8 +335,15 @@ class Simulation:
                 d.writer.speculate(a)
                 self.moves.append(f"{d.name} speculates on attempt {a.number}")
             self._adopt()
+        elif r < 0.1865 and not self.cut_off and (drivers := self._drivers()):
+            w = self.rng.choice(drivers)  # its endpoint times out, applying or not, for good
+            self.cut_off[w.name] = self.rng.choice((Fate.LOSE_RESPONSE, Fate.DROP))
+            self.moves.append(f"cut off {w.name}: {self.cut_off[w.name].value} for good")
         elif runnable:
             self._step(self.rng.choice(runnable))
+
+    def _drivers(self) -> list[_Live]:
+        return [w for w in self.live if w.attempt is None and not w.done]
 
     def run(self) -> Result:
         try:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     checkpoint_key,
@@ -31,6 +32,12 @@ from kafka_archive.archiver.protocol.store import (
 )
 
 T = TypeVar("T")
+
+# Answers without effect known (`Ambiguous`: a timeout, a dropped connection, a 5xx after
+# botocore's own retries) a writer takes for one request before it stops: an endpoint that
+# never answers, or answers only after applying, ends the run with the runtime's S3 error
+# (`no_answer`), not a loop. A random fault in ten requests exhausts it once in 10^10.
+AMBIGUOUS_TRIES = 10
 
 # -- requests ---------------------------------------------------------------------------
 
@@ -138,12 +145,25 @@ def send(req: Request) -> Steps[Any]:
 
 
 def send_read(req: Get | Head | List) -> Steps[Any]:
-    """A read: no effect, so a read without answer is sent again."""
-    while True:
+    """A read: no effect, so a read without answer is sent again (`AMBIGUOUS_TRIES` in all)."""
+    for _ in range(AMBIGUOUS_TRIES):
         try:
             return (yield from send(req))
         except Ambiguous:
             continue
+    raise no_answer(req)
+
+
+def no_answer(req: Request) -> S3UnavailableError:
+    """The error a writer stops with when `req` had `AMBIGUOUS_TRIES` answers without effect
+    known (one line; what was committed stays committed)."""
+    what = type(req).__name__.upper()
+    where = req.prefix if isinstance(req, List) else req.key
+    return S3UnavailableError(
+        f"no answer from S3 to {AMBIGUOUS_TRIES} tries of {what} {where}",
+        hint="The endpoint times out or drops connections; what was committed is kept, "
+        "run again once it answers",
+    )
 
 
 def get_or_none(key: str) -> Steps[Stored | None]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     Entry,
@@ -41,6 +42,7 @@ from kafka_archive.archiver.protocol.log import (
     log_prefix,
 )
 from kafka_archive.archiver.protocol.steps import (
+    AMBIGUOUS_TRIES,
     Delete,
     Head,
     List,
@@ -48,6 +50,7 @@ from kafka_archive.archiver.protocol.steps import (
     Steps,
     Wait,
     get_or_none,
+    no_answer,
     read_log,
     send,
     send_read,
@@ -83,6 +86,8 @@ MUTATIONS: Mapping[str, str] = {
     "identical_bytes": "every attempt writes the same bytes for an object (no stamp): S3's ETag "
     "is the MD5 of the bytes, so a delete If-Match judged on one attempt's object also matches "
     "a later attempt's at the same key, and a delete that lands late removes a committed object",
+    "unbounded_ambiguous": "a create without answer is sent again for ever (no budget: a "
+    "writer whose endpoint never answers loops instead of stopping)",
     "unstamped_same_key": "a format with no place for a stamp (TEXT, BYTES, CSV, uncompressed "
     "JSON) keeps the planned key: two attempts' objects at it have the same bytes, so the same "
     "ETag (the identical_bytes hole, for those formats)",
@@ -200,12 +205,24 @@ class Writer:
     tasks: dict[Task, list[Attempt]] = field(default_factory=dict)  # the batch's attempts
     won: dict[Task, Attempt] = field(default_factory=dict)  # the attempt each task takes
     _failed: bool = False  # an attempt found the plan stale or the writer fenced
+    _no_answer: S3UnavailableError | None = None  # an attempt's request had none, ever
     _attempts: int = 0
 
     def _mut(self, name: str) -> bool:
         return name in self.mutations
 
     def session(self) -> Steps[str]:
+        """The run, to its end: "done" or "fenced"; or the runtime's S3 error when a request
+        had no answer `AMBIGUOUS_TRIES` times (its attempts are then dead: never committed)."""
+        try:
+            return (yield from self._session())
+        except S3UnavailableError:
+            self._end_batch()
+            self.dead.update(range(1, self._attempts + 1))
+            self.outcome = "no answer"
+            raise
+
+    def _session(self) -> Steps[str]:
         self.state = yield from read_log(self.prefix)
         yield from self._claim()
         assert self.me is not None
@@ -248,16 +265,18 @@ class Writer:
     def _create_entry(self, entry: Entry, objects: Sequence[ObjectRef]) -> Steps[bool]:
         """Creates `entry` at its seq: True once it is there, False when another holds it."""
         key = entry_key(self.prefix, entry.seq)
-        body = encode_entry(entry)
+        put = Put(key, encode_entry(entry), {}, if_none_match=not self._mut("unconditional_entry"))
+        unanswered = 0
         while True:
             try:
-                yield from send(
-                    Put(key, body, {}, if_none_match=not self._mut("unconditional_entry"))
-                )
+                yield from send(put)
                 return True
             except PreconditionFailed:
                 pass
             except Ambiguous:
+                unanswered += 1
+                if unanswered >= AMBIGUOUS_TRIES and not self._mut("unbounded_ambiguous"):
+                    raise no_answer(put) from None
                 if entry.kind is EntryKind.COMMIT and self._mut("ambiguous_commit_is_failure"):
                     for o in objects:
                         yield from self._delete(o.key, self.written.get(o.key))
@@ -338,7 +357,7 @@ class Writer:
             self.won[a.task] = a
             return
         self.dead.add(a.number)
-        if outcome in ("stale", "fenced"):
+        if outcome in ("stale", "fenced", "no answer"):
             self._failed = True
         elif not self._running(a.task):
             self._launch(a.task)
@@ -359,6 +378,8 @@ class Writer:
             self._launch(task)
         while not self._ready():
             yield Wait(self._ready, lambda: [a for t in self.tasks for a in self._running(t)])
+        if self._no_answer is not None:
+            raise self._no_answer
         if self._failed:
             raise _Replan
         commits = []
@@ -385,6 +406,10 @@ class Writer:
             outcome = "stale"
         except _InTheWay:
             outcome = "in the way"
+        except S3UnavailableError as e:
+            outcome = "no answer"
+            if a.number not in self.dead and a.task in self.tasks and a.task not in self.won:
+                self._no_answer = e  # the driver stops with it (Spark: the task failed)
         self._report(a, outcome)
 
     # -- objects ---------------------------------------------------------------------------
@@ -415,12 +440,16 @@ class Writer:
         dead: Container[int] = a.dead
         if self._mut("lower_attempt_dead"):
             dead = set(a.dead) | set(range(a.number))
-        fresh = False
+        fresh, unanswered = False, 0
+        put = Put(key, body, meta, if_none_match=True)
         while True:
             try:
-                self.written[key] = yield from send(Put(key, body, meta, if_none_match=True))
+                self.written[key] = yield from send(put)
                 return ours
             except Ambiguous:
+                unanswered += 1
+                if unanswered >= AMBIGUOUS_TRIES and not self._mut("unbounded_ambiguous"):
+                    raise no_answer(put) from None
                 continue  # sent again: if the first landed, the 412 finds it ours
             except PreconditionFailed:
                 pass

@@ -51,6 +51,8 @@ KINDS = (
     "ends: in the way",  # an attempt meets its live sibling's object
     "format with a place",  # stamped bytes (Parquet, Avro, gzip)
     "format without a place",  # TEXT, BYTES, CSV, uncompressed JSON: no stamp
+    "cut off ",  # a run's endpoint never answers again (applying its requests or not)
+    "ends: no answer",  # ... and the run stops with the runtime's error
 )
 # a request that lands after its sender crashed, paused, or was declared dead
 LANDED_AFTER = ("crashed", "paused", "dead", "running")
