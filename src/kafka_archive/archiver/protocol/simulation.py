@@ -52,7 +52,15 @@ from kafka_archive.archiver.protocol.log import (
     log_prefix,
 )
 from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
-from kafka_archive.archiver.protocol.steps import List, Request, Steps, Wait, drive, execute
+from kafka_archive.archiver.protocol.steps import (
+    List,
+    ListUploads,
+    Request,
+    Steps,
+    Wait,
+    drive,
+    execute,
+)
 from kafka_archive.archiver.protocol.writer import MUTATIONS, Attempt, Writer
 
 PREFIX = "archive/t"
@@ -195,6 +203,8 @@ class Simulation:
             batch_objects=self.rng.randint(1, 3),
             grace=self.grace,
             checkpoint_every=self.rng.choice((2, 3, 10)),
+            multipart_above=self.rng.choice((1 << 30, 1 << 30, 45)),  # some objects multipart
+            part_size=self.rng.choice((20, 40)),
             mutations=self.mutations,
         )
         self.writers[writer.run_id] = writer
@@ -378,6 +388,9 @@ class Simulation:
             if data != set(self.checker.committed):
                 extra = sorted(data - set(self.checker.committed))
                 raise Violation(f"after vacuum past the grace, uncommitted objects left: {extra}")
+            if self.store.uploads:
+                left = sorted(u.key for u in self.store.uploads.values())
+                raise Violation(f"after the last run's start, open uploads left: {left}")
             violation = None
         except Violation as v:
             violation = str(v)
@@ -399,7 +412,7 @@ def _point(req: Request | Wait | None) -> str:
     if isinstance(req, Wait):
         return "wait"
     name = type(req).__name__.upper()
-    key = req.prefix if isinstance(req, List) else req.key
+    key = req.prefix if isinstance(req, List | ListUploads) else req.key
     log = log_prefix(PREFIX)
     if key.startswith(log):
         return f"{name} {'checkpoint' if '/checkpoint/' in key else 'entry'}"

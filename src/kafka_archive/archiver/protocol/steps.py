@@ -73,7 +73,51 @@ class List:
     start_after: str = ""
 
 
-Request = Get | Head | Put | Delete | List
+@dataclass(frozen=True)
+class CreateUpload:
+    key: str
+    metadata: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    key: str
+    upload_id: str
+    number: int
+    body: bytes
+
+
+@dataclass(frozen=True)
+class CompleteUpload:
+    key: str
+    upload_id: str
+    parts: tuple[tuple[int, str], ...]
+    if_none_match: bool = False
+
+
+@dataclass(frozen=True)
+class AbortUpload:
+    key: str
+    upload_id: str
+
+
+@dataclass(frozen=True)
+class ListUploads:
+    prefix: str
+
+
+Request = (
+    Get
+    | Head
+    | Put
+    | Delete
+    | List
+    | CreateUpload
+    | UploadPart
+    | CompleteUpload
+    | AbortUpload
+    | ListUploads
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +156,20 @@ def execute(store: Store, req: Request) -> object:
         if isinstance(req, Delete):
             store.delete(req.key, if_match=req.if_match)
             return None
-        return store.list(req.prefix, req.start_after)
+        if isinstance(req, List):
+            return store.list(req.prefix, req.start_after)
+        if isinstance(req, CreateUpload):
+            return store.create_upload(req.key, req.metadata)
+        if isinstance(req, UploadPart):
+            return store.upload_part(req.key, req.upload_id, req.number, req.body)
+        if isinstance(req, CompleteUpload):
+            return store.complete_upload(
+                req.key, req.upload_id, req.parts, if_none_match=req.if_none_match
+            )
+        if isinstance(req, AbortUpload):
+            store.abort_upload(req.key, req.upload_id)
+            return None
+        return store.list_uploads(req.prefix)
     except StoreError as e:
         return e
 
@@ -144,7 +201,7 @@ def send(req: Request) -> Steps[Any]:
     return reply
 
 
-def send_read(req: Get | Head | List) -> Steps[Any]:
+def send_read(req: Get | Head | List | ListUploads) -> Steps[Any]:
     """A read: no effect, so a read without answer is sent again (`AMBIGUOUS_TRIES` in all)."""
     for _ in range(AMBIGUOUS_TRIES):
         try:
@@ -158,7 +215,7 @@ def no_answer(req: Request) -> S3UnavailableError:
     """The error a writer stops with when `req` had `AMBIGUOUS_TRIES` answers without effect
     known (one line; what was committed stays committed)."""
     what = type(req).__name__.upper()
-    where = req.prefix if isinstance(req, List) else req.key
+    where = req.prefix if isinstance(req, List | ListUploads) else req.key
     return S3UnavailableError(
         f"no answer from S3 to {AMBIGUOUS_TRIES} tries of {what} {where}",
         hint="The endpoint times out or drops connections; what was committed is kept, "
