@@ -43,16 +43,11 @@ from kafka_archive.archiver.protocol.log import (
 )
 from kafka_archive.archiver.protocol.steps import (
     AMBIGUOUS_TRIES,
-    AbortUpload,
-    CompleteUpload,
-    CreateUpload,
     Delete,
     Head,
     List,
-    ListUploads,
     Put,
     Steps,
-    UploadPart,
     Wait,
     get_or_none,
     no_answer,
@@ -65,8 +60,8 @@ from kafka_archive.archiver.protocol.store import (
     NotFound,
     PreconditionFailed,
     Stored,
-    StoreError,
 )
+from kafka_archive.archiver.protocol.uploads import abort_open_uploads, create
 
 MUTATIONS: Mapping[str, str] = {
     "unconditional_entry": "claims and commits PUT without If-None-Match (the unconditional "
@@ -236,7 +231,7 @@ class Writer:
         self.state = yield from read_log(self.prefix)
         yield from self._claim()
         assert self.me is not None
-        yield from self._abort_open_uploads()
+        yield from abort_open_uploads(self._data())
         while True:
             try:
                 if core.is_fenced(self.state, self.me, self.refs):
@@ -455,7 +450,12 @@ class Writer:
         put = Put(key, body, meta, if_none_match=True)
         while True:
             try:
-                self.written[key] = yield from self._create(put)
+                self.written[key] = yield from create(
+                    put,
+                    self.multipart_above,
+                    self.part_size,
+                    conditional_complete=not self._mut("unconditional_complete"),
+                )
                 return ours
             except Ambiguous:
                 unanswered += 1
@@ -494,45 +494,6 @@ class Writer:
             a.state, fresh = (yield from read_log(self.prefix, a.state)), True
             if core.is_fenced(a.state, self.me, [ref]):
                 raise _Fenced
-
-    def _create(self, put: Put) -> Steps[str]:
-        """Creates `put`'s object If-None-Match: a PUT, or above `multipart_above` a multipart
-        upload whose Complete (If-None-Match) is the create. Answers as the PUT does: the
-        ETag, `PreconditionFailed` (the key is taken, or the upload is gone: look at the key)
-        or `Ambiguous` (then the caller creates again, with a new upload: one of this
-        attempt's uploads that lands late is refused at the key, or finds it empty and
-        holds the same bytes). A crash between parts leaves an open upload and no object."""
-        if len(put.body) <= self.multipart_above:
-            etag: str = yield from send(put)
-            return etag
-        upload: str = yield from send(CreateUpload(put.key, put.metadata))
-        try:
-            parts = []
-            for n, at in enumerate(range(0, len(put.body), self.part_size), start=1):
-                part = UploadPart(put.key, upload, n, put.body[at : at + self.part_size])
-                parts.append((n, (yield from send(part))))
-            conditional = not self._mut("unconditional_complete")
-            complete = CompleteUpload(put.key, upload, tuple(parts), if_none_match=conditional)
-            etag = yield from send(complete)
-            return etag
-        except StoreError as e:
-            # taken (a 412 leaves the upload open), aborted by a session's start, completed
-            # by a Complete of ours whose answer was lost (AWS: NoSuchUpload, SeaweedFS: 412),
-            # or no answer (moto answers 500 for an aborted upload's part or Complete)
-            with contextlib.suppress(StoreError):
-                yield from send(AbortUpload(put.key, upload))
-            refused = Ambiguous if isinstance(e, Ambiguous) else PreconditionFailed
-            raise refused(f"{put.key}: upload {upload}: {type(e).__name__}") from None
-
-    def _abort_open_uploads(self) -> Steps[None]:
-        """Uploads a crash left open (between parts, or before its Complete) hold no object,
-        only storage: aborted at the session's start, as `job.abort_stale_uploads` does. A
-        live writer's upload aborted here costs it a new upload (its next part or Complete
-        is refused), never an object: an object appears only at Complete."""
-        listed = yield from send_read(ListUploads(self._data()))
-        for u in listed:
-            with contextlib.suppress(StoreError):  # gone, or no answer: the next start's
-                yield from send(AbortUpload(u.key, u.upload_id))
 
     def _data(self) -> str:
         return f"{self.prefix.rstrip('/')}/" if self.prefix else ""
