@@ -345,7 +345,7 @@ class Simulation:
                 d.writer.speculate(a)
                 self.moves.append(f"{d.name} speculates on attempt {a.number}")
             self._adopt()
-        elif r < 0.1865 and not self.cut_off and (drivers := self._drivers()):
+        elif 0.185 <= r < 0.1865 and not self.cut_off and (drivers := self._drivers()):
             w = self.rng.choice(drivers)  # its endpoint times out, applying or not, for good
             self.cut_off[w.name] = self.rng.choice((Fate.LOSE_RESPONSE, Fate.DROP))
             self.moves.append(f"cut off {w.name}: {self.cut_off[w.name].value} for good")
