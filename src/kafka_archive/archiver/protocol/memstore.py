@@ -7,16 +7,18 @@ If-None-Match / If-Match, 404 on a missing key (DELETE included when it carries 
 listings in byte order. Faults, chosen per request by a `Faults`:
 a lost response (the request took effect, the caller sees `Ambiguous`), a delayed request
 (the caller sees `Ambiguous` now; the request lands later, when `deliver` is called: after
-its sender paused, crashed or retried), a stale listing (keys created most recently are
-missing from it), a read without answer.
+its sender paused, crashed or retried), a dropped request (`Ambiguous`, and it never
+lands), a stale listing (keys created most recently are missing from it), a read without
+answer.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
@@ -25,6 +27,7 @@ from kafka_archive.archiver.protocol.store import (
     Ambiguous,
     ListedKey,
     NotFound,
+    OpenUpload,
     PreconditionFailed,
     Stored,
 )
@@ -36,6 +39,7 @@ class Fate(Enum):
     DELIVER = "deliver"
     LOSE_RESPONSE = "lose_response"
     DELAY = "delay"
+    DROP = "drop"  # never lands: an endpoint that times out without applying anything
 
 
 class Faults:
@@ -59,6 +63,25 @@ class _Object:
 
 
 @dataclass
+class _Upload:
+    key: str
+    metadata: dict[str, str]
+    initiated: float
+    parts: dict[int, bytes] = field(default_factory=dict)
+
+
+def md5(body: bytes) -> str:
+    return hashlib.md5(body, usedforsecurity=False).hexdigest()
+
+
+def multipart_etag(parts: Sequence[bytes]) -> str:
+    """S3's ETag of a completed multipart upload: the MD5 of the parts' MD5 digests, then the
+    count of parts."""
+    digests = b"".join(hashlib.md5(p, usedforsecurity=False).digest() for p in parts)
+    return f'"{md5(digests)}-{len(parts)}"'
+
+
+@dataclass
 class Delayed:
     """A request in flight: `land()` applies it to the store (its result goes nowhere)."""
 
@@ -75,7 +98,9 @@ class MemStore:
     in_flight: list[Delayed] = field(default_factory=list)
     requests: Counter[str] = field(default_factory=Counter)
     changed: set[str] = field(default_factory=set)  # keys put or deleted (for a checker)
+    uploads: dict[str, _Upload] = field(default_factory=dict)  # open multipart uploads, by id
     _creates: int = 0
+    _uploads: int = 0
 
     # -- the Store protocol ------------------------------------------------------------
 
@@ -105,23 +130,33 @@ class MemStore:
         if_match: str | None = None,
     ) -> str:
         self.requests["PUT"] += 1
-        etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         meta = dict(metadata)
+        return self._send(
+            "PUT",
+            key,
+            lambda: self._write(key, body, f'"{md5(body)}"', meta, if_none_match, if_match),
+        )
 
-        def apply() -> str:
-            old = self.objects.get(key)
-            if if_none_match and old is not None:
-                raise PreconditionFailed(key)
-            if if_match is not None and (old is None or old.etag != if_match):
-                raise (NotFound if old is None else PreconditionFailed)(key)
-            if old is None:
-                self._creates += 1
-            created = self._creates if old is None else old.created
-            self.objects[key] = _Object(body, etag, meta, self.now, created)
-            self.changed.add(key)
-            return etag
-
-        return self._send("PUT", key, apply)
+    def _write(
+        self,
+        key: str,
+        body: bytes,
+        etag: str,
+        meta: dict[str, str],
+        if_none_match: bool,
+        if_match: str | None,
+    ) -> str:
+        old = self.objects.get(key)
+        if if_none_match and old is not None:
+            raise PreconditionFailed(key)
+        if if_match is not None and (old is None or old.etag != if_match):
+            raise (NotFound if old is None else PreconditionFailed)(key)
+        if old is None:
+            self._creates += 1
+        created = self._creates if old is None else old.created
+        self.objects[key] = _Object(body, etag, meta, self.now, created)
+        self.changed.add(key)
+        return etag
 
     def delete(self, key: str, *, if_match: str | None = None) -> None:
         self.requests["DELETE"] += 1
@@ -150,6 +185,79 @@ class MemStore:
             if (o := self.objects[k]).created <= newest
         ]
 
+    # -- multipart: a completed upload is one object; a retried Complete of it answers
+    # NotFound (AWS's NoSuchUpload; moto answers it again, SeaweedFS 412 If-None-Match) ----
+
+    def create_upload(self, key: str, metadata: Mapping[str, str]) -> str:
+        self.requests["POST"] += 1
+        self._uploads += 1
+        upload_id = f"upload-{self._uploads}"  # drawn when sent: a lost answer loses it
+        meta = dict(metadata)
+
+        def apply() -> str:
+            self.uploads[upload_id] = _Upload(key, meta, self.now)
+            return upload_id
+
+        return self._send("POST", key, apply)
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        self.requests["PUT"] += 1
+
+        def apply() -> str:
+            up = self.uploads.get(upload_id)
+            if up is None or up.key != key:
+                raise NotFound(f"{key}: no upload {upload_id}")
+            up.parts[number] = body
+            return f'"{md5(body)}"'
+
+        return self._send("PUT", key, apply)
+
+    def complete_upload(
+        self,
+        key: str,
+        upload_id: str,
+        parts: Sequence[tuple[int, str]],
+        *,
+        if_none_match: bool = False,
+    ) -> str:
+        self.requests["POST"] += 1
+
+        def apply() -> str:
+            up = self.uploads.get(upload_id)
+            if up is None or up.key != key:
+                raise NotFound(f"{key}: no upload {upload_id}")
+            bodies = [up.parts.get(n, b"") for n, _ in parts]
+            if [n for n, _ in parts] != sorted(up.parts) or [f'"{md5(b)}"' for b in bodies] != [
+                etag for _, etag in parts
+            ]:
+                raise ValueError(f"{key}: Complete names parts the upload does not hold")
+            etag = self._write(
+                key, b"".join(bodies), multipart_etag(bodies), up.metadata, if_none_match, None
+            )
+            del self.uploads[upload_id]  # a refused Complete (412) leaves the upload open
+            return etag
+
+        return self._send("POST", key, apply)
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self.requests["DELETE"] += 1
+
+        def apply() -> None:
+            if self.uploads.pop(upload_id, None) is None:
+                raise NotFound(f"{key}: no upload {upload_id}")
+
+        self._send("DELETE", key, apply)
+
+    def list_uploads(self, prefix: str) -> builtins.list[OpenUpload]:
+        self.requests["LIST"] += 1
+        self._read("LIST", prefix)
+        found = [
+            OpenUpload(u.key, i, u.initiated)
+            for i, u in self.uploads.items()
+            if u.key.startswith(prefix)
+        ]
+        return sorted(found, key=lambda u: (u.key, u.upload_id))
+
     # -- faults ------------------------------------------------------------------------
 
     def _read(self, op: str, key: str) -> None:
@@ -165,6 +273,8 @@ class MemStore:
             with contextlib.suppress(PreconditionFailed, NotFound):
                 apply()
             raise Ambiguous(f"{op} {key}: response lost")
+        if fate is Fate.DROP:
+            raise Ambiguous(f"{op} {key}: no response")
 
         def land() -> None:
             with contextlib.suppress(PreconditionFailed, NotFound):

@@ -30,9 +30,10 @@ probe (`S3Store.probe_conditional_writes`, exit 19), which the wiring must keep 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import (
@@ -46,6 +47,7 @@ from kafka_archive.archiver.protocol.store import (
     Ambiguous,
     ListedKey,
     NotFound,
+    OpenUpload,
     PreconditionFailed,
     Stored,
 )
@@ -108,6 +110,8 @@ class BucketStore:
         self._bucket = bucket
         self._page_size = page_size
         self._client = store.client
+        # (upload id, part number) -> the part's checksum, which its Complete must name
+        self._part_checksums: dict[tuple[str, int], dict[str, str]] = {}
         # Once per client (a pooled S3Store's client serves many adapters).
         self._client.meta.events.register("needs-retry.s3", _after_attempt, unique_id=_EVENTS)
 
@@ -248,6 +252,98 @@ class BucketStore:
                             item["LastModified"].timestamp(),
                             int(item.get("Size", 0)),
                         )
+                    )
+        return out
+
+    # -- multipart -------------------------------------------------------------------------
+
+    def _part_args(self, body: bytes | None = None) -> dict[str, Any]:
+        algorithm = self._store._multipart_algorithm()
+        extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
+        if body is not None:
+            extra.update(self._store.checksum(body))
+        return extra
+
+    def create_upload(self, key: str, metadata: Mapping[str, str]) -> str:
+        kwargs = {**self._store._args(key), **self._part_args()}
+        with self._tracked(), self._request("upload", key, write=True):
+            response = self._client.create_multipart_upload(
+                Bucket=self._bucket, Key=key, Metadata=dict(metadata), **kwargs
+            )
+        return str(response["UploadId"])
+
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes) -> str:
+        with self._tracked(), self._request(f"upload part {number} of", key, write=True):
+            try:
+                response = self._client.upload_part(
+                    Bucket=self._bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    Body=body,
+                    **self._part_args(body),
+                )
+            except ClientError as exc:
+                if error_code(exc) == "NoSuchUpload" or _is_missing(exc):
+                    raise NotFound(key) from None
+                raise
+        algorithm = self._store._multipart_algorithm()
+        if algorithm:  # CompleteMultipartUpload names each part's checksum
+            field = f"Checksum{algorithm}"
+            self._part_checksums[(upload_id, number)] = {field: str(response.get(field, ""))}
+        return str(response["ETag"])
+
+    def complete_upload(
+        self,
+        key: str,
+        upload_id: str,
+        parts: Sequence[tuple[int, str]],
+        *,
+        if_none_match: bool = False,
+    ) -> str:
+        named = [
+            {"ETag": etag, "PartNumber": n, **self._part_checksums.get((upload_id, n), {})}
+            for n, etag in parts
+        ]
+        kwargs: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        with self._tracked(), self._request("complete the upload of", key, write=True):
+            try:
+                response = self._client.complete_multipart_upload(
+                    Bucket=self._bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": named},
+                    **kwargs,
+                )
+            except ClientError as exc:
+                if is_precondition(exc):
+                    raise PreconditionFailed(key) from None
+                if error_code(exc) == "NoSuchUpload" or _is_missing(exc):
+                    raise NotFound(key) from None
+                raise
+        for n, _ in parts:
+            self._part_checksums.pop((upload_id, n), None)
+        return str(response["ETag"])
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        with self._tracked(), self._request("abort the upload of", key, write=True):
+            try:
+                self._client.abort_multipart_upload(
+                    Bucket=self._bucket, Key=key, UploadId=upload_id
+                )
+            except ClientError as exc:
+                if error_code(exc) == "NoSuchUpload" or _is_missing(exc):
+                    raise NotFound(key) from None
+                raise
+
+    def list_uploads(self, prefix: str) -> builtins.list[OpenUpload]:
+        paginator = self._client.get_paginator("list_multipart_uploads")
+        out: list[OpenUpload] = []
+        with self._request("list uploads in", prefix, write=False):
+            for page in paginator.paginate(Bucket=self._bucket, Prefix=prefix):
+                for u in page.get("Uploads", []):
+                    out.append(
+                        OpenUpload(str(u["Key"]), str(u["UploadId"]), u["Initiated"].timestamp())
                     )
         return out
 

@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.invariants import Checker, Violation
 from kafka_archive.archiver.protocol.log import (
@@ -51,7 +52,15 @@ from kafka_archive.archiver.protocol.log import (
     log_prefix,
 )
 from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
-from kafka_archive.archiver.protocol.steps import List, Request, Steps, Wait, drive, execute
+from kafka_archive.archiver.protocol.steps import (
+    List,
+    ListUploads,
+    Request,
+    Steps,
+    Wait,
+    drive,
+    execute,
+)
 from kafka_archive.archiver.protocol.writer import MUTATIONS, Attempt, Writer
 
 PREFIX = "archive/t"
@@ -65,8 +74,11 @@ class SimFaults(Faults):
     stale: float = 0.3
     lose_read: float = 0.02
     on: bool = True
+    cut: Fate | None = None  # the sender's run is cut off: every request of it gets this
 
     def fate(self, op: str, key: str) -> Fate:
+        if self.cut is not None:
+            return self.cut
         if not self.on:
             return Fate.DELIVER
         r = self.rng.random()
@@ -87,11 +99,13 @@ class SimFaults(Faults):
 @dataclass
 class Kafka:
     """The source: end offsets that grow; objects cut every `size` records (per writer), JSON
-    bodies naming their offsets, under `prefix`."""
+    bodies naming their offsets, under `prefix`. `stamps` False: a format with no place for
+    a stamp (TEXT, BYTES, CSV, uncompressed JSON): `stamp` is the identity."""
 
     highs: dict[PartitionRef, int]
     size: int = 1
     prefix: str = PREFIX
+    stamps: bool = True
 
     def high(self, ref: PartitionRef) -> int:
         return self.highs[ref]
@@ -103,6 +117,8 @@ class Kafka:
         return key, last, body.encode()
 
     def stamp(self, body: bytes, nonce: str) -> bytes:
+        if not self.stamps:
+            return body
         return json.dumps({**json.loads(body), "writer": nonce}).encode()
 
 
@@ -156,11 +172,15 @@ class Simulation:
         n = self.rng.randint(2, 3)
         self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
         self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
+        self.stamps = self.rng.random() < 0.5  # the route's format has a place for a stamp
         self.grace = 60.0
         self.skew: dict[str, float] = {}  # each run's clock minus the store's
+        self.cut_off: dict[str, Fate] = {}  # runs whose every request goes unanswered, for good
         self.live: list[_Live] = []
         self.runs = 0
-        self.moves: list[str | tuple[str, Request, object]] = []  # formatted when read
+        self.moves: list[str | tuple[str, Request, object]] = [
+            f"format {'with' if self.stamps else 'without'} a place for a stamp"
+        ]  # formatted when read
         for _ in range(n):
             self._spawn()
 
@@ -178,11 +198,13 @@ class Simulation:
             PREFIX,
             f"run-{self.runs}",
             refs,
-            Kafka(self.highs, self.rng.randint(1, 3)),
+            Kafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps),
             clock=lambda: self.store.now + self.skew[name],
             batch_objects=self.rng.randint(1, 3),
             grace=self.grace,
             checkpoint_every=self.rng.choice((2, 3, 10)),
+            multipart_above=self.rng.choice((1 << 30, 1 << 30, 45)),  # some objects multipart
+            part_size=self.rng.choice((20, 40)),
             mutations=self.mutations,
         )
         self.writers[writer.run_id] = writer
@@ -204,7 +226,11 @@ class Simulation:
                 reply: object = None  # the driver's attempts are over: it goes on
             else:
                 flying = len(self.store.in_flight)
-                reply = execute(self.store, req)
+                self.faults.cut = self.cut_off.get(w.name.split(".")[0])
+                try:
+                    reply = execute(self.store, req)
+                finally:
+                    self.faults.cut = None
                 if len(self.store.in_flight) > flying:
                     self.senders[id(self.store.in_flight[-1])] = w.name
                 self.moves.append((w.name, req, reply))
@@ -213,6 +239,11 @@ class Simulation:
             w.done = True
             out = stop.value if w.attempt is None else _outcome(w.attempt)
             self.moves.append(f"{w.name} ends: {out}")
+        except S3UnavailableError as e:  # a request of its had no answer, time after time
+            if w.name.split(".")[0] not in self.cut_off:
+                raise Violation(f"{w.name} gave up under passing faults: {e}") from None
+            w.done = True
+            self.moves.append(f"{w.name} ends: no answer")
         except core.InvalidEntry as e:
             raise Violation(f"{w.name} read an invalid log: {e}") from None
         except Exception as e:
@@ -314,8 +345,15 @@ class Simulation:
                 d.writer.speculate(a)
                 self.moves.append(f"{d.name} speculates on attempt {a.number}")
             self._adopt()
+        elif 0.185 <= r < 0.1865 and not self.cut_off and (drivers := self._drivers()):
+            w = self.rng.choice(drivers)  # its endpoint times out, applying or not, for good
+            self.cut_off[w.name] = self.rng.choice((Fate.LOSE_RESPONSE, Fate.DROP))
+            self.moves.append(f"cut off {w.name}: {self.cut_off[w.name].value} for good")
         elif runnable:
             self._step(self.rng.choice(runnable))
+
+    def _drivers(self) -> list[_Live]:
+        return [w for w in self.live if w.attempt is None and not w.done]
 
     def run(self) -> Result:
         try:
@@ -350,6 +388,9 @@ class Simulation:
             if data != set(self.checker.committed):
                 extra = sorted(data - set(self.checker.committed))
                 raise Violation(f"after vacuum past the grace, uncommitted objects left: {extra}")
+            if self.store.uploads:
+                left = sorted(u.key for u in self.store.uploads.values())
+                raise Violation(f"after the last run's start, open uploads left: {left}")
             violation = None
         except Violation as v:
             violation = str(v)
@@ -371,7 +412,7 @@ def _point(req: Request | Wait | None) -> str:
     if isinstance(req, Wait):
         return "wait"
     name = type(req).__name__.upper()
-    key = req.prefix if isinstance(req, List) else req.key
+    key = req.prefix if isinstance(req, List | ListUploads) else req.key
     log = log_prefix(PREFIX)
     if key.startswith(log):
         return f"{name} {'checkpoint' if '/checkpoint/' in key else 'entry'}"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     checkpoint_key,
@@ -31,6 +32,12 @@ from kafka_archive.archiver.protocol.store import (
 )
 
 T = TypeVar("T")
+
+# Answers without effect known (`Ambiguous`: a timeout, a dropped connection, a 5xx after
+# botocore's own retries) a writer takes for one request before it stops: an endpoint that
+# never answers, or answers only after applying, ends the run with the runtime's S3 error
+# (`no_answer`), not a loop. A random fault in ten requests exhausts it once in 10^10.
+AMBIGUOUS_TRIES = 10
 
 # -- requests ---------------------------------------------------------------------------
 
@@ -66,7 +73,51 @@ class List:
     start_after: str = ""
 
 
-Request = Get | Head | Put | Delete | List
+@dataclass(frozen=True)
+class CreateUpload:
+    key: str
+    metadata: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    key: str
+    upload_id: str
+    number: int
+    body: bytes
+
+
+@dataclass(frozen=True)
+class CompleteUpload:
+    key: str
+    upload_id: str
+    parts: tuple[tuple[int, str], ...]
+    if_none_match: bool = False
+
+
+@dataclass(frozen=True)
+class AbortUpload:
+    key: str
+    upload_id: str
+
+
+@dataclass(frozen=True)
+class ListUploads:
+    prefix: str
+
+
+Request = (
+    Get
+    | Head
+    | Put
+    | Delete
+    | List
+    | CreateUpload
+    | UploadPart
+    | CompleteUpload
+    | AbortUpload
+    | ListUploads
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +156,20 @@ def execute(store: Store, req: Request) -> object:
         if isinstance(req, Delete):
             store.delete(req.key, if_match=req.if_match)
             return None
-        return store.list(req.prefix, req.start_after)
+        if isinstance(req, List):
+            return store.list(req.prefix, req.start_after)
+        if isinstance(req, CreateUpload):
+            return store.create_upload(req.key, req.metadata)
+        if isinstance(req, UploadPart):
+            return store.upload_part(req.key, req.upload_id, req.number, req.body)
+        if isinstance(req, CompleteUpload):
+            return store.complete_upload(
+                req.key, req.upload_id, req.parts, if_none_match=req.if_none_match
+            )
+        if isinstance(req, AbortUpload):
+            store.abort_upload(req.key, req.upload_id)
+            return None
+        return store.list_uploads(req.prefix)
     except StoreError as e:
         return e
 
@@ -137,13 +201,26 @@ def send(req: Request) -> Steps[Any]:
     return reply
 
 
-def send_read(req: Get | Head | List) -> Steps[Any]:
-    """A read: no effect, so a read without answer is sent again."""
-    while True:
+def send_read(req: Get | Head | List | ListUploads) -> Steps[Any]:
+    """A read: no effect, so a read without answer is sent again (`AMBIGUOUS_TRIES` in all)."""
+    for _ in range(AMBIGUOUS_TRIES):
         try:
             return (yield from send(req))
         except Ambiguous:
             continue
+    raise no_answer(req)
+
+
+def no_answer(req: Request) -> S3UnavailableError:
+    """The error a writer stops with when `req` had `AMBIGUOUS_TRIES` answers without effect
+    known (one line; what was committed stays committed)."""
+    what = type(req).__name__.upper()
+    where = req.prefix if isinstance(req, List | ListUploads) else req.key
+    return S3UnavailableError(
+        f"no answer from S3 to {AMBIGUOUS_TRIES} tries of {what} {where}",
+        hint="The endpoint times out or drops connections; what was committed is kept, "
+        "run again once it answers",
+    )
 
 
 def get_or_none(key: str) -> Steps[Stored | None]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     Entry,
@@ -42,6 +43,7 @@ from kafka_archive.archiver.protocol.log import (
     log_prefix,
 )
 from kafka_archive.archiver.protocol.steps import (
+    AMBIGUOUS_TRIES,
     Delete,
     Head,
     List,
@@ -49,6 +51,7 @@ from kafka_archive.archiver.protocol.steps import (
     Steps,
     Wait,
     get_or_none,
+    no_answer,
     read_log,
     send,
     send_read,
@@ -59,6 +62,7 @@ from kafka_archive.archiver.protocol.store import (
     PreconditionFailed,
     Stored,
 )
+from kafka_archive.archiver.protocol.uploads import abort_open_uploads, create
 
 MUTATIONS: Mapping[str, str] = {
     "unconditional_entry": "claims and commits PUT without If-None-Match (the unconditional "
@@ -84,6 +88,13 @@ MUTATIONS: Mapping[str, str] = {
     "identical_bytes": "every attempt writes the same bytes for an object (no stamp): S3's ETag "
     "is the MD5 of the bytes, so a delete If-Match judged on one attempt's object also matches "
     "a later attempt's at the same key, and a delete that lands late removes a committed object",
+    "unbounded_ambiguous": "a create without answer is sent again for ever (no budget: a "
+    "writer whose endpoint never answers loops instead of stopping)",
+    "unconditional_complete": "a multipart upload completed without If-None-Match (the "
+    "create of an object above the part size can replace an object at its key)",
+    "unstamped_same_key": "a format with no place for a stamp (TEXT, BYTES, CSV, uncompressed "
+    "JSON) keeps the planned key: two attempts' objects at it have the same bytes, so the same "
+    "ETag (the identical_bytes hole, for those formats)",
 }
 
 
@@ -103,7 +114,9 @@ class Source(Protocol):
 
     def stamp(self, body: bytes, nonce: str) -> bytes:
         """`body` carrying `nonce` where readers ignore it (Parquet or Avro file metadata, a
-        gzip header field): the same records, other bytes, so another ETag."""
+        gzip header field): the same records, other bytes, so another ETag. `body` itself
+        for a format with no such place (TEXT, BYTES, CSV, uncompressed JSON): the writer
+        then writes at a key of the attempt's own (`attempt_key`)."""
         ...
 
 
@@ -144,6 +157,19 @@ class Attempt:
     outcome: tuple[ObjectRef, ...] | str | None = None  # objects, or why it failed
 
 
+def attempt_key(key: str, epoch: int, attempt: int) -> str:
+    """The key of an attempt's object whose format has no place for a stamp: the planned key
+    with the writer's epoch and the attempt before its extension (`.../<first>.json` ->
+    `.../<first>.e<epoch>a<attempt>.json`). It still starts with the first offset, so keys
+    sort by it; an epoch is one claim's, an attempt number one of its run's: no two attempts
+    share a key, and an attempt's retries (the same bytes, the same metadata) recognise their
+    own create at it."""
+    head, _, name = key.rpartition("/")
+    stem, dot, ext = name.partition(".")
+    tail = f"{stem}.e{epoch}a{attempt}{dot}{ext}"
+    return f"{head}/{tail}" if head else tail
+
+
 def checksum(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:32]
 
@@ -173,6 +199,8 @@ class Writer:
     batch_objects: int = 2  # objects per partition per batch
     grace: float = 60.0
     checkpoint_every: int = 10
+    multipart_above: int = 16 * 2**20  # bytes: larger objects are multipart uploads
+    part_size: int = 8 * 2**20
     mutations: frozenset[str] = frozenset()
     state: core.LogState = field(default_factory=core.LogState)
     me: WriterId | None = None
@@ -183,15 +211,28 @@ class Writer:
     tasks: dict[Task, list[Attempt]] = field(default_factory=dict)  # the batch's attempts
     won: dict[Task, Attempt] = field(default_factory=dict)  # the attempt each task takes
     _failed: bool = False  # an attempt found the plan stale or the writer fenced
+    _no_answer: S3UnavailableError | None = None  # an attempt's request had none, ever
     _attempts: int = 0
 
     def _mut(self, name: str) -> bool:
         return name in self.mutations
 
     def session(self) -> Steps[str]:
+        """The run, to its end: "done" or "fenced"; or the runtime's S3 error when a request
+        had no answer `AMBIGUOUS_TRIES` times (its attempts are then dead: never committed)."""
+        try:
+            return (yield from self._session())
+        except S3UnavailableError:
+            self._end_batch()
+            self.dead.update(range(1, self._attempts + 1))
+            self.outcome = "no answer"
+            raise
+
+    def _session(self) -> Steps[str]:
         self.state = yield from read_log(self.prefix)
         yield from self._claim()
         assert self.me is not None
+        yield from abort_open_uploads(self._data())
         while True:
             try:
                 if core.is_fenced(self.state, self.me, self.refs):
@@ -231,16 +272,18 @@ class Writer:
     def _create_entry(self, entry: Entry, objects: Sequence[ObjectRef]) -> Steps[bool]:
         """Creates `entry` at its seq: True once it is there, False when another holds it."""
         key = entry_key(self.prefix, entry.seq)
-        body = encode_entry(entry)
+        put = Put(key, encode_entry(entry), {}, if_none_match=not self._mut("unconditional_entry"))
+        unanswered = 0
         while True:
             try:
-                yield from send(
-                    Put(key, body, {}, if_none_match=not self._mut("unconditional_entry"))
-                )
+                yield from send(put)
                 return True
             except PreconditionFailed:
                 pass
             except Ambiguous:
+                unanswered += 1
+                if unanswered >= AMBIGUOUS_TRIES and not self._mut("unbounded_ambiguous"):
+                    raise no_answer(put) from None
                 if entry.kind is EntryKind.COMMIT and self._mut("ambiguous_commit_is_failure"):
                     for o in objects:
                         yield from self._delete(o.key, self.written.get(o.key))
@@ -321,7 +364,7 @@ class Writer:
             self.won[a.task] = a
             return
         self.dead.add(a.number)
-        if outcome in ("stale", "fenced"):
+        if outcome in ("stale", "fenced", "no answer"):
             self._failed = True
         elif not self._running(a.task):
             self._launch(a.task)
@@ -342,6 +385,8 @@ class Writer:
             self._launch(task)
         while not self._ready():
             yield Wait(self._ready, lambda: [a for t in self.tasks for a in self._running(t)])
+        if self._no_answer is not None:
+            raise self._no_answer
         if self._failed:
             raise _Replan
         commits = []
@@ -368,6 +413,10 @@ class Writer:
             outcome = "stale"
         except _InTheWay:
             outcome = "in the way"
+        except S3UnavailableError as e:
+            outcome = "no answer"
+            if a.number not in self.dead and a.task in self.tasks and a.task not in self.won:
+                self._no_answer = e  # the driver stops with it (Spark: the task failed)
         self._report(a, outcome)
 
     # -- objects ---------------------------------------------------------------------------
@@ -379,8 +428,13 @@ class Writer:
         ref = a.task.ref
         # An attempt's bytes are its own: a delete If-Match judged on another attempt's object
         # (its ETag, S3's MD5 of the bytes) never matches this one, however late it lands.
+        # A format with no place for a stamp writes at a key of its own attempt instead: no
+        # other attempt ever writes there, so no delete is ever judged on another's object.
         if not self._mut("identical_bytes"):
-            body = self.source.stamp(body, f"{self.me.run_id}.{self.me.epoch}.{a.number}")
+            stamped = self.source.stamp(body, f"{self.me.run_id}.{self.me.epoch}.{a.number}")
+            if stamped == body and not self._mut("unstamped_same_key"):
+                key = attempt_key(key, self.me.epoch, a.number)
+            body = stamped
         ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
         meta = {
             "run-id": self.me.run_id,
@@ -393,12 +447,21 @@ class Writer:
         dead: Container[int] = a.dead
         if self._mut("lower_attempt_dead"):
             dead = set(a.dead) | set(range(a.number))
-        fresh = False
+        fresh, unanswered = False, 0
+        put = Put(key, body, meta, if_none_match=True)
         while True:
             try:
-                self.written[key] = yield from send(Put(key, body, meta, if_none_match=True))
+                self.written[key] = yield from create(
+                    put,
+                    self.multipart_above,
+                    self.part_size,
+                    conditional_complete=not self._mut("unconditional_complete"),
+                )
                 return ours
             except Ambiguous:
+                unanswered += 1
+                if unanswered >= AMBIGUOUS_TRIES and not self._mut("unbounded_ambiguous"):
+                    raise no_answer(put) from None
                 continue  # sent again: if the first landed, the 412 finds it ours
             except PreconditionFailed:
                 pass
@@ -433,6 +496,9 @@ class Writer:
             if core.is_fenced(a.state, self.me, [ref]):
                 raise _Fenced
 
+    def _data(self) -> str:
+        return f"{self.prefix.rstrip('/')}/" if self.prefix else ""
+
     def _delete(self, key: str, if_match: str | None) -> Steps[None]:
         """One delete; whatever it answers, the caller looks again (a create, a listing)."""
         with contextlib.suppress(PreconditionFailed, NotFound, Ambiguous):
@@ -446,8 +512,7 @@ class Writer:
         assert self.me is not None
         self.state = yield from read_log(self.prefix, self.state)
         named = self.state.named()
-        data = f"{self.prefix.rstrip('/')}/" if self.prefix else ""
-        listed = yield from send_read(List(data))
+        listed = yield from send_read(List(self._data()))
         # The store's clock, not ours (a paused VM's lags, another's runs ahead): the newest
         # LastModified listed, the log included (this session's claim at least, unless the
         # listing is stale: then older, and vacuum only more careful).

@@ -1,6 +1,6 @@
 import pytest
 
-from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
+from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore, md5, multipart_etag
 from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
 
 
@@ -96,3 +96,20 @@ def test_a_read_without_answer_changes_nothing_and_a_delayed_one_never_lands() -
         s.list("")
     assert s.in_flight == [] and s.get("k").body == b"1"
     assert s.requests == {"PUT": 1, "GET": 2, "HEAD": 1, "LIST": 1}
+
+
+def test_a_lost_complete_answer_made_the_object_and_a_late_part_changes_nothing() -> None:
+    s = MemStore(Script(Fate.DELIVER, Fate.DELIVER, Fate.DELAY, Fate.LOSE_RESPONSE))
+    upload = s.create_upload("k", {"attempt": "1"})
+    first = s.upload_part("k", upload, 1, b"ab")
+    with pytest.raises(Ambiguous):  # part 2 in flight
+        s.upload_part("k", upload, 2, b"cd")
+    s.deliver_all()
+    with pytest.raises(Ambiguous):  # the Complete landed; its answer did not
+        s.complete_upload("k", upload, [(1, first), (2, f'"{md5(b"cd")}"')], if_none_match=True)
+    assert s.get("k").body == b"abcd" and s.head("k").etag == multipart_etag([b"ab", b"cd"])
+    with pytest.raises(NotFound):  # sent again: the upload is no more (AWS's NoSuchUpload)
+        s.complete_upload("k", upload, [(1, first)], if_none_match=True)
+    with pytest.raises(NotFound):
+        s.upload_part("k", upload, 3, b"late")
+    assert s.get("k").body == b"abcd" and s.list_uploads("") == []

@@ -49,12 +49,25 @@ KINDS = (
     "declares attempt",  # the driver times an attempt out and launches another
     "speculates on attempt",  # a copy side by side with a running attempt
     "ends: in the way",  # an attempt meets its live sibling's object
+    "format with a place",  # stamped bytes (Parquet, Avro, gzip)
+    "format without a place",  # TEXT, BYTES, CSV, uncompressed JSON: no stamp
+    "cut off ",  # a run's endpoint never answers again (applying its requests or not)
+    "ends: no answer",  # ... and the run stops with the runtime's error
+    "COMPLETEUPLOAD",  # objects above the part size: multipart, Complete If-None-Match
 )
 # a request that lands after its sender crashed, paused, or was declared dead
 LANDED_AFTER = ("crashed", "paused", "dead", "running")
 DRIVER_POINTS = ("start", "GET entry", "GET checkpoint", "PUT entry", "PUT checkpoint", "wait")
 VACUUM_POINTS = ("LIST object", "HEAD object")  # (its DELETE: too rare to require here)
-EXECUTOR_POINTS = ("start", "PUT object", "HEAD object", "DELETE object", "GET entry")
+EXECUTOR_POINTS = (
+    "start",
+    "PUT object",
+    "HEAD object",
+    "DELETE object",
+    "GET entry",
+    "UPLOADPART object",  # between parts: an open upload left, aborted by a later start
+    "COMPLETEUPLOAD object",
+)
 CRASH_POINTS = {("driver", p) for p in (*DRIVER_POINTS, *VACUUM_POINTS)} | {
     ("executor", p) for p in EXECUTOR_POINTS
 }
@@ -77,13 +90,15 @@ def test_seeded_schedules_hold_every_invariant_and_exercise_the_faults() -> None
             seen.update(k for k in KINDS if k in m)
             if re.match(r"w\S+ (GET|HEAD|LIST) \S+ -> Ambiguous", m):
                 seen.add("a read without answer")
+            if re.match(r"w\d+ ABORTUPLOAD \S+ -> ok", m):
+                seen.add("an open upload aborted")
             if (hit := re.match(r"lands \w+ \S+ of \S+ \((\w+)\)", m)) is not None:
                 landed.add(hit[1])
             if (hit := re.match(r"crash w\d+(\.\d+)? before (.*)", m)) is not None:
                 crashed.add(("executor" if hit[1] else "driver", hit[2]))
     took = time.monotonic() - started
     print(f"{SCHEDULES} schedules in {took:.1f} s: {SCHEDULES / took:.1f}/s")
-    assert seen == {*KINDS, "a read without answer"}
+    assert seen == {*KINDS, "a read without answer", "an open upload aborted"}
     assert landed >= set(LANDED_AFTER)
     assert crashed >= CRASH_POINTS, sorted(CRASH_POINTS - crashed)
 

@@ -8,7 +8,7 @@ from kafka_archive.archiver.protocol.log import PartitionRef, decode_entry, entr
 from kafka_archive.archiver.protocol.memstore import MemStore
 from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, steady_state_requests
 from kafka_archive.archiver.protocol.steps import Put, Wait, drive, execute
-from kafka_archive.archiver.protocol.writer import Writer
+from kafka_archive.archiver.protocol.writer import Writer, attempt_key
 
 REFS = [PartitionRef("r", "t", p) for p in range(2)]
 
@@ -143,3 +143,11 @@ def test_steady_state_costs_at_most_1_2_requests_per_object(per_batch: int) -> N
 def test_steady_state_cost_is_one_put_per_object_plus_the_entry_and_checkpoint_shares() -> None:
     # 5 objects a batch: 5 object PUTs + 1 entry + 1/10 checkpoint = 1.22 per object
     assert steady_state_requests(5, batches=50) == pytest.approx((5 + 1 + 0.1) / 5)
+
+
+def test_an_attempt_key_keeps_the_folder_and_the_first_offset_and_names_the_attempt() -> None:
+    key = f"{PREFIX}/t/0/{3:020d}.csv"
+    assert attempt_key(key, 4, 12) == f"{PREFIX}/t/0/{3:020d}.e4a12.csv"
+    assert attempt_key(f"{3:020d}.json", 1, 1) == f"{3:020d}.e1a1.json"
+    assert attempt_key(key, 4, 1) != attempt_key(key, 4, 2) != attempt_key(key, 5, 2)
+    assert sorted([attempt_key(key, 9, 9), f"{PREFIX}/t/0/{4:020d}.csv"])[0].startswith(key[:-4])
