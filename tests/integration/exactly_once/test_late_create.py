@@ -18,7 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
+from archive_helpers import (
+    KAFKA_ARCHIVE,
+    archived_ids,
+    process_group,
+    run_args,
+    wait_lease_expired,
+)
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -77,7 +83,7 @@ def test_a_create_of_a_fenced_run_that_lands_late_is_removed_by_the_next_run(
                 assert run_a.poll() is None, run_a.communicate()[1]
                 assert time.monotonic() < deadline, "run A never uploaded offset 1000"
             os.killpg(run_a.pid, signal.SIGSTOP)
-            time.sleep(TTL + 2)  # A's lease runs out while it is frozen
+            wait_lease_expired(s3_client, bkt)  # A's lease runs out while it is frozen
             run_b = _run(_command(kcql_b, broker, s3_endpoint))
             assert run_b.returncode == 0, run_b.stderr
             assert archived_ids(s3_client, bkt) == list(range(total))

@@ -16,13 +16,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import iceberg_helpers
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, process_group, run_args
+from archive_helpers import KAFKA_ARCHIVE, process_group, run_args, wait_lease_expired
 from faultproxy import FaultProxy
 from iceberg_helpers import kcql_for, reader_table
 
@@ -77,7 +76,7 @@ def test_a_driver_frozen_inside_its_commit_past_its_lease_does_not_commit(
             assert entered.wait(180), a.communicate()
             os.killpg(a.pid, signal.SIGSTOP)
             release.set()
-            time.sleep(TTL + 2)  # A's lease expires while it is frozen
+            wait_lease_expired(s3_client, bkt)  # A's lease expires while it is frozen
 
             ended: dict[str, Any] = {}
 
