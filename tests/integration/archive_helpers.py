@@ -50,6 +50,25 @@ def process_group(command: list[str], env: dict[str, str]) -> Iterator[subproces
         process.wait(timeout=30)
 
 
+def process_env(**extra: str) -> dict[str, str]:
+    """The environment of a whole-process run (:func:`run_command`): this process's, with
+    Spark's driver on loopback and its Python workers on this interpreter, then ``extra``."""
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        **extra,
+    }
+
+
+def run_command(
+    kcql: str, broker: str, endpoint: str, *extra: str, master: str = "local[1]"
+) -> list[str]:
+    """The command line of a whole-process ``kafka-archive run`` of ``kcql`` (Spark's
+    ``master``), then ``extra``: for tests that freeze, kill or signal the run."""
+    return [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", master, *extra]
+
+
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """``kafka-archive *args`` in this process: the exit code, stdout and stderr."""
     code = main(list(args))

@@ -16,17 +16,16 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from archive_helpers import (
-    KAFKA_ARCHIVE,
     archived_ids,
+    process_env,
     process_group,
-    run_args,
+    run_command,
     wait_lease_expired,
 )
 from faultproxy import FaultProxy
@@ -38,23 +37,10 @@ TTL = 6  # seconds of lease: the driver renews every TTL/6, a frozen run loses i
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
-        **extra,
-    }
+    return process_env(**{"KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL), **extra})
 
 
-def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
-    return [
-        KAFKA_ARCHIVE,
-        *run_args(kcql, broker, endpoint),
-        "--master",
-        "local[1]",
-        *more,
-    ]
+_command = run_command
 
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -12,17 +12,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from archive_helpers import (
-    KAFKA_ARCHIVE,
     archived_ids,
+    process_env,
     process_group,
-    run_args,
+    run_command,
     wait_lease_expired,
 )
 from faultproxy import FaultProxy
@@ -34,16 +33,10 @@ TTL = 6  # seconds of lease
 
 
 def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
-    }
+    return process_env(KAFKA_ARCHIVE_LOCK_TTL_SECONDS=str(TTL))
 
 
-def _command(kcql: str, broker: str, endpoint: str) -> list[str]:
-    return [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", "local[1]"]
+_command = run_command
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
