@@ -71,11 +71,27 @@ def _committed(s3: Any, bucket: str) -> int:
     return total
 
 
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 180) -> None:
+def _wait(
+    predicate: Callable[[], bool], what: str, timeout: float = 180, *, fail: bool = True
+) -> None:
+    """Until ``predicate`` holds; past ``timeout`` the test fails (or, ``fail=False``, goes
+    on)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            assert not fail, f"timed out waiting for {what}"
+            return
         time.sleep(0.02)
+
+
+def _group_alive(process: subprocess.Popen[str]) -> bool:
+    """Whether any process of ``process``'s group (its Spark JVM, Python workers) is left."""
+    process.poll()  # the leader reaped once it exited: a zombie would still count
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -141,10 +157,10 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
         assert _committed(s3_client, bkt) == first + 3_000
         os.killpg(run_a.pid, signal.SIGCONT)
         if follow:
-            # Time to do harm, were it able to: until A stops by itself (fenced), at most
-            # three leases; then it is told to stop (and exits 0: the test fails).
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                run_a.wait(timeout=3 * TTL)
+            # Time to do harm, were it able to: until every process of A is gone (it stops
+            # by itself, fenced), at most three leases; then it is told to stop (and exits
+            # 0: the test fails).
+            _wait(lambda: not _group_alive(run_a), "A to stop", timeout=3 * TTL, fail=False)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run_a.pid, signal.SIGTERM)
         code_a, _, err_a = _finish(run_a)
