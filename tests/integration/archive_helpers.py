@@ -12,13 +12,16 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_archive.cli import main
 
@@ -45,6 +48,25 @@ def process_group(command: list[str], env: dict[str, str]) -> Iterator[subproces
             os.killpg(process.pid, signal.SIGCONT)
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    """The environment of a whole-process run (:func:`run_command`): this process's, with
+    Spark's driver on loopback and its Python workers on this interpreter, then ``extra``."""
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        **extra,
+    }
+
+
+def run_command(
+    kcql: str, broker: str, endpoint: str, *extra: str, master: str = "local[1]"
+) -> list[str]:
+    """The command line of a whole-process ``kafka-archive run`` of ``kcql`` (Spark's
+    ``master``), then ``extra``: for tests that freeze, kill or signal the run."""
+    return [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", master, *extra]
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -185,3 +207,60 @@ def archived_ids(s3: Any, bucket: str, prefix: str = "arch/") -> list[int]:
                 body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
                 ids.extend(json.loads(line)["id"] for line in body.decode().splitlines())
     return sorted(ids)
+
+
+def wait_lease_expired(s3: Any, bucket: str, prefix: str = "", timeout: float = 120) -> None:
+    """Until every lease of the jobs under ``prefix`` has run out by the wall clock, as the
+    next run judges it (``expires_at_ms`` of each ``lock.json``, read again each time: a
+    renewal sent just before its run was frozen may land late); a frozen run cannot renew.
+    Instead of sleeping the lease's TTL and a guess of margin."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ends: list[int] = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                if "/.kafka-archive/" in f"/{item['Key']}" and item["Key"].endswith("lock.json"):
+                    body = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+                    ends.append(int(body["expires_at_ms"]))
+        assert ends, f"no lease under s3://{bucket}/{prefix}"
+        left = max(ends) - time.time() * 1000
+        if left < 0:
+            return
+        assert time.monotonic() < deadline, f"the lease did not run out in {timeout} s"
+        time.sleep(min(0.2, left / 1000 + 0.01))
+
+
+def create_topic(admin: AdminClient, partitions: int = 1, prefix: str = "t-") -> str:
+    """A fresh topic of the session broker: its name (``prefix`` and a random tail)."""
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
+    futures[name].result(timeout=30)
+    return name
+
+
+def create_bucket(s3_client: Any) -> str:
+    """A fresh bucket: its name."""
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=name)
+    return name
+
+
+@dataclass(frozen=True)
+class Bed:
+    """The session's broker, moto and SparkContext for a module-scoped fixture: an archive
+    that several tests only read is made once for them (fresh topics and buckets, as the
+    ``topic``, ``bucket`` and ``produce`` fixtures make them)."""
+
+    broker: str
+    endpoint: str
+    s3: Any
+    admin: AdminClient
+
+    def topic(self, partitions: int = 1, prefix: str = "t-") -> str:
+        return create_topic(self.admin, partitions, prefix)
+
+    def bucket(self) -> str:
+        return create_bucket(self.s3)
+
+    def produce(self, topic: str, records: Any, **options: Any) -> None:
+        produce_to(self.broker, topic, records, **options)

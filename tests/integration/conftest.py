@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +25,8 @@ from typing import Any
 
 import boto3
 import pytest
-from archive_helpers import produce_to
-from confluent_kafka.admin import AdminClient, NewTopic
+from archive_helpers import Bed, create_bucket, create_topic, produce_to
+from confluent_kafka.admin import AdminClient
 from kafka_broker import KafkaBroker, ensure_libs
 
 from devstack import LOOPBACK, MOTO_CREDENTIALS, Service, StackError, start_s3
@@ -200,26 +199,20 @@ def produce(broker: str) -> Callable[..., None]:
 def topic(admin: AdminClient) -> Callable[..., str]:
     """Create a fresh topic: ``topic(partitions=3)`` returns its name (``prefix="_orders-"``:
     a name that starts otherwise than ``t-``)."""
-
-    def create(partitions: int = 1, prefix: str = "t-") -> str:
-        name = f"{prefix}{uuid.uuid4().hex[:10]}"
-        futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
-        futures[name].result(timeout=30)
-        return name
-
-    return create
+    return functools.partial(create_topic, admin)
 
 
 @pytest.fixture
 def bucket(s3_client: Any) -> Callable[..., str]:
     """Create a fresh bucket: ``bucket()`` returns its name."""
+    return functools.partial(create_bucket, s3_client)
 
-    def create() -> str:
-        name = f"b-{uuid.uuid4().hex[:12]}"
-        s3_client.create_bucket(Bucket=name)
-        return name
 
-    return create
+@pytest.fixture(scope="module")
+def module_bed(stack: Stack, admin: AdminClient, spark: Any) -> Bed:
+    """:class:`Bed` on moto, for module-scoped fixtures (``spark`` started first: a run in
+    this process adopts it rather than starting its own)."""
+    return Bed(stack.bootstrap_servers, stack.endpoint_url, _s3_client(stack.endpoint_url), admin)
 
 
 @pytest.fixture

@@ -6,14 +6,12 @@ one line naming the request it does not honour."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, run_args
+from archive_helpers import archived_ids, process_env, run_command
 from faultproxy import FaultProxy
 
 from kafka_archive.archiver.config.settings import S3Settings
@@ -52,12 +50,11 @@ def test_a_store_that_ignores_one_conditional_request_is_refused(
     name, bkt = topic(partitions=1), bucket()
     produce(name, 100, partitions=1)
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name}"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.strip_when = strip
         refused = subprocess.run(
-            [KAFKA_ARCHIVE, *run_args(kcql, broker, proxy.url), "--master", "local[1]"],
-            env=env,
+            run_command(kcql, broker, proxy.url),
+            env=process_env(),
             capture_output=True,
             text=True,
             timeout=300,

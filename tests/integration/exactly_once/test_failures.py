@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from archive_helpers import archived_ids, run_args
+from archive_helpers import archived_ids, run_args, wait_lease_expired
 from faultproxy import FaultProxy
 from kafka_broker import KafkaBroker
 
@@ -379,7 +379,7 @@ def test_credentials_expiring_mid_run_fail_in_one_line_and_the_next_run_is_exact
     assert code == errors.S3UnavailableError.exit_code == 5, line
     assert "the AWS credentials expired (ExpiredToken)" in line
     report_counts_only_commits(report, s3_client, bkt)
-    time.sleep(4)  # the lock's lease runs out
+    wait_lease_expired(s3_client, bkt)  # the lock's lease runs out
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command=None))
     assert code == 0, err
     assert archived_ids(s3_client, bkt) == list(range(2000))

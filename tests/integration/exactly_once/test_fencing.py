@@ -16,13 +16,18 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
+from archive_helpers import (
+    archived_ids,
+    process_env,
+    process_group,
+    run_command,
+    wait_lease_expired,
+)
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -32,23 +37,10 @@ TTL = 6  # seconds of lease: the driver renews every TTL/6, a frozen run loses i
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
-        **extra,
-    }
+    return process_env(**{"KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL), **extra})
 
 
-def _command(kcql: str, broker: str, endpoint: str, *more: str) -> list[str]:
-    return [
-        KAFKA_ARCHIVE,
-        *run_args(kcql, broker, endpoint),
-        "--master",
-        "local[1]",
-        *more,
-    ]
+_command = run_command
 
 
 def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -79,11 +71,27 @@ def _committed(s3: Any, bucket: str) -> int:
     return total
 
 
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 180) -> None:
+def _wait(
+    predicate: Callable[[], bool], what: str, timeout: float = 180, *, fail: bool = True
+) -> None:
+    """Until ``predicate`` holds; past ``timeout`` the test fails (or, ``fail=False``, goes
+    on)."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            assert not fail, f"timed out waiting for {what}"
+            return
         time.sleep(0.02)
+
+
+def _group_alive(process: subprocess.Popen[str]) -> bool:
+    """Whether any process of ``process``'s group (its Spark JVM, Python workers) is left."""
+    process.poll()  # the leader reaped once it exited: a zombie would still count
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -139,7 +147,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
         os.killpg(run_a.pid, signal.SIGSTOP)
         assert run_a.poll() is None, "run A finished before it could be frozen"
         produce(name, 3_000, first=first, timestamp=DAYS_AGO + first)
-        time.sleep(TTL + 2)  # A's lease runs out while it is frozen
+        wait_lease_expired(s3_client, bkt)  # A's lease runs out while it is frozen
         with process_group(command_b, _env()) as run_b:
             if follow:
                 _wait(lambda: _committed(s3_client, bkt) == first + 3_000, "run B to commit")
@@ -149,7 +157,10 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
         assert _committed(s3_client, bkt) == first + 3_000
         os.killpg(run_a.pid, signal.SIGCONT)
         if follow:
-            time.sleep(3 * TTL)  # time to do harm, were it able to
+            # Time to do harm, were it able to: until every process of A is gone (it stops
+            # by itself, fenced), at most three leases; then it is told to stop (and exits
+            # 0: the test fails).
+            _wait(lambda: not _group_alive(run_a), "A to stop", timeout=3 * TTL, fail=False)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run_a.pid, signal.SIGTERM)
         code_a, _, err_a = _finish(run_a)

@@ -5,12 +5,12 @@ run's objects below the committed offset."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_helpers import wait_lease_expired
 from faultproxy import FaultProxy
 
 from kafka_archive import kcql
@@ -46,7 +46,7 @@ def test_a_stale_holder_neither_releases_nor_renews_the_new_holders_lease(
     stale = JobLock(store, target, "job", "run-a", ttl_seconds=2)
     stale.acquire()
     stale._stop.set()  # frozen: it renews no more
-    time.sleep(2.2)
+    wait_lease_expired(s3_client, target.bucket)  # its lease runs out
     with JobLock(store, target, "job", "run-b", ttl_seconds=600) as newer:
         assert newer.epoch > stale.epoch
         stale._renew_once()  # thawed: its renewal finds another run's lock

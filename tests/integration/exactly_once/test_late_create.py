@@ -12,13 +12,18 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, archived_ids, process_group, run_args
+from archive_helpers import (
+    archived_ids,
+    process_env,
+    process_group,
+    run_command,
+    wait_lease_expired,
+)
 from faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -28,16 +33,10 @@ TTL = 6  # seconds of lease
 
 
 def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
-    }
+    return process_env(KAFKA_ARCHIVE_LOCK_TTL_SECONDS=str(TTL))
 
 
-def _command(kcql: str, broker: str, endpoint: str) -> list[str]:
-    return [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", "local[1]"]
+_command = run_command
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
@@ -77,7 +76,7 @@ def test_a_create_of_a_fenced_run_that_lands_late_is_removed_by_the_next_run(
                 assert run_a.poll() is None, run_a.communicate()[1]
                 assert time.monotonic() < deadline, "run A never uploaded offset 1000"
             os.killpg(run_a.pid, signal.SIGSTOP)
-            time.sleep(TTL + 2)  # A's lease runs out while it is frozen
+            wait_lease_expired(s3_client, bkt)  # A's lease runs out while it is frozen
             run_b = _run(_command(kcql_b, broker, s3_endpoint))
             assert run_b.returncode == 0, run_b.stderr
             assert archived_ids(s3_client, bkt) == list(range(total))

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import iceberg_helpers
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, process_group, run_args
+from archive_helpers import process_env, process_group, run_args, run_command, wait_lease_expired
 from faultproxy import FaultProxy
 from iceberg_helpers import kcql_for, reader_table
 
@@ -63,21 +61,15 @@ def test_a_driver_frozen_inside_its_commit_past_its_lease_does_not_commit(
             release.wait(120)
         return False
 
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL),
-    }
+    env = process_env(KAFKA_ARCHIVE_LOCK_TTL_SECONDS=str(TTL))
     real_commit = commits.commit
     with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
         proxy.drop_response = hold
-        command = [KAFKA_ARCHIVE, *run_args(kcql, broker, proxy.url), "--master", "local[1]"]
-        with process_group(command, env) as a:
+        with process_group(run_command(kcql, broker, proxy.url), env) as a:
             assert entered.wait(180), a.communicate()
             os.killpg(a.pid, signal.SIGSTOP)
             release.set()
-            time.sleep(TTL + 2)  # A's lease expires while it is frozen
+            wait_lease_expired(s3_client, bkt)  # A's lease expires while it is frozen
 
             ended: dict[str, Any] = {}
 

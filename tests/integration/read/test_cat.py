@@ -8,28 +8,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from archive_helpers import cli, run_args
+from archive_helpers import Bed, cli, run_args
+
+from kafka_archive.cli import main
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def json_archive(
-    broker: str,
-    produce: Callable[..., None],
-    s3_endpoint: str,
-    spark: Any,
-    topic: Callable[..., str],
-    bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str],
-) -> tuple[str, str, str]:
-    """250 JSON records of one partition in objects starting at 0, 100 and 200."""
-    name, bkt = topic(partitions=1), bucket()
-    produce(name, 250, partitions=1)
+@pytest.fixture(scope="module")
+def json_archive(module_bed: Bed) -> tuple[str, str, str]:
+    """250 JSON records of one partition in objects starting at 0, 100 and 200 (made once:
+    the tests only read it)."""
+    name, bkt = module_bed.topic(partitions=1), module_bed.bucket()
+    module_bed.produce(name, 250, partitions=1)
     kcql = f"INSERT INTO {bkt}:data/v1 SELECT * FROM {name} WITH_FLUSH_COUNT = 100"
-    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
-    assert code == 0, err
-    return name, f"{bkt}:data/v1", s3_endpoint
+    assert main(run_args(kcql, module_bed.broker, module_bed.endpoint)) == 0
+    return name, f"{bkt}:data/v1", module_bed.endpoint
 
 
 def cat(capsys: pytest.CaptureFixture[str], archive: tuple[str, str, str], *args: str) -> Any:

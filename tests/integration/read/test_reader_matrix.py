@@ -20,7 +20,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from archive_helpers import run_args
+from archive_helpers import Bed, run_args
 
 from kafka_archive.cli import main
 
@@ -88,17 +88,17 @@ def archive(
     topic: Callable[..., str],
     bucket: Callable[..., str],
     produce: Callable[..., None],
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> Path:
-    """Archive the topic into a fresh bucket and download every object under its key."""
+    """Archive the topic into a fresh bucket and download every object under its key (a
+    failed run's stderr is in the test's captured output)."""
     name, bkt = topic(partitions=2), bucket()
     produce(name, RECORDS, partitions=2, value=value)
     kcql = (
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY country STOREAS {fmt} "
         f"PROPERTIES('flush.count'={FLUSH})"
     )
-    assert main(run_args(kcql, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
     root = tmp_path / "arch"
     pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bkt, Prefix="arch/")
     keys = [o["Key"] for p in pages for o in p.get("Contents", ())]
@@ -111,20 +111,13 @@ def archive(
     return root
 
 
-@pytest.fixture
-def parquet_prefix(
-    broker: str,
-    s3_endpoint: str,
-    s3_client: Any,
-    spark: Any,
-    topic: Callable[..., str],
-    bucket: Callable[..., str],
-    produce: Callable[..., None],
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-) -> Path:
+@pytest.fixture(scope="module")
+def parquet_prefix(module_bed: Bed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The PARQUET archive, made once: the readers below only read its download."""
+    bed = module_bed
+    root = tmp_path_factory.mktemp("parquet")
     return archive(
-        "PARQUET", broker, s3_endpoint, s3_client, topic, bucket, produce, capsys, tmp_path
+        "PARQUET", bed.broker, bed.endpoint, bed.s3, bed.topic, bed.bucket, bed.produce, root
     )
 
 
@@ -176,12 +169,11 @@ def test_avro_objects_share_one_schema(
     topic: Callable[..., str],
     bucket: Callable[..., str],
     produce: Callable[..., None],
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
     """AVRO under the same rules: the objects' writer schemas agree field by field (a reader
     of the prefix can take any one of them), and every record reads back as sent."""
-    root = archive("AVRO", broker, s3_endpoint, s3_client, topic, bucket, produce, capsys, tmp_path)
+    root = archive("AVRO", broker, s3_endpoint, s3_client, topic, bucket, produce, tmp_path)
     types: dict[str, set[str]] = {}
     rows: list[dict[str, Any]] = []
     for path in sorted(root.rglob("*.avro")):

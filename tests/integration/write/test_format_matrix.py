@@ -16,6 +16,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from archive_helpers import Bed
 from confluent_kafka import Producer
 
 from kafka_archive.cli import main
@@ -49,6 +50,23 @@ def values(data: bytes, fmt: str) -> list[Any]:
     return out
 
 
+@pytest.fixture(scope="module")
+def countries_topic(module_bed: Bed) -> str:
+    """60 JSON records over 2 partitions, each with a country header: made once, every test
+    archives it into a bucket of its own (a run only reads the topic)."""
+    name = module_bed.topic(partitions=2)
+    producer = Producer({"bootstrap.servers": module_bed.broker, "linger.ms": 5})
+    for i in range(60):
+        producer.produce(
+            name,
+            value=json.dumps({"id": i, "name": f"n{i}"}).encode(),
+            partition=i % 2,
+            headers=[("country", COUNTRIES[i % 3 % 2].encode())],
+        )
+    assert producer.flush(30) == 0
+    return name
+
+
 @pytest.mark.parametrize("partitioned", [False, True], ids=["plain", "partitionby"])
 @pytest.mark.parametrize(
     "fmt", ["JSON", "AVRO", "PARQUET", "CSV", "CSV_WITHHEADERS", "TEXT", "BYTES"]
@@ -58,22 +76,13 @@ def test_every_format_with_and_without_partitionby(
     s3_endpoint: str,
     s3_client: Any,
     spark: Any,
-    topic: Callable[..., str],
+    countries_topic: str,
     bucket: Callable[..., str],
     capsys: pytest.CaptureFixture[str],
     fmt: str,
     partitioned: bool,
 ) -> None:
-    name, bkt = topic(partitions=2), bucket()
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5})
-    for i in range(60):
-        producer.produce(
-            name,
-            value=json.dumps({"id": i, "name": f"n{i}"}).encode(),
-            partition=i % 2,
-            headers=[("country", COUNTRIES[i % 3 % 2].encode())],
-        )
-    assert producer.flush(30) == 0
+    name, bkt = countries_topic, bucket()
     clause = "PARTITIONBY _header.country " if partitioned else ""
     kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} {clause}STOREAS {fmt} WITH_FLUSH_COUNT = 7"
     args = ["--kcql", kcql, "--bootstrap-servers", broker, "--endpoint-url", s3_endpoint]
