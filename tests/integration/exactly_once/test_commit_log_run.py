@@ -27,6 +27,12 @@ import pytest
 from archive_helpers import KAFKA_ARCHIVE, cli, run_args
 from faultproxy import FaultProxy
 
+from kafka_archive.archiver.commands import session
+from kafka_archive.archiver.config.load import load_settings
+from kafka_archive.archiver.core.errors import FencedError
+from kafka_archive.archiver.spark.progress import NullProgress
+from kafka_archive.kcql import parse
+
 pytestmark = pytest.mark.integration
 
 P = 3
@@ -387,3 +393,44 @@ def test_log_mode_refuses_a_target_with_partition_states_and_no_log(
     assert "holds partition states and no commit log" in err and "Traceback" not in err
     after = listing(s3_client, bkt)
     assert not [k for k in set(after) - set(before) if "/.kafka-archive/probe" not in k]
+
+
+DAYS_AGO = int(time.time() * 1000) - 3 * 86_400_000  # (no tail is young: none held back)
+
+
+def test_a_follow_session_in_log_mode_claims_once_commits_one_entry_a_batch_and_is_fenced(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 7"
+    flags = {"bootstrap_servers": broker, "endpoint_url": s3_endpoint, "master": "local[2]"}
+    settings = load_settings(None, dict(os.environ), flags).settings
+    assert settings.commit_protocol == "log"
+    with session.session(settings, parse(kcql), NullProgress()) as archiver:
+        produce(name, 60, partitions=P, timestamp=DAYS_AGO)
+        archiver.batch(hold_tails=True).unwrap()
+        produce(name, 30, first=60, partitions=P, timestamp=DAYS_AGO)
+        archiver.batch(hold_tails=True).unwrap()
+        before = listing(s3_client, bkt)
+        archiver.batch(hold_tails=True).unwrap()  # nothing new: nothing written
+        assert listing(s3_client, bkt) == before
+        assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit"]
+        assert_exactly_once(s3_client, bkt, name, 90, "JSON")
+
+        # Another run claims the partitions and archives what is new: this session is fenced.
+        produce(name, 15, first=90, partitions=P, timestamp=DAYS_AGO)
+        code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+        assert code == 0, err
+        produce(name, 15, first=105, partitions=P, timestamp=DAYS_AGO)
+        with pytest.raises(FencedError):
+            archiver.batch(hold_tails=True).unwrap()
+    assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit", "claim", "commit"]
+    assert_exactly_once(s3_client, bkt, name, 105, "JSON")
