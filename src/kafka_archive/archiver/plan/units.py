@@ -140,10 +140,8 @@ def plan_work(
     of a failed batch of this run planned from; a partition still at it is fenced again, so
     that no straggler of those units can pass for this batch's. An Iceberg route's state is
     its table's snapshot (:mod:`.iceberg`): nothing to recover or fence here; the driver
-    commits it. Without ``states`` (commit_protocol=log) the views' states are the commit
-    log's ends and the driver commits in the log: no markers listed, nothing recovered,
-    fenced, pinned or moved here (``epochs`` only stamp the units).
-    """
+    commits it. Without ``states`` (commit_protocol=log: the views hold the log's ends)
+    nothing is listed, recovered, fenced, pinned or moved (``epochs`` stamp the units)."""
     skipped: list[PartitionSkip] = []
     gaps: list[Gap] = []
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
@@ -158,7 +156,7 @@ def plan_work(
     for view in views:
         key, target, tp = (view.route_index, view.tp), view.route.target, view.tp
         state_object = view.route.iceberg is None  # (an Iceberg route's is its snapshot)
-        found = marked[target].get(tp, []) if state_object and states else []
+        found = marked.get(target, {}).get(tp, []) if state_object else []
         if found:  # recovery deletes by this state: read it now, not as a session kept it
             view = dataclasses.replace(view, loaded=checkpoint.load(store, target, job, tp))
         decision = _decide(view, settings, begun, admin)
