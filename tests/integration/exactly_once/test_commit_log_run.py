@@ -443,3 +443,32 @@ def test_a_follow_session_in_log_mode_claims_once_commits_one_entry_a_batch_and_
             archiver.batch(hold_tails=True).unwrap()
     assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit", "claim", "commit"]
     assert_exactly_once(s3_client, bkt, name, 105, "JSON")
+
+
+def test_states_mode_refuses_a_target_that_holds_a_commit_log(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Back in the default mode, a target archived in log mode has no states: a run would
+    start every partition again and write its objects a second time. Refused, exit 2."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 7"
+    produce(name, 30, partitions=P)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    before = listing(s3_client, bkt)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 2, err
+    assert "holds a commit log" in err and "Traceback" not in err
+    assert_exactly_once(s3_client, bkt, name, 30, "JSON")
+    after = listing(s3_client, bkt)
+    assert {k: v for k, v in after.items() if "/.kafka-archive/lock" not in k} == before

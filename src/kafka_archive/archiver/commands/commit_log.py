@@ -124,6 +124,19 @@ def refuse_unmigrated(store: S3Store, target: Target, state: core.LogState) -> N
         )
 
 
+def refuse_logged(target: Target, keys: Iterable[str]) -> None:
+    """commit_protocol=states over a target whose ``.kafka-archive/`` listing (``keys``) has
+    a commit log: its progress is in the log, which states mode does not read; it would
+    archive every partition again (exit 2)."""
+    head = log_prefix(log_head(target))
+    if any(key.startswith(head) for key in keys):
+        raise ConfigError(
+            f"s3://{target.bucket}/{target.prefix} holds a commit log (written with "
+            "commit_protocol=log), which commit_protocol=states does not read",
+            hint="Run with commit_protocol=log",
+        )
+
+
 @dataclass
 class TargetLog:
     """One target's log as this session knows it, and its claim there."""
