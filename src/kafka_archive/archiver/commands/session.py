@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from kafka_archive.archiver import iceberg
+from kafka_archive.archiver.commands import commit_log
 from kafka_archive.archiver.commands.locks import held_locks
 from kafka_archive.archiver.commands.outcome import Outcome, batch_error
 from kafka_archive.archiver.config.settings import Settings
@@ -108,6 +109,8 @@ class Session:
         # Each objects route's recorded column types (plan/columns.py), read at its first
         # batch with units, kept as this session writes them.
         self.columns: dict[int, route_columns.Recorded] = {}
+        # commit_protocol=log: the targets' commit logs (:mod:`.commit_log`); None: states.
+        self.commit_log: commit_log.CommitLog | None = None
 
     def driver_requests(self) -> S3Requests:
         """The driver's S3 requests since the last batch ended (or the session began); the
@@ -264,6 +267,8 @@ class Session:
         self.check_leases()
         tenure = self._tenure()
         known = self._known if tenure == self._known_under else {}
+        if self.commit_log is not None:
+            known = self._log_known()
         self._known = {}  # kept again only when this batch succeeds
         try:
             views = partition_states(
@@ -312,6 +317,17 @@ class Session:
             self._keep(work, ran.done, tenure)
         return Outcome(result, error)
 
+    def _log_known(self) -> dict[tuple[int, TopicPartition], checkpoint.LoadedState]:
+        """commit_protocol=log: each partition's committed end in its target's log, as the
+        states the planner knows (after the tail is read: a newer claim fences us, exit 18;
+        partitions that joined a follow session are claimed first)."""
+        assert self.commit_log is not None
+        if self.commit_log.batches:
+            self.commit_log.check_fenced()
+        self.commit_log.claim(self.plan, self.partitions)
+        wanted = wanted_partitions(self.plan, self.partitions)
+        return self.commit_log.known((number, r.target, tp) for number, r, tp in wanted)
+
     def _record_columns(self, done: Sequence[UnitResult]) -> None:
         """The columns of the objects ``done`` committed, recorded for their routes (best
         effort: a failed write only leaves the next run the columns recorded before)."""
@@ -336,7 +352,11 @@ class Session:
             epochs={target: lock.epoch for target, lock in self.locks.items()},
             check_lease=lambda target: self.locks[target].check(),
             unsettled=self._unsettled,
+            states=self.commit_log is None,
         )
+        if self.commit_log is not None:
+            units = self.commit_log.units(self.plan, work.units)
+            work = dataclasses.replace(work, units=tuple(units))
         # Until this batch ends well, attempts of its units may outlive it (a speculative
         # copy, a task on an executor the scheduler gave up on): same run, epoch and lease.
         self._unsettled.update(
@@ -379,8 +399,12 @@ class Session:
             busy=busy,
         )
         job_ended = time.monotonic()
-        # The pieces of split partitions are committed here, in offset order, and merged.
-        results = subunits.settle(units, results, self.settings)
+        # The pieces of split partitions are committed here, in offset order, and merged
+        # (commit_protocol=log: every partition, in one log entry per target).
+        if self.commit_log is not None:
+            results = self.commit_log.commit(units, results)
+        else:
+            results = subunits.settle(units, results, self.settings)
         failures = [r for r in results if isinstance(r, UnitFailure)]
         done: list[UnitResult] = [r for r in results if not isinstance(r, UnitFailure)]
         done += [f.committed for f in failures if f.committed is not None]
@@ -446,6 +470,9 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
             run_id,
             unsafe=settings.unsafe_single_writer_without_conditional_writes,
         )
+        if commit_log.is_log(settings):
+            yield from _log_session(archiver, settings, plan)
+            return
         with (
             held_locks(pre.store, plan, pre.job, run_id, settings.lock_ttl_seconds) as locks,
             driver.spark_on_demand(settings, f"kafka-archive {pre.job}") as archiver.spark,
@@ -464,6 +491,19 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
             archiver.save_states()
 
 
+def _log_session(archiver: Session, settings: Settings, plan: Plan) -> Iterator[Session]:
+    """The rest of :func:`session` under commit_protocol=log: what is not wired refused, each
+    target's log read and claimed, vacuum (:mod:`.commit_log`); no lock, fences or states."""
+    commit_log.refuse_unsupported(settings, archiver.plan)
+    archiver.commit_log = commit_log.CommitLog(archiver.store, settings, archiver.run_id)
+    archiver.commit_log.open(archiver.plan, archiver.partitions)
+    with driver.spark_on_demand(settings, f"kafka-archive {archiver.job}") as archiver.spark:
+        aborted = jobs.abort_stale_uploads(archiver.store, plan.routes)
+        if aborted:
+            log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+        yield archiver
+
+
 def _open_targets(
     store: S3Store, plan: Plan, job: str, run_id: str, locks: dict[Target, JobLock]
 ) -> dict[Target, dict[TopicPartition, str]]:
@@ -473,6 +513,7 @@ def _open_targets(
     etags: dict[Target, dict[TopicPartition, str]] = {}
     for target, lock in locks.items():
         listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
+        commit_log.refuse_logged(target, [key for key, _ in listing])
         found = legacy.scan(store, target, [key for key, _ in listing])
         legacy.retire_locks(store, target, found, run_id, lock.epoch)
         topics = {r.topic for r in plan.routes if r.target == target}

@@ -26,6 +26,7 @@ from kafka_archive.archiver.config.options import (
     BY_NAME,
     CANNED_ACLS,
     CHECKSUMS,
+    COMMIT_PROTOCOLS,
     ENV_PREFIX,
     FILE_ONLY,
     OPTIONS,
@@ -261,6 +262,8 @@ class _Given:
             spool_dir=get("spool_dir"),
             schema_registry_url=get("schema_registry_url"),
             lock_ttl_seconds=get("lock_ttl_seconds"),
+            commit_protocol=_commit_protocol(get("commit_protocol"), origin),
+            log_vacuum_grace_seconds=get("log_vacuum_grace_seconds"),
             max_open_writers=get("max_open_writers"),
             max_records_per_unit=get("max_records_per_unit"),
             read_timeout_seconds=get("read_timeout_seconds"),
@@ -278,6 +281,17 @@ class _Given:
             s3_price_get_per_1000=get("s3_price_get_per_1000"),
             sources=tuple(sorted(origin.items())),
         )
+
+
+def _commit_protocol(value: str, origin: Mapping[str, str]) -> str:
+    """``commit_protocol``, one of :data:`.options.COMMIT_PROTOCOLS` (case and spaces aside)."""
+    folded = value.strip().lower()
+    if folded not in COMMIT_PROTOCOLS:
+        raise ConfigError(
+            f"commit_protocol from {origin.get('commit_protocol')} is {value!r}, not one of: "
+            + ", ".join(COMMIT_PROTOCOLS)
+        )
+    return folded
 
 
 def _s3_settings(get: Any, origin: Mapping[str, str]) -> S3Settings:

@@ -180,6 +180,23 @@ OPTIONS: tuple[Option, ...] = (
         "renew it for two thirds of it stops with exit 18",
     ),
     Option(
+        "commit_protocol",
+        str,
+        "states",
+        "how a run commits what it archived: states (a lease, per-partition states and intent "
+        "markers) or log (experimental: one claim per session and one create-only commit-log "
+        "entry per batch under <prefix>/.kafka-archive/log/, about one S3 request per object; "
+        "refused for Iceberg routes, gzip block indexes, --start other than earliest, "
+        "--allow-gaps, and targets that hold partition states but no log)",
+    ),
+    Option(
+        "log_vacuum_grace_seconds",
+        int,
+        3600,
+        "commit_protocol=log: at a session's start, objects no log entry names, written by a "
+        "fenced writer and older than this by the store's clock, are deleted",
+    ),
+    Option(
         "read_timeout_seconds",
         int,
         60,
@@ -312,3 +329,4 @@ CANNED_ACLS = (
     "bucket-owner-full-control",
 )
 ADDRESSING_STYLES = ("auto", "path", "virtual")
+COMMIT_PROTOCOLS = ("states", "log")

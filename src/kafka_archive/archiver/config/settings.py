@@ -79,6 +79,8 @@ class Settings:
     spool_dir: str | None = default("spool_dir")
     schema_registry_url: str | None = default("schema_registry_url")
     lock_ttl_seconds: int = default("lock_ttl_seconds")
+    commit_protocol: str = default("commit_protocol")
+    log_vacuum_grace_seconds: int = default("log_vacuum_grace_seconds")
     read_timeout_seconds: int = default("read_timeout_seconds")
     max_open_writers: int = default("max_open_writers")
     max_records_per_unit: int = default("max_records_per_unit")

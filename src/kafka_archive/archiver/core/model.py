@@ -79,6 +79,10 @@ class WorkUnit:
     # An objects route's columns as its committed objects have them (AVRO, PARQUET; JSON of
     # formats.schema.to_json, plan.columns): the types of the fields values share with them.
     columns: str | None = None
+    # commit_protocol=log (:mod:`kafka_archive.archiver.protocol.tasks`): the session's batch
+    # (>= 1; 0: the states protocol). The task creates its objects only, with its writer's run,
+    # ``epoch`` (the claim's) and attempt; the driver commits them in the target's log.
+    log_batch: int = 0
 
     @property
     def deferred(self) -> bool:
@@ -156,6 +160,8 @@ class ObjectWritten:
     # The object's inferred columns (JSON of formats.schema.to_json; None: not inferred),
     # recorded for the route by the driver once committed (plan.columns).
     columns: str | None = None
+    # commit_protocol=log: the ETag its create returned, which the log entry names.
+    etag: str | None = None
 
 
 class CommittedState(Protocol):

@@ -122,6 +122,7 @@ def plan_work(
     epochs: Mapping[Target, int] | None = None,
     check_lease: Callable[[Target], None] = lambda target: None,
     unsettled: Mapping[tuple[int, TopicPartition], str] | None = None,
+    states: bool = True,
 ) -> WorkPlan:
     """One unit per (route, partition) with something to archive; the rest are skipped.
 
@@ -139,13 +140,13 @@ def plan_work(
     of a failed batch of this run planned from; a partition still at it is fenced again, so
     that no straggler of those units can pass for this batch's. An Iceberg route's state is
     its table's snapshot (:mod:`.iceberg`): nothing to recover or fence here; the driver
-    commits it.
-    """
+    commits it. Without ``states`` (commit_protocol=log: the views hold the log's ends)
+    nothing is listed, recovered, fenced, pinned or moved (``epochs`` stamp the units)."""
     skipped: list[PartitionSkip] = []
     gaps: list[Gap] = []
     settled: dict[tuple[int, TopicPartition], checkpoint.LoadedState] = {}
     begun = positions.begun(views)
-    marked = _markers(store, job, views)
+    marked = _markers(store, job, views) if states else {}
     topic_ids = _check_identity(store, admin, views)
     run = _Run(settings, job, run_id, now_ms, hold_tails, value_schemas, epochs, topic_ids)
     # Fencing, and pinning where nothing is new, are a write per partition: in parallel after
@@ -155,7 +156,7 @@ def plan_work(
     for view in views:
         key, target, tp = (view.route_index, view.tp), view.route.target, view.tp
         state_object = view.route.iceberg is None  # (an Iceberg route's is its snapshot)
-        found = marked[target].get(tp, []) if state_object else []
+        found = marked.get(target, {}).get(tp, []) if state_object else []
         if found:  # recovery deletes by this state: read it now, not as a session kept it
             view = dataclasses.replace(view, loaded=checkpoint.load(store, target, job, tp))
         decision = _decide(view, settings, begun, admin)
@@ -165,12 +166,12 @@ def plan_work(
             if state_object:
                 settled[key] = view.loaded
             continue
-        epoch = (epochs or {}).get(target, 0) if state_object else 0
+        epoch = (epochs or {}).get(target, 0) if state_object and states else 0
         again_if = (unsettled or {}).get(key)
         fence = _PartitionFence(
             store, target, job, tp, view.loaded, epoch, decision.start, check_lease, again_if
         )
-        if state_object:
+        if state_object and states:
             _recover(store, target, job, tp, fence, found, run_id)
         _tell_open(tp, view)
         if not decision.idle:
@@ -181,7 +182,7 @@ def plan_work(
         rest = positions.at_rest(decision.start, current, settings, state_object=state_object)
         if rest is positions.Rest.KEEP:
             settled[key] = fence.loaded  # as read, or as recovery fenced it
-        elif rest is not positions.Rest.NONE:
+        elif rest is not positions.Rest.NONE and states:
             writes.append(_rest_commit(store, fence, rest, decision, run_id))
         skipped.append(PartitionSkip(*key, decision.start, "nothing new"))
     in_parallel(writes)

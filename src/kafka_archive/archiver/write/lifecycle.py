@@ -36,11 +36,13 @@ start).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
+from kafka_archive.archiver.protocol.tasks import LogFencing
 from kafka_archive.archiver.read.listing import partition_objects
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.state.fencing import UnitFencing
@@ -89,16 +91,20 @@ class Lifecycle:
         self,
         unit: WorkUnit,
         store: S3Store,
-        fencing: UnitFencing | None = None,
+        fencing: UnitFencing | LogFencing | None = None,
         confirm_topic: Callable[[], None] = lambda: None,
     ):
         """``confirm_topic`` proves, before a marker or the commit, that what the unit read
-        is of the planned topic (:class:`.state.identity.TopicProof`)."""
+        is of the planned topic (:class:`.state.identity.TopicProof`). Under
+        commit_protocol=log (``unit.log_batch``) objects are only created (no marker, lease
+        proof nor commit: :mod:`.protocol.tasks`); the driver commits them."""
         self._unit = unit
         self._confirm_topic = confirm_topic
         self._store = store
-        self._fencing = fencing or UnitFencing(store, unit)
-        self._keeps_markers = unit.route.iceberg is None
+        self._fencing: UnitFencing | LogFencing = fencing or (
+            LogFencing(store, unit) if unit.log_batch else UnitFencing(store, unit)
+        )
+        self._keeps_markers = unit.route.iceberg is None and not unit.log_batch
         self._objects: dict[str, _Object] = {}
         self._marked: list[str] = []  # in the order their markers were written
         self._uploaded: list[str] = []  # data objects, in upload order
@@ -109,7 +115,7 @@ class Lifecycle:
     def commits_here(self) -> bool:
         """Whether the unit commits its objects itself (not a piece of a split partition,
         nor an Iceberg route: their commit is the driver's)."""
-        return self._keeps_markers and not self._unit.deferred
+        return self._keeps_markers and not self._unit.deferred and not self._unit.log_batch
 
     def stage(self, key: str) -> Stage | None:
         found = self._objects.get(key)
@@ -170,7 +176,9 @@ class Lifecycle:
             content = pending.content_tag(
                 data.first_offset, data.last_offset, data.records, data.size
             )
-        self._fencing.create(key, send, content)
+        etag = self._fencing.create(key, send, content)
+        if written is not None and etag is not None and self._unit.log_batch:
+            written = dataclasses.replace(written, etag=etag)
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)

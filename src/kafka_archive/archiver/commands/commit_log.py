@@ -1,0 +1,444 @@
+"""commit_protocol=log, the driver's side (experimental; issue 37): a session's commit log on
+each of its targets, as :mod:`.protocol.writer` models it.
+
+At the session's start, per target: read the log (the newest checkpoint plus the tail), create
+one claim entry over the plan's partitions there (:func:`.core.claim_entry`: the lease, epoch
+= highest + 1; a 412 reads what was missed and claims again), then vacuum. Each partition
+starts at its committed end in the log (:meth:`CommitLog.known`, fed to the planner as the
+states it knows). Tasks create their objects only (:mod:`.protocol.tasks`); after each Spark
+job the driver creates one commit entry per target at the next seq (:func:`.core.commit_entry`,
+If-None-Match): every partition's contiguous prefix of what its units (or pieces) wrote. A
+412 reads the tail: a higher claim on one of our partitions fences us (exit 18, nothing
+committed), else the commit is checked again and tried at the next seq; a create without
+answer is settled by reading the entry (:func:`.core.create_outcome`). Every
+:data:`CHECKPOINT_EVERY` entries a checkpoint. No lock, lease renewals, fences, intent markers
+or watches: the claim is the lease, an entry's creation the commit point and the fence.
+
+Vacuum replaces ``pending.recover``: objects under the target's routes that no entry names,
+written by a fenced writer, older than ``log_vacuum_grace_seconds`` by the store's clock,
+deleted If-Match (:func:`.core.vacuum_candidates`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.core import errors
+from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
+from kafka_archive.archiver.core.model import (
+    ObjectWritten,
+    S3Requests,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+    total_requests,
+)
+from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.partition.values import topic_segment
+from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.log import (
+    Entry,
+    ObjectRef,
+    PartitionCommit,
+    PartitionRef,
+    WriterId,
+    checkpoint_key,
+    decode_entry,
+    encode_checkpoint,
+    encode_entry,
+    entry_key,
+    log_prefix,
+)
+from kafka_archive.archiver.protocol.naming import log_head, partition_ref
+from kafka_archive.archiver.protocol.s3 import BucketStore
+from kafka_archive.archiver.protocol.steps import (
+    Head,
+    List,
+    Put,
+    Steps,
+    drive,
+    get_or_none,
+    read_log,
+    send,
+    send_read,
+)
+from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
+from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.state import checkpoint
+from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.write.task import UnitFailure, requests_of
+from kafka_archive.kcql.plan import ErrorPolicy, Plan, Target
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_EVERY = 10  # entries between checkpoints (K)
+
+Outcome = UnitResult | UnitFailure
+Known = dict[tuple[int, TopicPartition], checkpoint.LoadedState]
+
+
+def is_log(settings: Settings) -> bool:
+    return settings.commit_protocol == "log"
+
+
+def refuse_unsupported(settings: Settings, plan: Plan) -> None:
+    """What log mode cannot do yet, refused before anything is written (exit 2)."""
+    why = None
+    for route in plan.routes:
+        if route.iceberg is not None:
+            why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
+        elif route.partition_by or layout_for(route).uses_time:
+            # Several objects open at once hold interleaved offsets; a commit's objects must
+            # tile its range in order (core.range_problem).
+            why = f"{route.topic}: PARTITIONBY and time layouts are not wired to the log yet"
+        elif route.codecs.gzip_block_bytes:
+            why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
+        elif route.error_policy is ErrorPolicy.DEAD_LETTER:
+            why = f"{route.topic}: dead letters are not named by the commit log yet"
+    if settings.given("start") and str(settings.start) != "earliest":
+        why = "--start other than earliest cannot be recorded in the commit log yet"
+    if settings.allow_gaps:
+        why = "a passed gap (--allow-gaps) cannot be recorded in the commit log yet"
+    if why is not None:
+        raise ConfigError(
+            f"commit_protocol=log: {why}", hint="Run with commit_protocol=states (the default)"
+        )
+
+
+def refuse_unmigrated(store: S3Store, target: Target, state: core.LogState) -> None:
+    """A target that holds partition states and no log entry: its progress is in the states,
+    which log mode does not read (exit 2). The one place the migration will replace."""
+    if state.seq:
+        return
+    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is not None:
+        raise ConfigError(
+            f"commit_protocol=log: s3://{target.bucket}/{target.prefix} holds partition states "
+            "and no commit log; migrating them is not wired yet",
+            hint="Run with commit_protocol=states (the default)",
+        )
+
+
+def refuse_logged(target: Target, keys: Iterable[str]) -> None:
+    """commit_protocol=states over a target whose ``.kafka-archive/`` listing (``keys``) has
+    a commit log: its progress is in the log, which states mode does not read; it would
+    archive every partition again (exit 2)."""
+    head = log_prefix(log_head(target))
+    if any(key.startswith(head) for key in keys):
+        raise ConfigError(
+            f"s3://{target.bucket}/{target.prefix} holds a commit log (written with "
+            "commit_protocol=log), which commit_protocol=states does not read",
+            hint="Run with commit_protocol=log",
+        )
+
+
+@dataclass
+class TargetLog:
+    """One target's log as this session knows it, and its claim there."""
+
+    target: Target
+    store: BucketStore
+    state: core.LogState
+    me: WriterId | None = None
+    claimed: frozenset[PartitionRef] = frozenset()
+
+    @property
+    def head(self) -> str:
+        return log_head(self.target)
+
+    def run(self, steps: Steps[core.LogState]) -> core.LogState:
+        return drive(steps, self.store)
+
+    def read(self) -> None:
+        self.state = drive(read_log(self.head, self.state), self.store)
+
+
+class CommitLog:
+    """A session's commit log on each of its targets (the module's doc)."""
+
+    def __init__(self, s3: S3Store, settings: Settings, run_id: str) -> None:
+        self._s3 = s3
+        self._settings = settings
+        self.run_id = run_id
+        self.targets: dict[Target, TargetLog] = {}
+        self.batches = 0
+
+    def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]]) -> int:
+        """At the session's start: each target's log read, the plan's partitions claimed,
+        vacuum; returns how many objects vacuum deleted."""
+        for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
+            tl = TargetLog(target, BucketStore(self._s3, target.bucket), core.LogState())
+            tl.state = drive(read_log(tl.head), tl.store)
+            refuse_unmigrated(self._s3, target, tl.state)
+            self.targets[target] = tl
+        self.claim(plan, partitions)
+        return sum(self._vacuum(tl, plan) for tl in self.targets.values())
+
+    def claim(self, plan: Plan, partitions: Mapping[str, Sequence[int]]) -> None:
+        """A claim on each target whose partitions in the plan are not all claimed by this
+        session (its start; partitions and topics that joined a follow session)."""
+        for target, tl in self.targets.items():
+            refs = {
+                partition_ref(TopicPartition(r.topic, p))
+                for r in plan.routes
+                if r.target == target
+                for p in partitions.get(r.topic, ())
+            }
+            if not refs or (tl.me is not None and refs <= tl.claimed):
+                continue
+            refs |= tl.claimed
+            while True:
+                entry = core.claim_entry(tl.state, self.run_id, sorted(refs))
+                if drive(_create_entry(tl.head, entry), tl.store):
+                    tl.state = core.fold(tl.state, entry)
+                    tl.me, tl.claimed = entry.writer, frozenset(refs)
+                    log.info(
+                        "claimed %d partition(s) of s3://%s/%s (commit log entry %d, epoch %d)",
+                        len(refs),
+                        target.bucket,
+                        target.prefix,
+                        entry.seq,
+                        entry.writer.epoch,
+                    )
+                    break
+                tl.read()
+
+    def epoch(self, target: Target) -> int:
+        me = self.targets[target].me
+        return 0 if me is None else me.epoch
+
+    def known(self, wanted: Iterable[tuple[int, Target, TopicPartition]]) -> Known:
+        """Each wanted (route index, partition) as the log has it: its committed end as the
+        state's next offset; none where the log committed nothing (``--start`` decides)."""
+        out: Known = {}
+        for number, target, tp in wanted:
+            st = self.targets[target].state.partitions.get(partition_ref(tp))
+            if st is None or not st.objects:
+                out[(number, tp)] = checkpoint.LoadedState(None, None)
+            else:
+                state = checkpoint.PartitionState(st.end, self.run_id, "")
+                out[(number, tp)] = checkpoint.LoadedState(state, None)
+        return out
+
+    def units(self, plan: Plan, units: Sequence[WorkUnit]) -> list[WorkUnit]:
+        """The batch's units in log mode (its number, the claim's epoch); a unit that would
+        start anywhere but its partition's committed end is refused (exit 2)."""
+        self.batches += 1
+        out = []
+        for unit in units:
+            tl = self.targets[unit.route.target]
+            end = tl.state.end(partition_ref(unit.tp))
+            if (unit.part_start if unit.part_start is not None else unit.start) != end:
+                raise ConfigError(
+                    f"commit_protocol=log: {unit.tp} would start at offset {unit.start}, past "
+                    f"its committed end {end} (retention deleted records, or --start): the "
+                    "commit log cannot record that yet",
+                    hint="Run with commit_protocol=states (the default)",
+                )
+            out.append(
+                dataclasses.replace(unit, log_batch=self.batches, epoch=self.epoch(tl.target))
+            )
+        return out
+
+    def commit(self, units: Sequence[WorkUnit], results: Sequence[Outcome]) -> list[Outcome]:
+        """After the batch's Spark job: one commit entry per target naming each partition's
+        contiguous prefix of objects; the results merged per partition (as committed)."""
+        by_partition: dict[tuple[int, TopicPartition], list[tuple[WorkUnit, Outcome]]] = {}
+        for unit, result in zip(units, results, strict=True):
+            by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
+        merged: list[Outcome] = []
+        commits: dict[Target, list[PartitionCommit]] = {}
+        for group in by_partition.values():
+            group.sort(key=lambda p: p[0].start)
+            target = group[0][0].route.target
+            outcome, commit = _partition(group, self.targets[target].state)
+            merged.append(outcome)
+            if commit is not None:
+                commits.setdefault(target, []).append(commit)
+        for target, partition_commits in commits.items():
+            self._commit(self.targets[target], partition_commits)
+        return merged
+
+    def _commit(self, tl: TargetLog, commits: Sequence[PartitionCommit]) -> None:
+        assert tl.me is not None
+        while True:
+            verdict = core.commit_verdict(tl.state, tl.me, commits)
+            if verdict is core.Verdict.FENCED:
+                raise FencedError(
+                    f"s3://{tl.target.bucket}/{tl.target.prefix}: a newer run claimed "
+                    "partitions of this one in the commit log; this run committed nothing "
+                    "of its last batch"
+                )
+            if verdict is core.Verdict.STALE:
+                raise StateConflictError(
+                    f"s3://{tl.target.bucket}/{tl.target.prefix}: the commit log moved under "
+                    "this run's claim",
+                    hint="Run again",
+                )
+            entry = core.commit_entry(tl.state, tl.me, commits)
+            if drive(_create_entry(tl.head, entry), tl.store):
+                tl.state = core.fold(tl.state, entry)
+                if entry.seq % CHECKPOINT_EVERY == 0:
+                    drive(_checkpoint(tl.head, tl.state), tl.store)
+                return
+            tl.read()
+
+    def check_fenced(self) -> None:
+        """Between batches: the tail read (one GET a target); a higher claim on a partition
+        of ours fences this session (exit 18)."""
+        for tl in self.targets.values():
+            tl.read()
+            if tl.me is not None and core.is_fenced(tl.state, tl.me, tl.claimed):
+                raise FencedError(
+                    f"s3://{tl.target.bucket}/{tl.target.prefix}: a newer run claimed "
+                    "partitions of this one in the commit log"
+                )
+
+    # -- vacuum ------------------------------------------------------------------------------
+
+    def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
+        """Deletes (If-Match) the objects of the target's routes that no entry names, written
+        by a fenced writer, older than the grace by the store's clock; returns how many."""
+        if tl.me is None:
+            return 0
+        segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
+        doomed = drive(
+            _vacuum_steps(tl, segments, float(self._settings.log_vacuum_grace_seconds)),
+            tl.store,
+        )
+        deleted = 0
+        for o in doomed:
+            try:
+                tl.store.delete(o.key, if_match=o.etag)
+                deleted += 1
+            except (PreconditionFailed, NotFound, Ambiguous):
+                pass
+        if deleted:
+            log.info(
+                "vacuum: removed %d object(s) no commit names under s3://%s/%s",
+                deleted,
+                tl.target.bucket,
+                tl.target.prefix,
+            )
+        return deleted
+
+
+def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
+    """Whether ``key`` is under one of the target's routes' objects (as keys name topics)."""
+    name = key.rsplit("/", 1)[-1]
+    return any(key.startswith(f"{head}{s}/") or name.startswith(f"{s}(") for s in segments)
+
+
+def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
+    assert tl.me is not None
+    tl.state = yield from read_log(tl.head, tl.state)
+    named = tl.state.named()
+    listed = yield from send_read(List(tl.head))
+    # The store's clock: the newest LastModified listed, the log (this session's claim) included.
+    now = max((item.last_modified for item in listed), default=0.0)
+    found = []
+    for item in listed:
+        if item.key.startswith(log_prefix(tl.head)) or item.key in named:
+            continue
+        if not _ours(item.key, tl.head, segments) or now - item.last_modified < grace:
+            continue
+        try:
+            got = yield from send_read(Head(item.key))
+        except NotFound:
+            continue
+        writer, _, ref = object_writer(got.metadata)
+        found.append(core.Listed(item.key, got.etag, got.last_modified, writer, ref))
+    return core.vacuum_candidates(tl.state, tl.me, found, now, grace)
+
+
+# -- entries ---------------------------------------------------------------------------------
+
+
+def _create_entry(head: str, entry: Entry) -> Steps[bool]:
+    """Creates ``entry`` at its seq: True once it is there, False when another holds it."""
+    key = entry_key(head, entry.seq)
+    body = encode_entry(entry)
+    while True:
+        try:
+            yield from send(Put(key, body, {}, if_none_match=True))
+            return True
+        except PreconditionFailed:
+            pass
+        except Ambiguous:
+            pass
+        got = yield from get_or_none(key)
+        found = None if got is None else decode_entry(got.body)
+        outcome = core.create_outcome(found, entry)
+        if outcome is not core.Outcome.UNKNOWN:
+            return outcome is core.Outcome.LANDED
+
+
+def _checkpoint(head: str, state: core.LogState) -> Steps[None]:
+    """Best effort: a checkpoint another wrote is the same fold; a lost one costs reads."""
+    body = encode_checkpoint(state.checkpoint())
+    with contextlib.suppress(PreconditionFailed, Ambiguous):
+        yield from send(Put(checkpoint_key(head, state.seq), body, {}, if_none_match=True))
+
+
+# -- a partition's results -------------------------------------------------------------------
+
+
+def _partition(
+    group: list[tuple[WorkUnit, Outcome]], state: core.LogState
+) -> tuple[Outcome, PartitionCommit | None]:
+    """A partition's units (or pieces) in offset order: the contiguous prefix from its
+    committed end that finished, as one merged result and the commit naming its objects.
+    Objects are named as ranges that cover ``[start, end)`` in order (an object's range runs
+    from where the one before ended: offsets without records, a transaction's markers, are
+    inside one), so that the log's fold accepts them."""
+    first = group[0][0]
+    ref = partition_ref(first.tp)
+    start = state.end(ref)
+    cut = start
+    taken: list[UnitResult] = []
+    for unit, result in group:
+        done = result.committed if isinstance(result, UnitFailure) else result
+        if done is not None and done.start == cut and unit.start == cut:
+            taken.append(done)
+            cut = done.next_offset
+        if isinstance(result, UnitFailure) or cut < unit.stop:
+            break
+    written: list[ObjectWritten] = [o for r in taken for o in r.objects]
+    refs: list[ObjectRef] = []
+    at = start
+    for o in written:
+        refs.append(ObjectRef(o.key, at, o.last_offset, o.records, o.size, o.etag or ""))
+        at = o.last_offset + 1
+    end = start
+    if refs:  # the last object's range reaches the end of what its units read
+        end = max(cut, at)
+        refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
+    spent = total_requests(requests_of(r) for _, r in group)
+    result = UnitResult(
+        route_index=first.route_index,
+        tp=first.tp,
+        start=start,
+        next_offset=end,
+        records=sum(o.records for o in written),
+        bytes=sum(o.size for o in written),
+        objects=tuple(written),
+        seconds=max((r.seconds for r in taken), default=0.0),
+        skipped_records=sum(r.skipped_records for r in taken),
+        s3_retries=sum(r.s3_retries for r in taken),
+        s3_requests=spent,
+        tasks=len(group),
+    )
+    commit = PartitionCommit(ref, start, end, tuple(refs)) if refs else None
+    failures = [r for _, r in group if isinstance(r, UnitFailure)]
+    fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
+    failure = next(iter(fenced or failures), None)
+    if failure is not None:
+        if commit is not None:
+            return dataclasses.replace(failure, committed=result, s3_requests=S3Requests()), commit
+        return dataclasses.replace(failure, committed=None, s3_requests=spent), None
+    return result, commit

@@ -1,0 +1,474 @@
+"""`run` with commit_protocol=log (issue 37's wiring, experimental): real broker, real S3
+endpoint, real Spark.
+
+Every check reads the archive independently: the log's entries listed with boto3 and folded
+here by hand from their JSON (never our log codec), the objects they name read with json or
+pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is at offset
+``i // P`` of partition ``i % P`` (``produce``), so each record's offset is known from its id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from archive_helpers import KAFKA_ARCHIVE, cli, run_args
+from faultproxy import FaultProxy
+
+from kafka_archive.archiver.commands import session
+from kafka_archive.archiver.config.load import load_settings
+from kafka_archive.archiver.core.errors import FencedError
+from kafka_archive.archiver.spark.progress import NullProgress
+from kafka_archive.kcql import parse
+
+pytestmark = pytest.mark.integration
+
+P = 3
+LOG = "arch/.kafka-archive/log/"
+
+
+@pytest.fixture
+def log_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+
+
+@dataclass
+class Folded:
+    """The log folded by hand: each partition's end and named objects, the entries' kinds."""
+
+    kinds: list[str] = field(default_factory=list)
+    ends: dict[tuple[str, int], int] = field(default_factory=dict)
+    objects: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    holders: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+
+
+def entry_keys(s3: Any, bucket: str) -> list[str]:
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=LOG):
+        keys += [i["Key"] for i in page.get("Contents", []) if "/checkpoint/" not in i["Key"]]
+    return sorted(keys)
+
+
+def fold(s3: Any, bucket: str) -> Folded:
+    """Entries 1..n in order, each checked as a correct log must be: claims with growing
+    epochs, commits by the holder from each partition's end, objects tiling the range."""
+    out, epoch = Folded(), 0
+    for n, key in enumerate(entry_keys(s3, bucket), start=1):
+        assert key == f"{LOG}{n:020d}.json", "entries are numbered 1.. without a hole"
+        doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        assert doc["seq"] == n
+        writer = (doc["writer"]["run_id"], doc["writer"]["epoch"])
+        out.kinds.append(doc["kind"])
+        if doc["kind"] == "claim":
+            assert writer[1] > epoch
+            epoch = writer[1]
+            for c in doc["claims"]:
+                out.holders[(c["topic"], c["partition"])] = writer
+            continue
+        for c in doc["commits"]:
+            tp = (c["topic"], c["partition"])
+            assert out.holders.get(tp) == writer, "a commit by the claim's holder"
+            assert c["start"] == out.ends.get(tp, 0)
+            at = c["start"]
+            for o in c["objects"]:
+                assert o["first"] == at
+                at = o["last"] + 1
+            assert at == c["end"]
+            out.ends[tp] = c["end"]
+            out.objects.setdefault(tp, []).extend(c["objects"])
+    return out
+
+
+def ids_in(body: bytes, fmt: str) -> list[int]:
+    if fmt == "PARQUET":
+        return [int(i) for i in pq.read_table(io.BytesIO(body)).column("id").to_pylist()]
+    return [json.loads(line)["id"] for line in body.decode().splitlines()]
+
+
+def data_keys(s3: Any, bucket: str) -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/"):
+        keys |= {i["Key"] for i in page.get("Contents", []) if "/.kafka-archive/" not in i["Key"]}
+    return keys
+
+
+def assert_exactly_once(s3: Any, bucket: str, topic: str, produced: int, fmt: str) -> Folded:
+    """Every produced record in exactly one object the log names, inside the object's range;
+    each partition committed to its end; no object under the route the log does not name."""
+    folded = fold(s3, bucket)
+    seen: list[int] = []
+    for (t, partition), objects in folded.objects.items():
+        assert t == topic
+        for o in objects:
+            ids = ids_in(s3.get_object(Bucket=bucket, Key=o["key"])["Body"].read(), fmt)
+            assert len(ids) == o["records"]
+            for i in ids:
+                assert i % P == partition and o["first"] <= i // P <= o["last"], (o, i)
+            seen += ids
+    assert sorted(seen) == list(range(produced)), "every record exactly once"
+    assert folded.ends == {(topic, p): len(range(p, produced, P)) for p in range(P)}
+    named = {o["key"] for objects in folded.objects.values() for o in objects}
+    assert data_keys(s3, bucket) == named, "no object the log does not name"
+    return folded
+
+
+def listing(s3: Any, bucket: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        found.update({i["Key"]: i["ETag"] for i in page.get("Contents", [])})
+    return found
+
+
+@pytest.mark.parametrize("fmt", ["JSON", "PARQUET"])
+def test_log_mode_runs_twice_over_growing_topics_then_a_noop_writes_one_claim(
+    fmt: str,
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `{fmt}` WITH_FLUSH_COUNT = 7"
+    value = lambda i: {"id": i, "k": i % 2}  # noqa: E731
+
+    produce(name, 60, partitions=P, value=value)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    folded = assert_exactly_once(s3_client, bkt, name, 60, fmt)
+    assert folded.kinds == ["claim", "commit"]
+    assert not any("/.kafka-archive/state/" in k for k in listing(s3_client, bkt))
+
+    produce(name, 45, first=60, partitions=P, value=value)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    assert fold(s3_client, bkt).kinds == ["claim", "commit", "claim", "commit"]
+    assert_exactly_once(s3_client, bkt, name, 105, fmt)
+
+    before = listing(s3_client, bkt)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    after = listing(s3_client, bkt)
+    added = sorted(set(after) - set(before))
+    assert added == [f"{LOG}{5:020d}.json"], "a no-op rerun writes its claim and nothing else"
+    assert {k: after[k] for k in before} == before
+    assert fold(s3_client, bkt).kinds[-1] == "claim"
+
+
+class Stopped(Exception):
+    """Raised in the proxy's handler: the request is never forwarded."""
+
+
+class Trigger:
+    """Sends ``sig`` to a subprocess run's process group at its ``nth`` data PUT (an object,
+    not the log); SIGKILL drops that request, SIGSTOP lets it through."""
+
+    def __init__(self, sig: signal.Signals, nth: int) -> None:
+        self.sig, self.nth, self.seen = sig, nth, 0
+        self.fired = threading.Event()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def on_request(self, method: str, path: str, headers: dict[str, str]) -> bool:
+        key = path.split("?", 1)[0].split("/", 2)[-1]
+        if method != "PUT" or "/.kafka-archive/" in f"/{key}" or self.fired.is_set():
+            if self.fired.is_set() and self.sig is signal.SIGKILL:
+                raise Stopped(path)
+            return False
+        self.seen += 1
+        if self.seen == self.nth and self.process is not None:
+            self.fired.set()
+            os.killpg(self.process.pid, self.sig)
+            if self.sig is signal.SIGKILL:
+                raise Stopped(path)
+        return False
+
+
+@contextlib.contextmanager
+def subprocess_run(kcql: str, broker: str, endpoint: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A log-mode `kafka-archive run` in its own process group, what is left of it killed."""
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log",
+    }
+    command = [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", "local[2]"]
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+
+def test_sigkill_mid_job_then_a_rerun_is_exactly_once_and_vacuums_the_leftovers(
+    log_mode: None,
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = "
+    produce(name, 600, partitions=P)
+    trigger = Trigger(signal.SIGKILL, nth=6)
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.drop_response = trigger.on_request
+        with subprocess_run(kcql + "10", broker, proxy.url) as process:
+            trigger.process = process
+            process.wait(timeout=600)
+    assert trigger.fired.is_set(), "the run ended before its 6th object"
+    assert fold(s3_client, bkt).kinds == ["claim"], "killed in its Spark job: nothing committed"
+    leftovers = data_keys(s3_client, bkt)
+    assert len(leftovers) >= 5
+
+    # The rerun cuts other objects (another flush count), so most leftovers are at keys it
+    # never writes: only vacuum removes them (a grace of 1 s, by the store's clock).
+    time.sleep(2)
+    monkeypatch.setenv("KAFKA_ARCHIVE_LOG_VACUUM_GRACE_SECONDS", "1")
+    code, _, err = cli(capsys, *run_args(kcql + "13", broker, s3_endpoint))
+    assert code == 0, err
+    folded = assert_exactly_once(s3_client, bkt, name, 600, "JSON")
+    assert folded.kinds == ["claim", "claim", "commit"]
+    named = {o["key"] for objects in folded.objects.values() for o in objects}
+    assert leftovers - named, "some leftovers were at keys the rerun did not write"
+    assert not (leftovers - named) & data_keys(s3_client, bkt), "vacuumed"
+
+
+def test_a_stale_writer_resumed_after_another_run_committed_exits_18_and_commits_nothing(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 10"
+    produce(name, 600, partitions=P)
+    trigger = Trigger(signal.SIGSTOP, nth=3)
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.drop_response = trigger.on_request
+        with subprocess_run(kcql, broker, proxy.url) as stale:
+            trigger.process = stale
+            assert trigger.fired.wait(300), "the first run never wrote its 3rd object"
+            assert fold(s3_client, bkt).kinds == ["claim"]
+
+            code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+            assert code == 0, err
+            committed = fold(s3_client, bkt)
+            assert committed.kinds == ["claim", "claim", "commit"]
+
+            os.killpg(stale.pid, signal.SIGCONT)
+            assert stale.wait(timeout=300) == 18, stale.stderr.read() if stale.stderr else ""
+            assert stale.stderr is not None
+            err = stale.stderr.read().decode()
+    assert "Traceback" not in err
+    assert fold(s3_client, bkt).kinds == ["claim", "claim", "commit"], "the stale run never commits"
+    folded = fold(s3_client, bkt)
+    seen: list[int] = []
+    for objects in folded.objects.values():
+        for o in objects:
+            seen += ids_in(s3_client.get_object(Bucket=bkt, Key=o["key"])["Body"].read(), "JSON")
+    assert sorted(seen) == list(range(600)), "no record twice, none lost"
+
+
+def by_type(requests: list[tuple[str, str, str | None]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for method, path, _ in requests:
+        query = path.split("?", 1)[1] if "?" in path else ""
+        kind = "LIST" if method == "GET" and "list-type" in query else method
+        kind = "DeleteObjects" if method == "POST" and "delete" in query else kind
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("partitions", "records", "bound"),
+    [(P, 1200, 1.2), (24, 240, None)],  # 40 objects a partition; one object a partition
+    ids=["deep", "wide"],
+)
+def test_requests_per_object_log_mode_against_states_mode(
+    partitions: int,
+    records: int,
+    bound: float | None,
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same input archived by each protocol through a counting proxy: S3 requests per
+    object written, session included, by type (printed for the report)."""
+    name = topic(partitions=partitions)
+    produce(name, records, partitions=partitions)
+    per_object: dict[str, float] = {}
+    for protocol in ("states", "log"):
+        monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", protocol)
+        bkt = bucket()
+        kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 10"
+        with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+            code, _, err = cli(capsys, *run_args(kcql, broker, proxy.url))
+            requests = list(proxy.requests)
+        assert code == 0, err
+        objects = len(data_keys(s3_client, bkt))
+        assert objects == records // 10
+        per_object[protocol] = len(requests) / objects
+        with capsys.disabled():
+            print(
+                f"\n{protocol}: {len(requests)} requests, {objects} objects, "
+                f"{per_object[protocol]:.3f} per object, {sorted(by_type(requests).items())}"
+            )
+    if bound is not None:
+        assert per_object["log"] <= bound
+    assert per_object["log"] < per_object["states"]
+
+
+@pytest.mark.parametrize("fmt", ["JSON", "PARQUET"])
+def test_log_mode_refuses_partitionby_up_front_and_writes_nothing(
+    fmt: str,
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Objects of several PARTITIONBY groups open at once hold interleaved offsets, which a
+    log commit (objects tiling a range in order) cannot name yet: refused, exit 2, one line."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY k STOREAS `{fmt}`"
+    produce(name, 10, partitions=P, value=lambda i: {"id": i, "k": i % 2})
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 2
+    assert "commit_protocol=log" in err and "PARTITIONBY" in err and "Traceback" not in err
+    assert not [k for k in listing(s3_client, bkt) if not k.startswith("arch/.kafka-archive/probe")]
+
+
+def test_log_mode_refuses_a_target_with_partition_states_and_no_log(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON`"
+    produce(name, 10, partitions=P)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    before = listing(s3_client, bkt)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 2
+    assert "holds partition states and no commit log" in err and "Traceback" not in err
+    after = listing(s3_client, bkt)
+    assert not [k for k in set(after) - set(before) if "/.kafka-archive/probe" not in k]
+
+
+DAYS_AGO = int(time.time() * 1000) - 3 * 86_400_000  # (no tail is young: none held back)
+
+
+def test_a_follow_session_in_log_mode_claims_once_commits_one_entry_a_batch_and_is_fenced(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 7"
+    flags = {"bootstrap_servers": broker, "endpoint_url": s3_endpoint, "master": "local[2]"}
+    settings = load_settings(None, dict(os.environ), flags).settings
+    assert settings.commit_protocol == "log"
+    with session.session(settings, parse(kcql), NullProgress()) as archiver:
+        produce(name, 60, partitions=P, timestamp=DAYS_AGO)
+        archiver.batch(hold_tails=True).unwrap()
+        produce(name, 30, first=60, partitions=P, timestamp=DAYS_AGO)
+        archiver.batch(hold_tails=True).unwrap()
+        before = listing(s3_client, bkt)
+        archiver.batch(hold_tails=True).unwrap()  # nothing new: nothing written
+        assert listing(s3_client, bkt) == before
+        assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit"]
+        assert_exactly_once(s3_client, bkt, name, 90, "JSON")
+
+        # Another run claims the partitions and archives what is new: this session is fenced.
+        produce(name, 15, first=90, partitions=P, timestamp=DAYS_AGO)
+        code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+        assert code == 0, err
+        produce(name, 15, first=105, partitions=P, timestamp=DAYS_AGO)
+        with pytest.raises(FencedError):
+            archiver.batch(hold_tails=True).unwrap()
+    assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit", "claim", "commit"]
+    assert_exactly_once(s3_client, bkt, name, 105, "JSON")
+
+
+def test_states_mode_refuses_a_target_that_holds_a_commit_log(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Back in the default mode, a target archived in log mode has no states: a run would
+    start every partition again and write its objects a second time. Refused, exit 2."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 7"
+    produce(name, 30, partitions=P)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    before = listing(s3_client, bkt)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 2, err
+    assert "holds a commit log" in err and "Traceback" not in err
+    assert_exactly_once(s3_client, bkt, name, 30, "JSON")
+    after = listing(s3_client, bkt)
+    assert {k: v for k, v in after.items() if "/.kafka-archive/lock" not in k} == before

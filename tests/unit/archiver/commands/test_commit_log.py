@@ -1,0 +1,132 @@
+"""commit_protocol=log, the driver's pure part: a partition's units (or pieces) turned into
+one log commit (archiver.commands.commit_log._partition), and what is refused up front."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_archive import kcql
+from kafka_archive.archiver.commands.commit_log import _partition, refuse_unsupported
+from kafka_archive.archiver.config.settings import KafkaSettings, Settings
+from kafka_archive.archiver.core.errors import ConfigError, FencedError
+from kafka_archive.archiver.core.failure import TaskFailure, kind_of
+from kafka_archive.archiver.core.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.log import Entry, EntryKind, WriterId
+from kafka_archive.archiver.protocol.naming import partition_ref
+from kafka_archive.archiver.write.task import UnitFailure
+
+ROUTE = kcql.parse("INSERT INTO bkt:p SELECT * FROM t").routes[0]
+TP = TopicPartition("t", 0)
+ME = WriterId("run", 1)
+
+
+def claimed(end: int) -> core.LogState:
+    """A log where ME holds TP, committed up to ``end`` (by one object, when above 0)."""
+    ref = partition_ref(TP)
+    state = core.fold(core.LogState(), Entry(1, EntryKind.CLAIM, ME, claims=(ref,)))
+    if end:
+        obj = core.ObjectRef("k0", 0, end - 1, end, 1, "e")
+        commit = core.PartitionCommit(ref, 0, end, (obj,))
+        state = core.fold(state, Entry(2, EntryKind.COMMIT, ME, commits=(commit,)))
+    return state
+
+
+def piece(start: int, stop: int) -> WorkUnit:
+    return WorkUnit(0, ROUTE, TP, start, stop, "run", "job", "group", log_batch=1, epoch=1)
+
+
+def result(start: int, next_offset: int, objects: list[tuple[int, int]]) -> UnitResult:
+    written = tuple(
+        ObjectWritten(f"k{first}", first, last, last - first + 1, 10, etag=f"e{first}")
+        for first, last in objects
+    )
+    return UnitResult(0, TP, start, next_offset, len(written), 10, written, 0.0)
+
+
+@st.composite
+def pieces(draw: st.DrawFn) -> tuple[int, list[tuple[WorkUnit, UnitResult | UnitFailure]]]:
+    """A partition committed up to ``end``, then pieces from there, each with objects whose
+    records sit anywhere in the piece (offsets without records between and after them)."""
+    end = draw(st.integers(0, 50))
+    group: list[tuple[WorkUnit, UnitResult | UnitFailure]] = []
+    at = end
+    for _ in range(draw(st.integers(1, 4))):
+        stop = at + draw(st.integers(1, 40))
+        offsets = sorted(draw(st.sets(st.integers(at, stop - 1), max_size=8)))
+        cuts = sorted(draw(st.sets(st.sampled_from(offsets), max_size=3))) if offsets else []
+        objects, first = [], None
+        for o in offsets:
+            if first is None:
+                first = o
+            if o in cuts or o == offsets[-1]:
+                objects.append((first, o))
+                first = None
+        outcome: UnitResult | UnitFailure = result(at, stop, objects)
+        if draw(st.integers(0, 5)) == 0:
+            failure = TaskFailure(kind_of(FencedError), "fenced", None, TP, None)
+            outcome = UnitFailure(0, TP, failure)
+        group.append((piece(at, stop), outcome))
+        at = stop
+    return end, group
+
+
+@settings(deadline=None, max_examples=300)
+@given(pieces())
+def test_a_partitions_pieces_commit_their_contiguous_prefix_as_a_range_the_log_folds(
+    drawn: tuple[int, list[tuple[WorkUnit, UnitResult | UnitFailure]]],
+) -> None:
+    end, group = drawn
+    state = claimed(end)
+    merged, commit = _partition(group, state)
+    prefix = []
+    for _, outcome in group:
+        if isinstance(outcome, UnitFailure):
+            break
+        prefix.append(outcome)
+    written = [o for r in prefix for o in r.objects]
+    if not written:
+        assert commit is None
+        return
+    assert commit is not None
+    assert core.range_problem(end, commit) is None
+    assert core.commit_verdict(state, ME, [commit]) is core.Verdict.OK
+    core.fold(state, core.commit_entry(state, ME, [commit]))
+    assert [o.key for o in commit.objects] == [w.key for w in written]
+    for ref, w in zip(commit.objects, written, strict=True):
+        assert ref.first <= w.first_offset and w.last_offset <= ref.last  # records inside
+        assert ref.checksum == w.etag
+    assert commit.end == prefix[-1].next_offset
+    done = merged.committed if isinstance(merged, UnitFailure) else merged
+    assert done is not None and done.next_offset == commit.end
+
+
+def settings_with(**kwargs: object) -> Settings:
+    return dataclasses.replace(Settings(kafka=KafkaSettings("b:9092")), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k", "PARTITIONBY"),
+        ("INSERT INTO bkt:p SELECT * FROM t PROPERTIES('error.policy'='dead-letter')", "dead"),
+    ],
+)
+def test_what_log_mode_cannot_record_is_refused_with_one_line(text: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
+
+
+def test_a_plain_route_is_not_refused() -> None:
+    refuse_unsupported(
+        settings_with(commit_protocol="log"), kcql.parse("INSERT INTO bkt:p SELECT * FROM t")
+    )
+    with pytest.raises(ConfigError, match="allow-gaps"):
+        refuse_unsupported(
+            settings_with(commit_protocol="log", allow_gaps=True),
+            kcql.parse("INSERT INTO bkt:p SELECT * FROM t"),
+        )
