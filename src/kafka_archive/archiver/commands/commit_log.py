@@ -69,11 +69,12 @@ from kafka_archive.archiver.protocol.steps import (
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.read.migrate import migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
-from kafka_archive.kcql.plan import ErrorPolicy, Plan, Target
+from kafka_archive.kcql.plan import ErrorPolicy, Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -111,17 +112,31 @@ def refuse_unsupported(settings: Settings, plan: Plan) -> None:
         )
 
 
-def refuse_unmigrated(store: S3Store, target: Target, state: core.LogState) -> None:
-    """A target that holds partition states and no log entry: its progress is in the states,
-    which log mode does not read (exit 2). The one place the migration will replace."""
-    if state.seq:
-        return
-    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is not None:
-        raise ConfigError(
-            f"commit_protocol=log: s3://{target.bucket}/{target.prefix} holds partition states "
-            "and no commit log; migrating them is not wired yet",
-            hint="Run with commit_protocol=states (the default)",
-        )
+def migrate_states(
+    store: S3Store,
+    target: Target,
+    routes: Sequence[Route],
+    state: core.LogState,
+    *,
+    run_id: str,
+    job: str,
+) -> bool:
+    """A target that holds partition states and whose log commits nothing: its states become
+    the log's import (:func:`.read.migrate.migrate`: the migrated marker in the lock's place,
+    a claim, one import entry), once; True when the log may have changed (read it again).
+    A state run still holding the target's lease stops this one (exit 8): nothing written."""
+    if core.committed_any(state):
+        return False
+    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is None:
+        return False
+    done = migrate(store, target, routes, run_id=run_id, job=job)
+    log.info(
+        "s3://%s/%s: its partition states moved onto the commit log (%d partition(s) imported)",
+        target.bucket,
+        target.prefix,
+        done.partitions,
+    )
+    return True
 
 
 def refuse_logged(target: Target, keys: Iterable[str]) -> None:
@@ -168,13 +183,16 @@ class CommitLog:
         self.targets: dict[Target, TargetLog] = {}
         self.batches = 0
 
-    def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]]) -> int:
-        """At the session's start: each target's log read, the plan's partitions claimed,
-        vacuum; returns how many objects vacuum deleted."""
+    def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]], job: str) -> int:
+        """At the session's start: each target's log read (an archive of states migrated onto
+        it first), the plan's partitions claimed, vacuum; returns how many objects vacuum
+        deleted."""
         for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
             tl = TargetLog(target, BucketStore(self._s3, target.bucket), core.LogState())
             tl.state = drive(read_log(tl.head), tl.store)
-            refuse_unmigrated(self._s3, target, tl.state)
+            routes = [r for r in plan.routes if r.target == target]
+            if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
+                tl.read()
             self.targets[target] = tl
         self.claim(plan, partitions)
         return sum(self._vacuum(tl, plan) for tl in self.targets.values())

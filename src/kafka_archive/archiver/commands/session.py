@@ -496,7 +496,7 @@ def _log_session(archiver: Session, settings: Settings, plan: Plan) -> Iterator[
     target's log read and claimed, vacuum (:mod:`.commit_log`); no lock, fences or states."""
     commit_log.refuse_unsupported(settings, archiver.plan)
     archiver.commit_log = commit_log.CommitLog(archiver.store, settings, archiver.run_id)
-    archiver.commit_log.open(archiver.plan, archiver.partitions)
+    archiver.commit_log.open(archiver.plan, archiver.partitions, archiver.job)
     with driver.spark_on_demand(settings, f"kafka-archive {archiver.job}") as archiver.spark:
         aborted = jobs.abort_stale_uploads(archiver.store, plan.routes)
         if aborted:
