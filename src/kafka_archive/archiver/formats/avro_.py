@@ -21,6 +21,7 @@ from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import avsc, evolution
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.stamp import METADATA_KEY
 from kafka_archive.archiver.formats.structured import (
     ValueSchema,
     envelope_avro_schema,
@@ -48,9 +49,12 @@ class AvroWriter:
         registry: SchemaRegistry | None = None,
         user_schema: str | None = None,
         columns: str | None = None,
+        stamp: str | None = None,
     ) -> None:
         """``columns``: those the route's committed objects have (:mod:`.plan.columns`), the
-        types of the inferred fields values share with them."""
+        types of the inferred fields values share with them; ``stamp``: the writer's, into
+        the file metadata (:mod:`.stamp`)."""
+        self._metadata = {METADATA_KEY: stamp} if stamp is not None else None
         self._user = avsc.parsed(user_schema) if user_schema is not None else None
         self._registry = registry
         self._sink = sink
@@ -72,7 +76,7 @@ class AvroWriter:
     def _open(self, avro_schema: Any) -> Writer:
         if not isinstance(avro_schema, dict) or "__fastavro_parsed" not in avro_schema:
             avro_schema = fastavro.parse_schema(avro_schema)
-        writer = Writer(self._sink, avro_schema, codec=self._codec)
+        writer = Writer(self._sink, avro_schema, codec=self._codec, metadata=self._metadata)
         self._writer = writer
         return writer
 

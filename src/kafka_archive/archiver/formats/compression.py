@@ -3,8 +3,9 @@
 
 The object key ends with the format's extension plus ``.gz``, ``.bz2`` or ``.zst``
 (``000000000042.json.gz``), which is how readers (``cat``, ``verify``, Athena, Spark, DuckDB)
-know to decompress. gzip members carry no file name and a zero mtime, so a retried unit
-writes the same bytes. ``flush.size`` counts uncompressed bytes.
+know to decompress. gzip members carry a zero mtime and no file name, so a retried unit
+writes the same bytes; in commit_protocol=log the FNAME field carries the writer's stamp
+(:mod:`.stamp`), so each attempt's bytes are its own. ``flush.size`` counts uncompressed bytes.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ def extension(route: Route) -> str:
     return route.format.extension + SUFFIXES.get(codec_of(route), "")
 
 
-def compressing(sink: BinaryIO, codec: str) -> BinaryIO | None:
+def compressing(sink: BinaryIO, codec: str, stamp: str | None = None) -> BinaryIO | None:
     """A writer that compresses into ``sink`` (closing it leaves ``sink`` open); None for
-    ``none``."""
+    ``none``. ``stamp``: the gzip header's FNAME (the other codecs have no place for it)."""
     if codec == "gzip":
-        return cast(BinaryIO, gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0))
+        name = stamp.replace("/", "_") if stamp else ""  # (the header keeps a base name)
+        return cast(BinaryIO, gzip.GzipFile(filename=name, mode="wb", fileobj=sink, mtime=0))
     if codec == "bzip2":
         return cast(BinaryIO, bz2.BZ2File(sink, mode="wb"))
     if codec == "zstd":

@@ -20,6 +20,7 @@ from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import avsc
 from kafka_archive.archiver.formats import schema as schemas
 from kafka_archive.archiver.formats.base import BadRecordError
+from kafka_archive.archiver.formats.stamp import METADATA_KEY
 from kafka_archive.archiver.formats.structured import ValueSchema, envelope_row
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
 from kafka_archive.kcql.plan import RECORD_TIME_COLUMN, Envelope, Route
@@ -61,10 +62,13 @@ class ParquetWriter:
         user_schema: str | None = None,
         table_schema: str | None = None,
         columns: str | None = None,
+        stamp: str | None = None,
     ) -> None:
         """``table_schema``: an existing Iceberg table's columns (Avro JSON); ``columns``:
         those the route's committed objects have (:mod:`.plan.columns`); the types of the
-        inferred fields values share with them (:class:`.structured.ValueSchema`)."""
+        inferred fields values share with them (:class:`.structured.ValueSchema`);
+        ``stamp``: the writer's, into the file's key-value metadata (:mod:`.stamp`)."""
+        self._stamp = stamp
         self._user = user_schema
         self._registry = registry
         self._sink = sink
@@ -156,9 +160,13 @@ class ParquetWriter:
             return
         schema = self._arrow_schema()
         if self._writer is None:
+            stamped = schema
+            if self._stamp is not None:
+                meta = {**(schema.metadata or {}), METADATA_KEY.encode(): self._stamp.encode()}
+                stamped = schema.with_metadata(meta)
             self._writer = pq.ParquetWriter(
                 self._sink,
-                schema,
+                stamped,
                 compression=self._codec.upper() if self._codec != "none" else "NONE",
             )
         table = pa.Table.from_pylist(self._rows, schema=schema)

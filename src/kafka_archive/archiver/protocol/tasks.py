@@ -12,6 +12,12 @@ judged by and created again; one the log names means a newer run committed the p
 (exit 18); any other (a sibling attempt of this batch, a writer the log does not fence)
 fails the unit. A found object is never adopted.
 
+Each attempt's objects differ from every other attempt's (issue 37: S3's ETag of a PUT is
+the MD5 of its bytes, so a DELETE If-Match judged on a dead attempt's object would also
+remove the same bytes created again at its key): :class:`Stamp`, the writer's run, epoch and
+attempt, goes into the bytes where the format has a place readers ignore
+(:func:`.formats.stamp.has_place`), else into the key (:func:`.writer.attempt_key`).
+
 Attempts are numbered by the batch and Spark's ``TaskContext.taskAttemptId()`` (unique in
 the session's SparkContext; ``attemptNumber()`` repeats from batch to batch and job to job):
 ``batch << 40 | id``.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver.core.errors import FencedError, StateConflictError
@@ -30,7 +37,7 @@ from kafka_archive.archiver.protocol.log import PartitionRef, WriterId
 from kafka_archive.archiver.protocol.naming import log_head, partition_ref
 from kafka_archive.archiver.protocol.s3 import BucketStore
 from kafka_archive.archiver.protocol.steps import drive, read_log
-from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.protocol.writer import attempt_key, object_writer
 from kafka_archive.archiver.store.s3 import ObjectHead, PreconditionFailed, S3Store
 
 BATCH_SHIFT = 40
@@ -63,6 +70,24 @@ class EarlierBatches:
 
     def __contains__(self, attempt: object) -> bool:
         return isinstance(attempt, int) and attempt >> BATCH_SHIFT < self._batch
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What makes an attempt's objects its own: its writer's run and epoch, and its number."""
+
+    run_id: str
+    epoch: int
+    attempt: int
+
+    @property
+    def text(self) -> str:
+        """What the bytes carry (Parquet or Avro file metadata, the gzip header's FNAME)."""
+        return f"{self.run_id}.e{self.epoch}a{self.attempt}"
+
+    def key(self, planned: str) -> str:
+        """The attempt's own key for ``planned`` (formats with no place in the bytes)."""
+        return attempt_key(planned, self.epoch, self.attempt)
 
 
 def object_metadata(me: WriterId, attempt: int, ref: PartitionRef) -> dict[str, str]:
@@ -129,6 +154,7 @@ class LogFencing:
         self._attempt = attempt_number(unit.log_batch)
         self._ref = partition_ref(unit.tp)
         self._metadata = object_metadata(self._me, self._attempt, self._ref)
+        self.stamp = Stamp(unit.run_id, unit.epoch, self._attempt)
         _watch_creates(store)
 
     def check(self) -> None:

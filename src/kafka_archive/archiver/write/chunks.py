@@ -70,7 +70,9 @@ class ChunkSet:
         self._grouped = bool(unit.route.partition_by) or self._layout.uses_time
         # One object open at a time: written into memory, not the spool.
         in_memory = memory and not self._grouped
-        self._objects = Objects(unit, store, spool_dir, registry, part_bytes, in_memory)
+        self._objects = Objects(
+            unit, store, spool_dir, registry, part_bytes, in_memory, self.lifecycle.stamp
+        )
         self._uploads = Uploads(unit.route.target.bucket, store, self.lifecycle)
         # In least recently written order: at most ``max_open`` open at once (each holds a
         # spool file descriptor and its writer's buffers), the oldest rolled to make room.
@@ -217,7 +219,7 @@ class ChunkSet:
     def _open_chunk(
         self, offset: int, timestamp: int | None, values: tuple[str | None, ...]
     ) -> OpenChunk:
-        key = self._layout.key(self._unit.tp, offset, values)
+        key = self._objects.key(self._layout.key(self._unit.tp, offset, values))
         chunk = self._objects.open(key, offset, timestamp)
         self.lifecycle.open(key)
         self._open[values] = chunk

@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.core.model import ObjectWritten, WorkUnit
-from kafka_archive.archiver.protocol.tasks import LogFencing
+from kafka_archive.archiver.protocol.tasks import LogFencing, Stamp
 from kafka_archive.archiver.read.listing import partition_objects
 from kafka_archive.archiver.state import checkpoint, pending
 from kafka_archive.archiver.state.fencing import UnitFencing
@@ -110,6 +110,11 @@ class Lifecycle:
         self._uploaded: list[str] = []  # data objects, in upload order
         self._committed = False  # a unit commits once, at its end
         self.committed_markers: tuple[str, ...] = ()  # stale once committed
+
+    @property
+    def stamp(self) -> Stamp | None:
+        """What makes this attempt's objects its own (commit_protocol=log; else None)."""
+        return self._fencing.stamp if isinstance(self._fencing, LogFencing) else None
 
     @property
     def commits_here(self) -> bool:

@@ -8,6 +8,10 @@ A chunk is written into memory when the unit has one open at a time (no PARTITIO
 time in the layout: :class:`~.store.streaming.MemoryUpload`, its parts sent while it is
 written once it outgrows one part), else into a local spool file (many may be open at
 once: memory stays flat).
+
+Under commit_protocol=log each attempt's objects are its own (:class:`.protocol.tasks.Stamp`):
+the stamp goes into the bytes where the format has a place (:mod:`.formats.stamp`), else
+:meth:`Objects.key` gives the attempt's own key.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from kafka_archive.archiver.core.record import Record
 from kafka_archive.archiver.formats import compression, schema
 from kafka_archive.archiver.formats.base import BatchWriter, FormatWriter, WriterFactory
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
+from kafka_archive.archiver.formats.stamp import has_place
 from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.kafka.schema_registry import SchemaRegistry
+from kafka_archive.archiver.protocol.tasks import Stamp
 from kafka_archive.archiver.store.s3 import PART_SIZE, S3Store
 from kafka_archive.archiver.store.streaming import MemoryUpload, StreamingUpload
 from kafka_archive.archiver.write import flush
+from kafka_archive.kcql.plan import Format
 
 # Small: with PARTITIONBY many chunks are open at once, each with its own buffer.
 _SPOOL_BUFFER = 64 * 1024
@@ -82,16 +89,21 @@ class Objects:
         registry: SchemaRegistry | None,
         part_bytes: int | None,
         in_memory: bool,
+        stamp: Stamp | None = None,
     ) -> None:
-        """``in_memory``: write each object into memory (the unit has one open at a time)."""
+        """``in_memory``: write each object into memory (the unit has one open at a time);
+        ``stamp``: the attempt's (commit_protocol=log; None: the bytes and keys as planned)."""
         self._unit = unit
         self._store = store
         self._spool_dir = spool_dir
         self._registry = registry
         self._part_bytes = part_bytes
         self._in_memory = in_memory
-        self._factory = _factory_of(unit)
         self._codec = compression.codec_of(unit.route)
+        in_bytes = stamp is not None and has_place(unit.route)
+        self._stamp = stamp.text if stamp is not None and in_bytes else None
+        self._keyed = stamp if stamp is not None and not in_bytes else None
+        self._factory = _factory_of(unit, self._stamp)
         blocks = unit.route.codecs.gzip_block_bytes
         self._block_bytes = int(blocks) if blocks else None
 
@@ -99,6 +111,11 @@ class Objects:
     def blocked(self) -> bool:
         """Whether objects are gzip blocks with an index (written record by record)."""
         return self._block_bytes is not None
+
+    def key(self, planned: str) -> str:
+        """The key of the object planned at ``planned``: the attempt's own when its stamp
+        has no place in the bytes, else ``planned``."""
+        return self._keyed.key(planned) if self._keyed is not None else planned
 
     def open(self, key: str, offset: int, timestamp: int | None) -> OpenChunk:
         """A new, empty object at ``key`` whose first record is at ``offset``."""
@@ -122,7 +139,7 @@ class Objects:
         if self._block_bytes is not None:
             compressor = cast(BinaryIO, BlockGzipSink(file, self._block_bytes))
         else:
-            compressor = compression.compressing(file, self._codec)
+            compressor = compression.compressing(file, self._codec, self._stamp)
         writer = self._factory(compressor or file, self._unit.route, self._registry)
         return OpenChunk(key, offset, timestamp, path, file, writer, compressor, upload)
 
@@ -197,9 +214,13 @@ def release(
         path.unlink(missing_ok=True)
 
 
-def _factory_of(unit: WorkUnit) -> WriterFactory:
-    """The route's writer, seeded with the schema the unit was given, if any."""
+def _factory_of(unit: WorkUnit, stamp: str | None) -> WriterFactory:
+    """The route's writer, seeded with the schema the unit was given, if any, and the
+    stamp for its bytes (AVRO, PARQUET)."""
     factory = writer_for(unit.route.format)
+    if stamp is not None and unit.route.format in (Format.AVRO, Format.PARQUET):
+        stamped: Any = factory
+        factory = cast(WriterFactory, functools.partial(stamped, stamp=stamp))
     if unit.value_schema is not None:  # 'avro.schema.file' (AVRO, PARQUET: KCQL checks)
         structured: Any = factory
         return cast(WriterFactory, functools.partial(structured, user_schema=unit.value_schema))
