@@ -10,6 +10,7 @@ pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is at o
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -487,3 +488,126 @@ def test_states_mode_refuses_a_target_that_holds_a_commit_log(
     assert_exactly_once(s3_client, bkt, name, 30, "JSON")
     after = listing(s3_client, bkt)
     assert {k: v for k, v in after.items() if "/.kafka-archive/lock" not in k} == before
+
+
+def first_of(key: str) -> str:
+    """The key up to the end of its first offset (what `cat` seeks by)."""
+    folder, _, name = key.rpartition("/")
+    return f"{folder}/{name.split('.')[0]}"
+
+
+def read_ids(body: bytes, key: str, fmt: str) -> list[int]:
+    return ids_in(gzip.decompress(body) if key.endswith(".gz") else body, fmt)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "props", "stamped"),
+    [("JSON", "", False), ("PARQUET", "", True), ("JSON", "'store.compression'='gzip'", True)],
+    ids=["json", "parquet", "json-gzip"],
+)
+def test_a_late_delete_of_a_fenced_writer_s_object_never_removes_what_the_rerun_committed(
+    fmt: str,
+    props: str,
+    stamped: bool,
+    log_mode: None,
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 37's identical-bytes hole. A fenced writer's objects sit at the keys the next
+    run plans, with the very bytes an unstamped attempt writes there (a states-mode run's,
+    into another bucket); the run deletes them If-Match and creates its own; then a DELETE
+    If-Match on each old ETag lands (the late one of a straggler). Stamped formats: the
+    run's object at that key has another ETag, the DELETE is refused; the others: the run
+    wrote at keys of its attempt's own. Either way every record stays committed once."""
+    name, bkt, reference = topic(partitions=P), bucket(), bucket()
+    extra = f" PROPERTIES({props})" if props else ""
+    statement = "INSERT INTO {} SELECT * FROM {} STOREAS `{}` WITH_FLUSH_COUNT = 5{}"
+    kcql = statement.format(f"{bkt}:arch", name, fmt, extra)
+
+    # The fenced writer: a run that claimed the (empty) partitions and wrote nothing yet.
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    assert fold(s3_client, bkt).kinds == ["claim"]
+    first = json.loads(
+        s3_client.get_object(Bucket=bkt, Key=entry_keys(s3_client, bkt)[0])["Body"].read()
+    )
+    fenced = first["writer"]
+
+    produce(name, 30, partitions=P, value=lambda i: {"id": i})
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    code, _, err = cli(
+        capsys,
+        *run_args(statement.format(f"{reference}:arch", name, fmt, extra), broker, s3_endpoint),
+    )
+    assert code == 0, err
+    planted: dict[str, str] = {}
+    for key in data_keys(s3_client, reference):
+        body = s3_client.get_object(Bucket=reference, Key=key)["Body"].read()
+        partition = read_ids(body, key, fmt)[0] % P
+        meta = {
+            "run-id": fenced["run_id"],
+            "epoch": str(fenced["epoch"]),
+            "attempt": "7",
+            "route": name,
+            "topic": name,
+            "partition": str(partition),
+        }
+        put = s3_client.put_object(Bucket=bkt, Key=key, Body=body, Metadata=meta)
+        planted[key] = put["ETag"]
+    assert len(planted) == 6
+
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    folded = fold(s3_client, bkt)
+    assert folded.kinds == ["claim", "claim", "commit"]
+    named = {o["key"]: o for objects in folded.objects.values() for o in objects}
+    etags = listing(s3_client, bkt)
+    for key, etag in planted.items():  # the late DELETEs, judged on the fenced writer's objects
+        with contextlib.suppress(s3_client.exceptions.ClientError):
+            s3_client.delete_object(Bucket=bkt, Key=key, IfMatch=etag)
+    seen: list[int] = []
+    for key, o in named.items():
+        ids = read_ids(s3_client.get_object(Bucket=bkt, Key=key)["Body"].read(), key, fmt)
+        assert len(ids) == o["records"]
+        assert all(o["first"] <= i // P <= o["last"] for i in ids)
+        seen += ids
+    assert sorted(seen) == list(range(30)), "every record in exactly one committed object"
+    assert data_keys(s3_client, bkt) == set(named), "what is left is what the log names"
+
+    if stamped:  # the same keys, other bytes
+        assert set(named) == set(planted)
+        assert all(etags[k] != planted[k] for k in planted), "each attempt's bytes its own"
+    else:  # the attempt's own keys, each starting with the first offset the planned one has
+        assert not set(named) & set(planted)
+        assert {first_of(k) for k in named} == {first_of(k) for k in planted}
+
+    # `cat` finds an offset from the log's objects (the first offset their keys start with).
+    code, out, err = cli(
+        capsys,
+        "cat",
+        "--from",
+        f"{bkt}:arch",
+        "--topic",
+        name,
+        "--partition",
+        "1",
+        "--offset",
+        "6",
+        "--count",
+        "2",
+        "--kcql",
+        kcql,
+        "--endpoint-url",
+        s3_endpoint,
+    )
+    assert code == 0, err
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert [p["offset"] for p in printed] == [6, 7]
