@@ -611,3 +611,7 @@ def test_a_late_delete_of_a_fenced_writer_s_object_never_removes_what_the_rerun_
     assert code == 0, err
     printed = [json.loads(line) for line in out.splitlines()]
     assert [p["offset"] for p in printed] == [6, 7]
+
+    # `verify` finds each object the log names in the listing (no hole, no leftover).
+    code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command="verify"))
+    assert code == 0, out + err

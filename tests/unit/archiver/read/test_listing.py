@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kafka_archive import kcql
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.partition.keys import object_key
+from kafka_archive.archiver.protocol.writer import attempt_key
 from kafka_archive.archiver.read.decoding import StoredRecord
 from kafka_archive.archiver.read.display import document
-from kafka_archive.archiver.read.listing import parse_location
+from kafka_archive.archiver.read.listing import list_partition_objects, parse_location, planned_key
 from kafka_archive.archiver.read.seek import FoundRecord
 from kafka_archive.kcql.plan import Format, Target
 
@@ -51,3 +56,26 @@ def test_values_are_printed_as_json_text_or_base64(
     stored = StoredRecord(value, raw, value)
     line = document(FoundRecord(TopicPartition("t", 0), 5, True, stored, fmt, "k"))
     assert (line["value"], line["value_encoding"]) == shown
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    offset=st.integers(0, 10**11),
+    epoch=st.integers(1, 10**6),
+    attempt=st.integers(0, 2**62),
+    fmt=st.sampled_from(["JSON", "CSV", "TEXT", "BYTES"]),
+    codec=st.sampled_from(["none", "bzip2", "zstd"]),
+)
+def test_an_attempt_s_own_key_is_listed_at_its_first_offset(
+    offset: int, epoch: int, attempt: int, fmt: str, codec: str
+) -> None:
+    """commit_protocol=log writes formats with no place for a stamp at keys of the attempt's
+    own: the listing (verify) still reads their partition and first offset from them."""
+    text = f"INSERT INTO bkt:arch SELECT * FROM t STOREAS `{fmt}` "
+    route = kcql.parse(text + f"PROPERTIES('store.compression'='{codec}')").routes[0]
+    tp = TopicPartition("t", 3)
+    planned = object_key(route, tp, offset)
+    own = attempt_key(planned, epoch, attempt)
+    assert own != planned and planned_key(own) == planned and planned_key(planned) == planned
+    listed = list_partition_objects(None, route, keys=[(own, 10)])  # type: ignore[arg-type]
+    assert [(o.start_offset, o.key) for o in listed[tp]] == [(offset, own)]
