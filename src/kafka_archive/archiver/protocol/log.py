@@ -105,12 +105,16 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class PartitionCommit:
-    """A partition's committed range moving from `start` to `end` by `objects` (in order)."""
+    """A partition's committed range moving from `start` to `end` by `objects`: in order,
+    each one's range running from where the one before ended (`tiled`), or else objects
+    whose offsets interleave within the range (PARTITIONBY, time layouts: several objects
+    of a partition open at once), each one's [first, last] its first and last record."""
 
     ref: PartitionRef
     start: int
     end: int
     objects: tuple[ObjectRef, ...]
+    tiled: bool = True
 
 
 Gaps = tuple[tuple[int, int], ...]
@@ -317,6 +321,8 @@ def encode_entry(entry: Entry) -> bytes:
                     "start": c.start,
                     "end": c.end,
                     "objects": [_object_json(o) for o in c.objects],
+                    # Only where objects interleave, so that tiled commits encode as before.
+                    **({} if c.tiled else {"tiled": False}),
                 }
                 for c in entry.commits
             ],
@@ -356,6 +362,7 @@ def decode_entry(data: bytes) -> Entry:
                     int(c["start"]),
                     int(c["end"]),
                     tuple(_object(o) for o in c["objects"]),
+                    tiled=bool(c.get("tiled", True)),
                 )
                 for c in doc["commits"]
             ),
