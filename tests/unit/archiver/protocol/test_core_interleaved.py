@@ -74,9 +74,7 @@ def test_an_interleaved_commit_is_refused_when_it_cannot_be_right(
     commit: PartitionCommit, problem: str
 ) -> None:
     start = commit.start if "committed end" not in problem else 0
-    assert problem in (core.range_problem(start, commit) or ""), core.range_problem(
-        start, commit
-    )
+    assert problem in (core.range_problem(start, commit) or ""), core.range_problem(start, commit)
 
 
 def test_a_tiled_commit_keeps_the_in_order_check() -> None:
