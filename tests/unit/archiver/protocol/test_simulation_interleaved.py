@@ -71,7 +71,7 @@ def test_an_interleaved_seed_replays_exactly() -> None:
 def _archived() -> tuple[MemStore, Checker]:
     """Entry 1 claims, entry 2 commits [0, 7) of two groups' objects; offset 3 never had."""
     store = MemStore()
-    source = GroupedKafka({REF: 7}, 6)
+    source = GroupedKafka({REF: 7}, 7)
     w = Writer(PREFIX, "run-1", [REF], source, clock=lambda: store.now, groups=source)
     w.batch_objects = 5
     drive(w.session(), store)
