@@ -2,6 +2,8 @@
 objects of a partition open at once), marked ``tiled=False``; tiled commits keep the
 stronger in-order check."""
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     Entry,
     EntryKind,
+    LogFormatError,
     ObjectRef,
     PartitionCommit,
     PartitionRef,
@@ -117,3 +120,20 @@ def test_a_tiled_commit_encodes_as_before() -> None:
 def _claimed() -> tuple[core.LogState, WriterId]:
     e = core.claim_entry(core.LogState(), "w", [P0])
     return core.fold(core.LogState(), e), e.writer
+
+
+def test_an_interleaved_commit_is_refused_by_older_readers_with_upgrade_it() -> None:
+    """Readers up to format version 2 know no ``tiled`` and would fold it as tiled: an entry
+    with an untiled commit is version 3, which they refuse with "upgrade it"."""
+    untiled = Entry(
+        3, EntryKind.COMMIT, WriterId("w", 1), commits=(interleaved(0, 2, ob("a", [0])),)
+    )
+    assert json.loads(encode_entry(untiled))["version"] == 3
+    doc = json.loads(encode_entry(untiled))
+    doc["version"] = 4
+    with pytest.raises(LogFormatError, match="upgrade"):
+        decode_entry(json.dumps(doc).encode())
+    tiled = Entry(
+        3, EntryKind.COMMIT, WriterId("w", 1), commits=(PartitionCommit(P0, 0, 1, (ob("a", [0]),)),)
+    )
+    assert json.loads(encode_entry(tiled))["version"] == 1
