@@ -94,10 +94,6 @@ def refuse_unsupported(settings: Settings, plan: Plan) -> None:
     for route in plan.routes:
         if route.iceberg is not None:
             why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.partition_by or layout_for(route).uses_time:
-            # Several objects open at once hold interleaved offsets; a commit's objects must
-            # tile its range in order (core.range_problem).
-            why = f"{route.topic}: PARTITIONBY and time layouts are not wired to the log yet"
         elif route.codecs.gzip_block_bytes:
             why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
         elif route.error_policy is ErrorPolicy.DEAD_LETTER:
@@ -406,6 +402,13 @@ def _checkpoint(head: str, state: core.LogState) -> Steps[None]:
 # -- a partition's results -------------------------------------------------------------------
 
 
+def interleaved(route: Route) -> bool:
+    """Whether a route's objects of a partition may interleave (PARTITIONBY, time layouts:
+    one object open per group), so that its commits name them untiled."""
+    layout = layout_for(route)
+    return bool(layout.fields or layout.times)
+
+
 def _partition(
     group: list[tuple[WorkUnit, Outcome]], state: core.LogState
 ) -> tuple[Outcome, PartitionCommit | None]:
@@ -428,14 +431,23 @@ def _partition(
             break
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     refs: list[ObjectRef] = []
-    at = start
-    for o in written:
-        refs.append(ObjectRef(o.key, at, o.last_offset, o.records, o.size, o.etag or ""))
-        at = o.last_offset + 1
     end = start
-    if refs:  # the last object's range reaches the end of what its units read
-        end = max(cut, at)
-        refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
+    if interleaved(first.route):
+        # Several objects open at once (one per group): each named by its own first and last
+        # record, the range [start, cut) as far as the units read.
+        refs = [
+            ObjectRef(o.key, o.first_offset, o.last_offset, o.records, o.size, o.etag or "")
+            for o in written
+        ]
+        end = cut if refs else start
+    else:
+        at = start
+        for o in written:
+            refs.append(ObjectRef(o.key, at, o.last_offset, o.records, o.size, o.etag or ""))
+            at = o.last_offset + 1
+        if refs:  # the last object's range reaches the end of what its units read
+            end = max(cut, at)
+            refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
     spent = total_requests(requests_of(r) for _, r in group)
     result = UnitResult(
         route_index=first.route_index,
@@ -451,7 +463,8 @@ def _partition(
         s3_requests=spent,
         tasks=len(group),
     )
-    commit = PartitionCommit(ref, start, end, tuple(refs)) if refs else None
+    tiled = not interleaved(first.route)
+    commit = PartitionCommit(ref, start, end, tuple(refs), tiled=tiled) if refs else None
     failures = [r for _, r in group if isinstance(r, UnitFailure)]
     fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
     failure = next(iter(fenced or failures), None)

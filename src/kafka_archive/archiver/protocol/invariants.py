@@ -45,6 +45,8 @@ class Checker:
     retired: dict[str, tuple[str, float]] = field(default_factory=dict)
     removed_seen: dict[PartitionRef, frozenset[int]] = field(default_factory=dict)
     grace: float = 60.0
+    # Objects interleave (PARTITIONBY): offsets for which this is False Kafka never had.
+    never_had: Callable[[int], bool] | None = None
 
     def check(self) -> None:
         """Checks what changed in the store since the last call (all of it, the first time)."""
@@ -127,6 +129,9 @@ class Checker:
         removed by a rewrite, never both (read from the bodies; objects checked before stay
         as they were, by invariant 3; a rewritten partition is read again). A removed offset
         stays recorded removed: it never comes back."""
+        if self.never_had is not None:
+            self._interleaved_coverage(self.never_had)
+            return
         for ref, st in self.state.partitions.items():
             removed = frozenset(x for r in st.removed for x in range(r.first, r.last + 1))
             if not self.removed_seen.get(ref, frozenset()) <= removed:
@@ -149,6 +154,40 @@ class Checker:
             if any(x not in removed for x in range(at, st.end)):
                 raise Violation(f"{ref}: committed objects end at {at}, committed end {st.end}")
             self.covered[ref] = (at, len(st.objects))
+
+    def _interleaved_coverage(self, had: Callable[[int], bool]) -> None:
+        """Objects that interleave: every offset below the committed end that Kafka had in
+        exactly one committed object, each object's offsets inside its [first, last] and
+        counted by its records (read from the bodies)."""
+        for ref, st in self.state.partitions.items():
+            seen: dict[int, str] = {}
+            for o in st.objects:
+                raw = self.store.raw(o.key)
+                assert raw is not None
+                offsets = json.loads(raw[1])["offsets"]
+                if not offsets or offsets[0] != o.first or offsets[-1] != o.last:
+                    raise Violation(
+                        f"{ref}: object {o.key} holds {span(offsets)}, named as "
+                        f"[{o.first}, {o.last}]"
+                    )
+                if len(offsets) != o.records:
+                    raise Violation(
+                        f"{ref}: object {o.key} holds {len(offsets)} records, "
+                        f"named with {o.records}"
+                    )
+                for x in offsets:
+                    if x in seen:
+                        raise Violation(f"{ref}: offset {x} in {seen[x]} and {o.key}")
+                    seen[x] = o.key
+            missing = [x for x in range(st.end) if had(x) and x not in seen]
+            if missing:
+                raise Violation(
+                    f"{ref}: offsets {span(missing)} below the committed end "
+                    f"{st.end} in no committed object"
+                )
+            beyond = sorted(x for x in seen if x >= st.end)
+            if beyond:
+                raise Violation(f"{ref}: offsets {span(beyond)} committed at or beyond {st.end}")
 
     def _rewrite(self, before: core.LogState, entry: Entry, at: float) -> None:
         """A rewrite entry (folded): its replaced objects retire (readable until the grace

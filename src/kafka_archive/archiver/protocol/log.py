@@ -14,7 +14,9 @@ A rewrite entry (compact, erase, expire: issue 38) replaces committed objects of
 by new ones and records the offsets it removes, by reason and when (never an erased key).
 Documents that carry rewrites are format version 2; the others stay version 1, so a log
 that was never rewritten stays readable by a reader of version 1, and one that was is
-refused by it with "upgrade it" (it would not know which objects are replaced).
+refused by it with "upgrade it" (it would not know which objects are replaced). Entries
+with a commit whose objects interleave (``tiled`` false: PARTITIONBY) are version 3, so a
+reader of version 2, which would check them as tiled, says "upgrade it" too.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-FORMAT_VERSION = 2  # the newest this reads and writes
+FORMAT_VERSION = 3  # the newest this reads and writes
+_REWRITE_VERSION = 2  # documents with rewrites (issue 38)
 _PLAIN_VERSION = 1  # documents without rewrites: readable by every version
 LOG_DIR = ".kafka-archive/log/"
 CHECKPOINT_DIR = "checkpoint/"
@@ -105,12 +108,16 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class PartitionCommit:
-    """A partition's committed range moving from `start` to `end` by `objects` (in order)."""
+    """A partition's committed range moving from `start` to `end` by `objects`: in order,
+    each one's range running from where the one before ended (`tiled`), or else objects
+    whose offsets interleave within the range (PARTITIONBY, time layouts: several objects
+    of a partition open at once), each one's [first, last] its first and last record."""
 
     ref: PartitionRef
     start: int
     end: int
     objects: tuple[ObjectRef, ...]
+    tiled: bool = True
 
 
 Gaps = tuple[tuple[int, int], ...]
@@ -306,7 +313,13 @@ def encode_entry(entry: Entry) -> bytes:
     return _dump(
         {
             **extra,
-            "version": FORMAT_VERSION if rewrites else _PLAIN_VERSION,
+            "version": (
+                FORMAT_VERSION
+                if any(not c.tiled for c in entry.commits)
+                else _REWRITE_VERSION
+                if rewrites
+                else _PLAIN_VERSION
+            ),
             "seq": entry.seq,
             "kind": entry.kind.value,
             "writer": _writer_json(entry.writer),
@@ -317,6 +330,8 @@ def encode_entry(entry: Entry) -> bytes:
                     "start": c.start,
                     "end": c.end,
                     "objects": [_object_json(o) for o in c.objects],
+                    # Only where objects interleave, so that tiled commits encode as before.
+                    **({} if c.tiled else {"tiled": False}),
                 }
                 for c in entry.commits
             ],
@@ -356,6 +371,7 @@ def decode_entry(data: bytes) -> Entry:
                     int(c["start"]),
                     int(c["end"]),
                     tuple(_object(o) for o in c["objects"]),
+                    tiled=bool(c.get("tiled", True)),
                 )
                 for c in doc["commits"]
             ),
@@ -375,7 +391,7 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
     rewritten = any(st.rewritten for st in cp.partitions.values())
     return _dump(
         {
-            "version": FORMAT_VERSION if rewritten else _PLAIN_VERSION,
+            "version": _REWRITE_VERSION if rewritten else _PLAIN_VERSION,
             "seq": cp.seq,
             "max_epoch": cp.max_epoch,
             "partitions": [

@@ -61,7 +61,7 @@ from kafka_archive.archiver.protocol.steps import (
     drive,
     execute,
 )
-from kafka_archive.archiver.protocol.writer import MUTATIONS, Attempt, Writer
+from kafka_archive.archiver.protocol.writer import GROUPED_MUTATIONS, MUTATIONS, Attempt, Writer
 
 PREFIX = "archive/t"
 
@@ -123,6 +123,44 @@ class Kafka:
 
 
 @dataclass
+class GroupedKafka(Kafka):
+    """The source of a PARTITIONBY route: each chunk of about `size` offsets cut into one
+    object per group (`groups`; an offset's group is fixed by the record, as a field's value
+    is), so a partition's objects interleave. Offsets with ``offset % 5 == 3`` Kafka never
+    had (a transaction's markers): in no object; the high never ends on one (a marker is
+    seen with the record after it), so every chunk holds a record."""
+
+    groups: int = 2
+
+    def had(self, offset: int) -> bool:
+        return offset % 5 != 3
+
+    def high(self, ref: PartitionRef) -> int:
+        h = self.highs[ref]
+        return h - 1 if h > 0 and not self.had(h - 1) else h
+
+    def group(self, ref: PartitionRef, offset: int) -> int:
+        return (offset + offset // 4 + ref.partition) % self.groups
+
+    def cut_groups(
+        self, ref: PartitionRef, first: int, high: int
+    ) -> tuple[int, tuple[tuple[str, int, int, int, bytes], ...]]:
+        last = min(first + self.size, high) - 1
+        while not any(self.had(x) for x in range(first, last + 1)) and last + 1 < high:
+            last += 1
+        by_group: dict[int, list[int]] = {}
+        for x in range(first, last + 1):
+            if self.had(x):
+                by_group.setdefault(self.group(ref, x), []).append(x)
+        cuts = []
+        for g, offsets in sorted(by_group.items()):
+            key = f"{self.prefix}/{ref.topic}/g{g}/{ref.partition}/{offsets[0]:020d}.json"
+            body = json.dumps({"partition": ref.partition, "offsets": offsets})
+            cuts.append((key, offsets[0], offsets[-1], len(offsets), body.encode()))
+        return last, tuple(cuts)
+
+
+@dataclass
 class _Live:
     """A run's driver (its session), or an attempt it launched (an executor of its own)."""
 
@@ -157,8 +195,15 @@ class Result:
 
 
 class Simulation:
-    def __init__(self, seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250):
+    def __init__(
+        self,
+        seed: int,
+        mutations: frozenset[str] = frozenset(),
+        steps: int = 250,
+        interleaved: bool = False,
+    ):
         self.seed = seed
+        self.interleaved = interleaved  # a PARTITIONBY route: objects of two groups interleave
         self.rng = random.Random(seed)
         self.mutations = mutations
         self.max_steps = steps
@@ -166,7 +211,10 @@ class Simulation:
         self.store = MemStore(self.faults)
         self.writers: dict[str, Writer] = {}
         self.checker = Checker(
-            self.store, PREFIX, is_dead=lambda run, n: n in self.writers[run].dead
+            self.store,
+            PREFIX,
+            is_dead=lambda run, n: n in self.writers[run].dead,
+            never_had=GroupedKafka({}).had if interleaved else None,
         )
         self.senders: dict[int, str] = {}  # id of a request in flight -> who sent it
         n = self.rng.randint(2, 3)
@@ -181,6 +229,8 @@ class Simulation:
         self.moves: list[str | tuple[str, Request, object]] = [
             f"format {'with' if self.stamps else 'without'} a place for a stamp"
         ]  # formatted when read
+        if interleaved:
+            self.moves.append("interleaved objects: two groups per partition")
         for _ in range(n):
             self._spawn()
 
@@ -194,11 +244,17 @@ class Simulation:
             refs = sorted(self.rng.sample(refs, self.rng.randint(1, len(refs) - 1)))
         g = self.grace
         self.skew[name] = self.rng.choice((0.0, 0.0, -g / 2, g / 2, -2 * g, 2 * g))
+        size = self.rng.randint(1, 3)
+        source = (
+            GroupedKafka(self.highs, size, stamps=self.stamps)
+            if self.interleaved
+            else Kafka(self.highs, size, stamps=self.stamps)
+        )
         writer = Writer(
             PREFIX,
             f"run-{self.runs}",
             refs,
-            Kafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps),
+            source,
             clock=lambda: self.store.now + self.skew[name],
             batch_objects=self.rng.randint(1, 3),
             grace=self.grace,
@@ -206,6 +262,7 @@ class Simulation:
             multipart_above=self.rng.choice((1 << 30, 1 << 30, 45)),  # some objects multipart
             part_size=self.rng.choice((20, 40)),
             mutations=self.mutations,
+            groups=source if isinstance(source, GroupedKafka) else None,
         )
         self.writers[writer.run_id] = writer
         live = _Live(name, writer, writer.session())
@@ -375,7 +432,8 @@ class Simulation:
             if not finished:
                 raise Violation("liveness: no writer finished once faults stopped")
             for ref in self.refs:
-                if self.checker.state.end(ref) != self.highs[ref]:
+                high = GroupedKafka(self.highs).high(ref) if self.interleaved else self.highs[ref]
+                if self.checker.state.end(ref) != high:
                     raise Violation(f"liveness: {ref} committed to {self.checker.state.end(ref)}")
             self.store.now += self.grace + 1
             self._spawn(every_partition=True)
@@ -440,18 +498,26 @@ def _describe_reply(reply: object) -> str:
     return "ok"
 
 
-def simulate(seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250) -> Result:
-    return Simulation(seed, mutations, steps).run()
+def simulate(
+    seed: int,
+    mutations: frozenset[str] = frozenset(),
+    steps: int = 250,
+    interleaved: bool = False,
+) -> Result:
+    return Simulation(seed, mutations, steps, interleaved).run()
 
 
 def first_failure(
-    seeds: range, mutations: frozenset[str] = frozenset(), steps: int = 250
+    seeds: range,
+    mutations: frozenset[str] = frozenset(),
+    steps: int = 250,
+    interleaved: bool = False,
 ) -> tuple[Result | None, int]:
     """The first schedule of `seeds` that violates an invariant, and how many ran."""
     ran = 0
     for seed in seeds:
         ran += 1
-        result = simulate(seed, mutations, steps)
+        result = simulate(seed, mutations, steps, interleaved)
         if result.violation is not None:
             return result, ran
     return None, ran
@@ -491,18 +557,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--schedules", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0, help="the first seed")
     p.add_argument("--steps", type=int, default=250, help="moves before faults stop")
-    p.add_argument("--mutation", choices=sorted(MUTATIONS), action="append", default=[])
+    p.add_argument(
+        "--mutation", choices=sorted({*MUTATIONS, *GROUPED_MUTATIONS}), action="append", default=[]
+    )
+    p.add_argument(
+        "--interleaved", action="store_true", help="a PARTITIONBY route: objects interleave"
+    )
     p.add_argument("--replay", action="store_true", help="print the moves of --seed")
     args = p.parse_args(argv)
     mutations = frozenset(args.mutation)
     if args.replay:
-        result = simulate(args.seed, mutations, args.steps)
+        result = simulate(args.seed, mutations, args.steps, args.interleaved)
         print("\n".join(result.moves))
         print(f"seed {args.seed}: {result.violation or 'no violation'}")
         return 1 if result.violation else 0
     started = time.monotonic()
     seeds = range(args.seed, args.seed + args.schedules)
-    failure, ran = first_failure(seeds, mutations, args.steps)
+    failure, ran = first_failure(seeds, mutations, args.steps, args.interleaved)
     took = time.monotonic() - started
     print(f"{ran} schedules in {took:.1f} s ({ran / took:.0f}/s)")
     if failure is not None:
@@ -511,6 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
             f"--seed {failure.seed} --steps {args.steps}"
+            + (" --interleaved" if args.interleaved else "")
             + "".join(f" --mutation {m}" for m in args.mutation)
         )
         return 1

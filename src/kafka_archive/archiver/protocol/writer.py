@@ -96,6 +96,11 @@ MUTATIONS: Mapping[str, str] = {
     "JSON) keeps the planned key: two attempts' objects at it have the same bytes, so the same "
     "ETag (the identical_bytes hole, for those formats)",
 }
+# Bugs only a source whose objects interleave (`Writer.groups`) can show.
+GROUPED_MUTATIONS: Mapping[str, str] = {
+    "partial_groups": "a commit of a range names only one group's objects of it (PARTITIONBY: "
+    "the other groups' records below the new end are lost; the fold's count check passes)",
+}
 
 
 # -- the writer ---------------------------------------------------------------------------
@@ -117,6 +122,19 @@ class Source(Protocol):
         gzip header field): the same records, other bytes, so another ETag. `body` itself
         for a format with no such place (TEXT, BYTES, CSV, uncompressed JSON): the writer
         then writes at a key of the attempt's own (`attempt_key`)."""
+        ...
+
+
+class GroupedSource(Protocol):
+    """A source whose objects of a partition interleave (PARTITIONBY, time layouts: one
+    object open per group at once). Offsets Kafka never had (a transaction's markers,
+    compacted ones) are in no object."""
+
+    def cut_groups(
+        self, ref: PartitionRef, first: int, high: int
+    ) -> tuple[int, tuple[tuple[str, int, int, int, bytes], ...]]:
+        """The chunk read from `first` (below `high`): its last offset, and one object per
+        group with records in it (key, first and last record, records, body)."""
         ...
 
 
@@ -202,6 +220,8 @@ class Writer:
     multipart_above: int = 16 * 2**20  # bytes: larger objects are multipart uploads
     part_size: int = 8 * 2**20
     mutations: frozenset[str] = frozenset()
+    # Objects that interleave (cut from here instead of `source.cut`), committed untiled.
+    groups: GroupedSource | None = None
     state: core.LogState = field(default_factory=core.LogState)
     me: WriterId | None = None
     outcome: str | None = None  # "done" | "fenced"
@@ -392,7 +412,16 @@ class Writer:
         commits = []
         for task, a in self.won.items():
             assert isinstance(a.outcome, tuple)
-            commits.append(PartitionCommit(task.ref, task.start, a.outcome[-1].last + 1, a.outcome))
+            if self.groups is None:
+                end = a.outcome[-1].last + 1
+                commits.append(PartitionCommit(task.ref, task.start, end, a.outcome))
+                continue
+            # A chunk ends at a record (the source's high never ends at an offset it lacks).
+            end = max(o.last for o in a.outcome) + 1
+            objects = a.outcome
+            if self._mut("partial_groups"):  # one group's objects of the range, not all
+                objects = tuple(o for o in objects if "/g0/" in o.key) or objects[:1]
+            commits.append(PartitionCommit(task.ref, task.start, end, objects, tiled=False))
         return commits
 
     def _attempt(self, a: Attempt) -> Steps[None]:
@@ -401,8 +430,17 @@ class Writer:
         objects: list[ObjectRef] = []
         outcome: tuple[ObjectRef, ...] | str
         try:
-            at = task.start
-            while at < task.high and len(objects) < task.objects:
+            at, chunks = task.start, 0
+            while at < task.high and chunks < task.objects:
+                chunks += 1
+                if self.groups is not None:
+                    last, cuts = self.groups.cut_groups(task.ref, at, task.high)
+                    for key, first, held, records, body in cuts:
+                        objects.append(
+                            (yield from self._write_object(a, key, first, held, body, records))
+                        )
+                    at = last + 1
+                    continue
                 key, last, body = self.source.cut(task.ref, at, task.high)
                 objects.append((yield from self._write_object(a, key, at, last, body)))
                 at = last + 1
@@ -422,7 +460,7 @@ class Writer:
     # -- objects ---------------------------------------------------------------------------
 
     def _write_object(
-        self, a: Attempt, key: str, first: int, last: int, body: bytes
+        self, a: Attempt, key: str, first: int, last: int, body: bytes, records: int = 0
     ) -> Steps[ObjectRef]:
         assert self.me is not None
         ref = a.task.ref
@@ -435,7 +473,8 @@ class Writer:
             if stamped == body and not self._mut("unstamped_same_key"):
                 key = attempt_key(key, self.me.epoch, a.number)
             body = stamped
-        ours = ObjectRef(key, first, last, last - first + 1, len(body), checksum(body))
+        records = records or last - first + 1
+        ours = ObjectRef(key, first, last, records, len(body), checksum(body))
         meta = {
             "run-id": self.me.run_id,
             "epoch": str(self.me.epoch),
