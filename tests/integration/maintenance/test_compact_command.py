@@ -348,3 +348,38 @@ def test_compact_sigkilled_at_its_nth_put_then_rerun_is_exactly_once(
     assert set(data_keys(s3_client, bkt)) == folded.named()
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command="verify"))
     assert code == 0, err
+
+
+def test_a_run_that_claims_meanwhile_fences_compact_exit_18_nothing_swapped(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """compact held at its first new object while a log-mode run of the same target claims
+    the partitions: compact stops with exit 18, the log has no rewrite, the run's archive
+    is whole."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 3"
+    produce(name, 36, partitions=P)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        proxy.hold = lambda method, path, _: method == "PUT" and "/.kafka-archive/" not in path
+        with subprocess_compact(compact_args(kcql, proxy.url)) as process:
+            assert proxy.held.wait(120), "compact never created an object"
+            produce(name, 9, first=36, partitions=P)
+            code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+            assert code == 0, err
+            proxy.release.set()
+            assert process.wait(timeout=120) == 18
+            assert process.stderr is not None
+            lines = process.stderr.read().decode().strip().splitlines()
+    assert "newer run claimed" in lines[-1] and not any("Traceback" in x for x in lines)
+    folded = assert_exactly_once(s3_client, bkt, name, 45, "JSON")
+    assert folded.kinds == ["claim", "commit", "claim", "claim", "commit"]
