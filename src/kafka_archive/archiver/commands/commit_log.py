@@ -52,6 +52,7 @@ from kafka_archive.archiver.protocol.log import (
     encode_checkpoint,
     encode_entry,
     entry_key,
+    entry_seq,
     log_prefix,
 )
 from kafka_archive.archiver.protocol.naming import log_head, partition_ref
@@ -90,14 +91,7 @@ def is_log(settings: Settings) -> bool:
 
 def refuse_unsupported(settings: Settings, plan: Plan) -> None:
     """What log mode cannot do yet, refused before anything is written (exit 2)."""
-    why = None
-    for route in plan.routes:
-        if route.iceberg is not None:
-            why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.codecs.gzip_block_bytes:
-            why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
-        elif route.error_policy is ErrorPolicy.DEAD_LETTER:
-            why = f"{route.topic}: dead letters are not named by the commit log yet"
+    why = unsupported_route(plan)
     if settings.given("start") and str(settings.start) != "earliest":
         why = "--start other than earliest cannot be recorded in the commit log yet"
     if settings.allow_gaps:
@@ -106,6 +100,19 @@ def refuse_unsupported(settings: Settings, plan: Plan) -> None:
         raise ConfigError(
             f"commit_protocol=log: {why}", hint="Run with commit_protocol=states (the default)"
         )
+
+
+def unsupported_route(plan: Plan) -> str | None:
+    """Why a route of ``plan`` is not wired to the commit log yet (None: all are)."""
+    why = None
+    for route in plan.routes:
+        if route.iceberg is not None:
+            why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
+        elif route.codecs.gzip_block_bytes:
+            why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
+        elif route.error_policy is ErrorPolicy.DEAD_LETTER:
+            why = f"{route.topic}: dead letters are not named by the commit log yet"
+    return why
 
 
 def migrate_states(
@@ -318,28 +325,33 @@ class CommitLog:
     def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
         by a fenced writer, older than the grace by the store's clock; returns how many."""
-        if tl.me is None:
-            return 0
         segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
-        doomed = drive(
-            _vacuum_steps(tl, segments, float(self._settings.log_vacuum_grace_seconds)),
-            tl.store,
+        return vacuum(tl, segments, float(self._settings.log_vacuum_grace_seconds))
+
+
+def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
+    """Deletes (If-Match) the objects under ``segments`` (the routes' topics) of ``tl``'s
+    target that no entry names, written by a fenced writer or by ``tl``'s own session, older
+    than ``grace`` by the store's clock (a partition a rewrite touched: its last rewrite
+    entry too); returns how many."""
+    if tl.me is None:
+        return 0
+    doomed = drive(_vacuum_steps(tl, segments, grace), tl.store)
+    deleted = 0
+    for o in doomed:
+        try:
+            tl.store.delete(o.key, if_match=o.etag)
+            deleted += 1
+        except (PreconditionFailed, NotFound, Ambiguous):
+            pass
+    if deleted:
+        log.info(
+            "vacuum: removed %d object(s) no commit names under s3://%s/%s",
+            deleted,
+            tl.target.bucket,
+            tl.target.prefix,
         )
-        deleted = 0
-        for o in doomed:
-            try:
-                tl.store.delete(o.key, if_match=o.etag)
-                deleted += 1
-            except (PreconditionFailed, NotFound, Ambiguous):
-                pass
-        if deleted:
-            log.info(
-                "vacuum: removed %d object(s) no commit names under s3://%s/%s",
-                deleted,
-                tl.target.bucket,
-                tl.target.prefix,
-            )
-        return deleted
+    return deleted
 
 
 def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
@@ -367,7 +379,13 @@ def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list
             continue
         writer, _, ref = object_writer(got.metadata)
         found.append(core.Listed(item.key, got.etag, got.last_modified, writer, ref))
-    return core.vacuum_candidates(tl.state, tl.me, found, now, grace)
+    # When each entry landed (a rewrite's replaced objects wait for its entry's age too).
+    times = {
+        seq: item.last_modified
+        for item in listed
+        if (seq := entry_seq(tl.head, item.key)) is not None
+    }
+    return core.vacuum_candidates(tl.state, tl.me, found, now, grace, times)
 
 
 # -- entries ---------------------------------------------------------------------------------

@@ -5,6 +5,9 @@ every key it produces (``layouts._check_unambiguous``); this module does the rea
 the commands that work on an existing archive (``verify``, ``cat``, ``restore``).
 ``parse_key(layout, layout.key(tp, offset, group)) == ParsedKey(tp, offset, group)``
 holds for every group :meth:`Layout.group` can return (a hypothesis test says so).
+A key a rewrite made (compact, issue 38: ``.g<N>`` after the offset, before the extension,
+where ``key.suffix`` goes) reads as the key without it: the same partition, first offset
+and group.
 """
 
 from __future__ import annotations
@@ -83,8 +86,25 @@ def _number(text: str, layout: Layout, limit: int) -> int | None:
     return number if number <= limit else None
 
 
+_GENERATION = re.compile(r"\.g[1-9][0-9]*(?=\.[^/]*$)")
+
+
 def parse_key(layout: Layout, key: str) -> ParsedKey | None:
-    """Return what ``key`` names, or None when ``layout`` cannot have produced it."""
+    """Return what ``key`` names, or None when ``layout`` cannot have produced it (nor a
+    rewrite of an object it produced: ``.g<N>`` before the extension)."""
+    parsed = _parse(layout, key)
+    if parsed is not None:
+        return parsed
+    folder, _, name = key.rpartition("/")
+    for found in reversed(list(_GENERATION.finditer(name))):
+        bare = name[: found.start()] + name[found.end() :]
+        parsed = _parse(layout, f"{folder}/{bare}" if folder else bare)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def _parse(layout: Layout, key: str) -> ParsedKey | None:
     match = _pattern(layout).fullmatch(key)
     if match is None:
         return None

@@ -1,0 +1,366 @@
+"""``kafka-archive compact`` (issue 38) on a target that keeps a commit log: consecutive small
+committed objects of a partition merged into objects up to ``--target-size``, swapped in by
+one rewrite entry. Driver only: no Spark.
+
+Per target: read the log (a target without one is refused, exit 2: nothing written); plan
+each partition from the objects the log names (:mod:`.plan.maintenance`: runs of dense,
+contiguous objects, the young end left alone under ``--older-than``); nothing to merge: done,
+nothing written. Else claim the planned partitions as a run does (a claim entry: it fences a
+run of the same target, and a later run's claim fences this one: exit 18), plan again on the
+log as the claim left it, vacuum (as a run's session does), then rewrite each group
+(:mod:`.write.rewrite`, a bounded thread pool) into new objects keyed
+``<first>.g<N>.<ext>`` (N one above the replaced objects' highest generation), created
+If-None-Match with the session's writer metadata. An object found at a new key (a crashed
+compact's, or an earlier try of this one) is judged as a run's task judges one
+(:func:`.core.found_object`): a fenced writer's or a dead try's is deleted If-Match and the
+group written again. Then one rewrite entry per target (each partition's merged run of
+groups); a 412 reads what was missed: fenced is exit 18, stale plans again, else the next seq.
+A partition whose groups are not adjacent (an object that stays between them) takes one
+entry per run of adjacent groups.
+
+The replaced objects are left to vacuum, which deletes them once the grace has passed for
+the object and for the partition's last rewrite entry (:func:`.core.vacuum_candidates`):
+our readers take the objects from the log; readers that list the prefix see the records of
+both until then.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kafka_archive.archiver.commands import commit_log
+from kafka_archive.archiver.commands.commit_log import TargetLog
+from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
+from kafka_archive.archiver.core.model import S3Requests, TopicPartition
+from kafka_archive.archiver.partition.values import topic_segment
+from kafka_archive.archiver.plan import maintenance
+from kafka_archive.archiver.plan.naming import new_run_id
+from kafka_archive.archiver.protocol import core
+from kafka_archive.archiver.protocol.log import (
+    ObjectRef,
+    PartitionRef,
+    PartitionRewrite,
+)
+from kafka_archive.archiver.protocol.maintenance import generation
+from kafka_archive.archiver.protocol.naming import log_head, topic_partition
+from kafka_archive.archiver.protocol.s3 import BucketStore
+from kafka_archive.archiver.protocol.steps import List, drive, read_log, send_read
+from kafka_archive.archiver.protocol.tasks import object_metadata
+from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.read.committed import read_log as read_committed_log
+from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
+from kafka_archive.archiver.write.rewrite import Rewritten, rewrite
+from kafka_archive.kcql.plan import Plan, Route, Target
+
+log = logging.getLogger(__name__)
+
+WORKERS = 4
+"""Groups rewritten at once (each reads up to ``rewrite.READ_AHEAD`` objects ahead)."""
+TRIES = 8
+"""Tries of one group whose new keys are taken (each try deletes one object in the way)."""
+REPLANS = 3
+"""Plans made again when the log moved under the rewrite (then exit 9: run again)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactOptions:
+    target_size: int = maintenance.DEFAULT_TARGET_SIZE
+    older_than_seconds: float | None = None
+
+
+@dataclass
+class CompactResult:
+    """What ``compact`` did over every target of the plan: the named objects (and their
+    bytes) of the partitions it rewrote, before and after; the groups merged; S3 requests."""
+
+    partitions: int = 0
+    groups: int = 0
+    entries: int = 0
+    objects_before: int = 0
+    objects_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    vacuumed: int = 0
+    s3_requests: S3Requests = field(default_factory=S3Requests)
+
+
+Group = tuple[PartitionRef, tuple[maintenance.CommittedObject, ...]]
+
+
+def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactResult:
+    """Compact every target of ``plan`` (the module's doc)."""
+    why = commit_log.unsupported_route(plan)
+    if why is not None:
+        raise ConfigError(f"compact: {why}", hint="compact works on what commit_protocol=log runs")
+    store = S3Store(settings.s3)
+    store.requests.reset()
+    result = CompactResult()
+    run_id = new_run_id()
+    targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
+    logs = {t: _logged(store, t) for t in targets}  # every target checked before any write
+    for target in targets:
+        routes = [r for r in plan.routes if r.target == target]
+        _Target(store, settings, target, routes, logs[target], run_id, options, result).run()
+    result.s3_requests = store.requests.read()
+    return result
+
+
+def _logged(store: S3Store, target: Target) -> core.LogState:
+    """The target's log; a target whose log commits nothing is refused (exit 2)."""
+    state = read_committed_log(store, target)
+    if core.committed_any(state):
+        return state
+    where = f"s3://{target.bucket}/{target.prefix}"
+    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is not None:
+        raise ConfigError(
+            f"compact: {where} keeps partition states, not a commit log",
+            hint="Run kafka-archive run once with commit_protocol=log (it moves the archive "
+            "onto a commit log), then compact",
+        )
+    raise ConfigError(
+        f"compact: {where} has no commit log that commits anything",
+        hint="Archive it with kafka-archive run and commit_protocol=log first",
+    )
+
+
+class _Target:
+    """One target's compaction (the module's doc)."""
+
+    def __init__(
+        self,
+        store: S3Store,
+        settings: Settings,
+        target: Target,
+        routes: Sequence[Route],
+        state: core.LogState,
+        run_id: str,
+        options: CompactOptions,
+        result: CompactResult,
+    ) -> None:
+        self.store, self.settings, self.target = store, settings, target
+        self.routes = {r.topic: r for r in routes}
+        self.tl = TargetLog(target, BucketStore(store, target.bucket), state)
+        self.run_id, self.options, self.result = run_id, options, result
+        self.attempts = 0
+
+    @property
+    def where(self) -> str:
+        return f"s3://{self.target.bucket}/{self.target.prefix}"
+
+    def run(self) -> None:
+        groups = self._plan(None)
+        if not groups:
+            log.info("%s: nothing to compact", self.where)
+            return
+        refs = sorted({ref for ref, _ in groups})
+        self._claim(refs)
+        segments = {topic_segment(topic) for topic in self.routes}
+        grace = float(self.settings.log_vacuum_grace_seconds)
+        self.result.vacuumed += commit_log.vacuum(self.tl, segments, grace)
+        before = {ref: self.tl.state.partitions[ref].objects for ref in refs}
+        for _ in range(REPLANS):
+            groups = self._plan(set(refs))
+            if not groups:
+                return
+            rewrites = self._rewrite(groups)
+            if self._commit(rewrites):
+                break
+        else:
+            raise StateConflictError(
+                f"{self.where}: the commit log kept moving under compact", hint="Run again"
+            )
+        after = {ref: self.tl.state.partitions[ref].objects for ref in refs}
+        self.result.partitions += len(refs)
+        self.result.groups += len(groups)
+        self.result.objects_before += sum(len(v) for v in before.values())
+        self.result.objects_after += sum(len(v) for v in after.values())
+        self.result.bytes_before += sum(o.size for v in before.values() for o in v)
+        self.result.bytes_after += sum(o.size for v in after.values() for o in v)
+
+    # -- plan --------------------------------------------------------------------------------
+
+    def _plan(self, only: set[PartitionRef] | None) -> list[Group]:
+        """The groups to merge, per partition of our routes (``only``: of these)."""
+        modified = self._modified() if self.options.older_than_seconds is not None else {}
+        now_ms = max(modified.values(), default=0)
+        request = maintenance.Compact(
+            target_size=self.options.target_size,
+            older_than_ms=(
+                None
+                if self.options.older_than_seconds is None
+                else int(self.options.older_than_seconds * 1000)
+            ),
+            now_ms=now_ms,
+            offsets_stored=False,  # only dense, contiguous objects: their spans tile
+        )
+        out: list[Group] = []
+        for ref, st in sorted(self.tl.state.partitions.items()):
+            if ref.topic not in self.routes or (only is not None and ref not in only):
+                continue
+            # Imported objects (records unknown) stay; runs between them are planned alone.
+            segment: list[maintenance.CommittedObject] = []
+            for o in (*st.objects, None):
+                if o is not None and o.records > 0:
+                    segment.append(
+                        maintenance.CommittedObject(
+                            o.key, o.first, o.last, o.records, o.size, (), modified.get(o.key)
+                        )
+                    )
+                    continue
+                if len(segment) > 1:
+                    done = maintenance.plan(segment, request)
+                    out += [(ref, g.objects) for g in done.rewrites]
+                segment = []
+        return out
+
+    def _modified(self) -> dict[str, int]:
+        """Each key's LastModified (ms, the store's clock), the log's included: one LIST."""
+        listed = drive(send_read(List(log_head(self.target))), self.tl.store)
+        return {item.key: int(item.last_modified * 1000) for item in listed}
+
+    # -- claim -------------------------------------------------------------------------------
+
+    def _claim(self, refs: Sequence[PartitionRef]) -> None:
+        while True:
+            entry = core.claim_entry(self.tl.state, self.run_id, refs)
+            if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
+                self.tl.state = core.fold(self.tl.state, entry)
+                self.tl.me, self.tl.claimed = entry.writer, frozenset(refs)
+                log.info(
+                    "compact: claimed %d partition(s) of %s (commit log entry %d, epoch %d)",
+                    len(refs),
+                    self.where,
+                    entry.seq,
+                    entry.writer.epoch,
+                )
+                return
+            self.tl.read()
+
+    # -- rewrite -----------------------------------------------------------------------------
+
+    def _rewrite(self, groups: Sequence[Group]) -> list[list[PartitionRewrite]]:
+        """Each group rewritten (new objects created); the rewrites in entries: per entry at
+        most one run of adjacent groups per partition."""
+        with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+            done = list(pool.map(self._group, groups))
+        chains: dict[PartitionRef, list[PartitionRewrite]] = {}
+        for (ref, objects), news in zip(groups, done, strict=True):
+            st = self.tl.state.partitions[ref]
+            named = {o.key: o for o in st.objects}
+            replaced = tuple(named[o.key] for o in objects)
+            mine = chains.setdefault(ref, [])
+            if mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
+                last = mine[-1]
+                mine[-1] = PartitionRewrite(ref, last.replaced + replaced, last.objects + news, ())
+            else:
+                mine.append(PartitionRewrite(ref, replaced, news, ()))
+        rounds: list[list[PartitionRewrite]] = []
+        for chain in chains.values():
+            for i, rw in enumerate(chain):
+                if len(rounds) <= i:
+                    rounds.append([])
+                rounds[i].append(rw)
+        return rounds
+
+    def _group(self, group: Group) -> tuple[ObjectRef, ...]:
+        ref, objects = group
+        assert self.tl.me is not None
+        route = self.routes[ref.topic]
+        tp = topic_partition(ref)
+        suffix = f".g{1 + max(generation(o.key) for o in objects)}"
+        dead: set[int] = set()
+        for _ in range(TRIES):
+            self.attempts += 1
+            attempt = self.attempts
+            try:
+                made: Rewritten = rewrite(
+                    self.store,
+                    route,
+                    tp,
+                    (),
+                    objects,
+                    suffix=suffix,
+                    target_size=self.options.target_size,
+                    spool_dir=self.settings.spool_dir,
+                    metadata=object_metadata(self.tl.me, attempt, ref),
+                )
+            except PreconditionFailed as exc:
+                dead.add(attempt)  # this try is over: its objects are a dead attempt's
+                self._clear(str(exc.args[0]), ref, tp, attempt, dead)
+                continue
+            return tuple(
+                ObjectRef(n.key, n.first, n.last, n.records, n.size, n.checksum)
+                for n in made.objects
+            )
+        raise StateConflictError(
+            f"{self.where}: the new objects of {tp} keep being in the way", hint="Run again"
+        )
+
+    def _clear(
+        self, key: str, ref: PartitionRef, tp: TopicPartition, attempt: int, dead: set[int]
+    ) -> None:
+        """An object found at a new key: deleted If-Match when a fenced writer's or a dead
+        try's of this session (never adopted), else the command stops."""
+        assert self.tl.me is not None
+        head = self.store.head(self.target.bucket, key)
+        if head is None:
+            return  # gone meanwhile: write again
+        writer, found_attempt, _ = object_writer({k.lower(): v for k, v in head.metadata.items()})
+        found = core.FoundObject(key, head.etag, writer, found_attempt)
+        state = drive(read_log(self.tl.head, self.tl.state), self.tl.store)
+        verdict = core.found_object(state, self.tl.me, attempt, dead, ref, found)
+        where = f"s3://{self.target.bucket}/{key}"
+        if verdict is core.Found.DELETE:
+            self.store.delete_if_match(self.target.bucket, key, head.etag)
+            return
+        if core.is_fenced(state, self.tl.me, [ref]):
+            raise FencedError(f"{where}: a newer run claimed {tp}; compact stops", tp=tp)
+        raise StateConflictError(
+            f"{where} exists, written by a writer the commit log does not fence",
+            tp=tp,
+            hint="Another kafka-archive writes this target: run again once it is done",
+        )
+
+    # -- commit ------------------------------------------------------------------------------
+
+    def _commit(self, rounds: Sequence[Sequence[PartitionRewrite]]) -> bool:
+        """Each round's rewrite entry; False when the log moved so that the rewrites no
+        longer apply (plan again: their objects are vacuum's)."""
+        assert self.tl.me is not None
+        for rewrites in rounds:
+            while True:
+                verdict = core.rewrite_verdict(self.tl.state, self.tl.me, rewrites)
+                if verdict is core.Verdict.FENCED:
+                    raise FencedError(
+                        f"{self.where}: a newer run claimed partitions of this compact in the "
+                        "commit log; compact stops (what it committed stays)"
+                    )
+                if verdict is core.Verdict.STALE:
+                    return False
+                entry = core.rewrite_entry(self.tl.state, self.tl.me, rewrites)
+                if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
+                    self.tl.state = core.fold(self.tl.state, entry)
+                    self.result.entries += 1
+                    if entry.seq % commit_log.CHECKPOINT_EVERY == 0:
+                        drive(commit_log._checkpoint(self.tl.head, self.tl.state), self.tl.store)
+                    log.info(
+                        "compact: %s: commit log entry %d swaps in %d object(s) for %d",
+                        self.where,
+                        entry.seq,
+                        sum(len(rw.objects) for rw in rewrites),
+                        sum(len(rw.replaced) for rw in rewrites),
+                    )
+                    break
+                self.tl.read()
+        return True
+
+
+def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:
+    """Whether ``b`` follows ``a`` in the partition's named objects."""
+    keys = [o.key for o in objects]
+    return keys.index(b.key) == keys.index(a.key) + 1
