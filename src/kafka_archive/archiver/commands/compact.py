@@ -94,7 +94,15 @@ Group = tuple[PartitionRef, tuple[maintenance.CommittedObject, ...]]
 
 def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactResult:
     """Compact every target of ``plan`` (the module's doc)."""
-    why = commit_log.unsupported_route(plan)
+    why = commit_log.unsupported_route(plan) or next(
+        (
+            f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, which "
+            "a rewrite entry cannot replace yet"
+            for r in plan.routes
+            if commit_log.interleaved(r)
+        ),
+        None,
+    )
     if why is not None:
         raise ConfigError(f"compact: {why}", hint="compact works on what commit_protocol=log runs")
     store = S3Store(settings.s3)
