@@ -112,7 +112,6 @@ def settings_with(**kwargs: object) -> Settings:
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k", "PARTITIONBY"),
         ("INSERT INTO bkt:p SELECT * FROM t PROPERTIES('error.policy'='dead-letter')", "dead"),
     ],
 )
@@ -121,10 +120,12 @@ def test_what_log_mode_cannot_record_is_refused_with_one_line(text: str, why: st
         refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
 
 
-def test_a_plain_route_is_not_refused() -> None:
-    refuse_unsupported(
-        settings_with(commit_protocol="log"), kcql.parse("INSERT INTO bkt:p SELECT * FROM t")
-    )
+@pytest.mark.parametrize(
+    "text",
+    ["INSERT INTO bkt:p SELECT * FROM t", "INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k"],
+)
+def test_plain_and_partitioned_routes_are_not_refused(text: str) -> None:
+    refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
     with pytest.raises(ConfigError, match="allow-gaps"):
         refuse_unsupported(
             settings_with(commit_protocol="log", allow_gaps=True),
