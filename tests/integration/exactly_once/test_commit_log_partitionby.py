@@ -11,22 +11,18 @@ is known from its id.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, cli, run_args
+from archive_helpers import cli, run_args
 from faultproxy import FaultProxy
+from put_trigger import Trigger, log_mode_run
 
 pytestmark = pytest.mark.integration
 
@@ -208,52 +204,6 @@ def test_log_mode_partitionby_runs_twice_over_a_growing_topic_exactly_once(
     check_readers(capsys, kcql, bkt, name, s3_endpoint, 106, broker)
 
 
-class Stopped(Exception):
-    """Raised in the proxy's handler: the request is never forwarded."""
-
-
-class Killer:
-    """SIGKILLs a subprocess run's process group at its ``nth`` data PUT (dropped)."""
-
-    def __init__(self, nth: int) -> None:
-        self.nth, self.seen = nth, 0
-        self.fired = threading.Event()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def on_request(self, method: str, path: str, headers: dict[str, str]) -> bool:
-        key = path.split("?", 1)[0].split("/", 2)[-1]
-        if self.fired.is_set():
-            raise Stopped(path)
-        if method != "PUT" or "/.kafka-archive/" in f"/{key}":
-            return False
-        self.seen += 1
-        if self.seen == self.nth and self.process is not None:
-            self.fired.set()
-            os.killpg(self.process.pid, signal.SIGKILL)
-            raise Stopped(path)
-        return False
-
-
-@contextlib.contextmanager
-def subprocess_run(kcql: str, broker: str, endpoint: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log",
-    }
-    command = [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", "local[2]"]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-
-
 def test_log_mode_partitionby_sigkill_mid_job_then_a_rerun_is_exactly_once(
     log_mode: None,
     monkeypatch: pytest.MonkeyPatch,
@@ -268,10 +218,10 @@ def test_log_mode_partitionby_sigkill_mid_job_then_a_rerun_is_exactly_once(
 ) -> None:
     name, bkt = topic(partitions=P), bucket()
     produce(name, 300, partitions=P, value=value, headers=headers)
-    killer = Killer(nth=6)
+    killer = Trigger(signal.SIGKILL, nth=6)
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.drop_response = killer.on_request
-        with subprocess_run(kcql_of(bkt, name, "JSON", "k", 10), broker, proxy.url) as process:
+        with log_mode_run(kcql_of(bkt, name, "JSON", "k", 10), broker, proxy.url) as process:
             killer.process = process
             process.wait(timeout=600)
     assert killer.fired.is_set(), "the run ended before its 6th object"

@@ -15,18 +15,16 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, cli, run_args
+from archive_helpers import cli, run_args
 from faultproxy import FaultProxy
+from put_trigger import Trigger, log_mode_run
 
 from kafka_archive.archiver.commands import session
 from kafka_archive.archiver.config.load import load_settings
@@ -179,56 +177,6 @@ def test_log_mode_runs_twice_over_growing_topics_then_a_noop_writes_one_claim(
     assert fold(s3_client, bkt).kinds[-1] == "claim"
 
 
-class Stopped(Exception):
-    """Raised in the proxy's handler: the request is never forwarded."""
-
-
-class Trigger:
-    """Sends ``sig`` to a subprocess run's process group at its ``nth`` data PUT (an object,
-    not the log); SIGKILL drops that request, SIGSTOP lets it through."""
-
-    def __init__(self, sig: signal.Signals, nth: int) -> None:
-        self.sig, self.nth, self.seen = sig, nth, 0
-        self.fired = threading.Event()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def on_request(self, method: str, path: str, headers: dict[str, str]) -> bool:
-        key = path.split("?", 1)[0].split("/", 2)[-1]
-        if method != "PUT" or "/.kafka-archive/" in f"/{key}" or self.fired.is_set():
-            if self.fired.is_set() and self.sig is signal.SIGKILL:
-                raise Stopped(path)
-            return False
-        self.seen += 1
-        if self.seen == self.nth and self.process is not None:
-            self.fired.set()
-            os.killpg(self.process.pid, self.sig)
-            if self.sig is signal.SIGKILL:
-                raise Stopped(path)
-        return False
-
-
-@contextlib.contextmanager
-def subprocess_run(kcql: str, broker: str, endpoint: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A log-mode `kafka-archive run` in its own process group, what is left of it killed."""
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": sys.executable,
-        "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log",
-    }
-    command = [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", "local[2]"]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGCONT)
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-
-
 def test_sigkill_mid_job_then_a_rerun_is_exactly_once_and_vacuums_the_leftovers(
     log_mode: None,
     monkeypatch: pytest.MonkeyPatch,
@@ -247,7 +195,7 @@ def test_sigkill_mid_job_then_a_rerun_is_exactly_once_and_vacuums_the_leftovers(
     trigger = Trigger(signal.SIGKILL, nth=6)
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.drop_response = trigger.on_request
-        with subprocess_run(kcql + "10", broker, proxy.url) as process:
+        with log_mode_run(kcql + "10", broker, proxy.url) as process:
             trigger.process = process
             process.wait(timeout=600)
     assert trigger.fired.is_set(), "the run ended before its 6th object"
@@ -285,7 +233,7 @@ def test_a_stale_writer_resumed_after_another_run_committed_exits_18_and_commits
     trigger = Trigger(signal.SIGSTOP, nth=3)
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.drop_response = trigger.on_request
-        with subprocess_run(kcql, broker, proxy.url) as stale:
+        with log_mode_run(kcql, broker, proxy.url) as stale:
             trigger.process = stale
             assert trigger.fired.wait(300), "the first run never wrote its 3rd object"
             assert fold(s3_client, bkt).kinds == ["claim"]

@@ -9,22 +9,19 @@ partitions is at offset ``i // P`` of partition ``i % P``.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import signal
-import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, cli, run_args
+from archive_helpers import cli, run_args
 from faultproxy import FaultProxy
+from put_trigger import Trigger, log_mode_process
 
 pytestmark = pytest.mark.integration
 
@@ -259,51 +256,6 @@ def test_compact_refuses_what_log_mode_refuses(
     assert everything(s3_client, bkt) == {}, "nothing written"
 
 
-class Stopped(Exception):
-    """Raised in the proxy's handler: the request is never forwarded."""
-
-
-class Trigger:
-    """SIGKILLs a subprocess's process group at its ``nth`` data PUT (an object, not the
-    log); that request and every later one are dropped."""
-
-    def __init__(self, nth: int) -> None:
-        self.nth, self.seen = nth, 0
-        self.fired = threading.Event()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def on_request(self, method: str, path: str, headers: dict[str, str]) -> bool:
-        if self.fired.is_set():
-            raise Stopped(path)
-        key = path.split("?", 1)[0].split("/", 2)[-1]
-        if method != "PUT" or "/.kafka-archive/" in f"/{key}":
-            return False
-        self.seen += 1
-        if self.seen == self.nth and self.process is not None:
-            self.fired.set()
-            os.killpg(self.process.pid, signal.SIGKILL)
-            raise Stopped(path)
-        return False
-
-
-@contextlib.contextmanager
-def subprocess_compact(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log"}
-    process = subprocess.Popen(
-        [KAFKA_ARCHIVE, *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        yield process
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-
-
 @pytest.mark.parametrize("nth", [1, 3, 5])
 def test_compact_sigkilled_at_its_nth_put_then_rerun_is_exactly_once(
     nth: int,
@@ -327,10 +279,10 @@ def test_compact_sigkilled_at_its_nth_put_then_rerun_is_exactly_once(
     assert code == 0, err
     sizes = [o["size"] for v in fold(s3_client, bkt).objects.values() for o in v]
     target = str(sum(sorted(sizes)[-4:]))  # about 4 objects a new one: 2 new a partition
-    trigger = Trigger(nth)
+    trigger = Trigger(signal.SIGKILL, nth)
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.drop_response = trigger.on_request
-        with subprocess_compact(compact_args(kcql, proxy.url, "--target-size", target)) as process:
+        with log_mode_process(compact_args(kcql, proxy.url, "--target-size", target)) as process:
             trigger.process = process
             process.wait(timeout=300)
     assert trigger.fired.is_set(), "compact ended before its nth PUT"
@@ -371,7 +323,7 @@ def test_a_run_that_claims_meanwhile_fences_compact_exit_18_nothing_swapped(
     assert code == 0, err
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.hold = lambda method, path, _: method == "PUT" and "/.kafka-archive/" not in path
-        with subprocess_compact(compact_args(kcql, proxy.url)) as process:
+        with log_mode_process(compact_args(kcql, proxy.url)) as process:
             assert proxy.held.wait(120), "compact never created an object"
             produce(name, 9, first=36, partitions=P)
             code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
