@@ -6,8 +6,9 @@ the commands that work on an existing archive (``verify``, ``cat``, ``restore``)
 ``parse_key(layout, layout.key(tp, offset, group)) == ParsedKey(tp, offset, group)``
 holds for every group :meth:`Layout.group` can return (a hypothesis test says so).
 A key a rewrite made (compact, issue 38: ``.g<N>`` after the offset, before the extension,
-where ``key.suffix`` goes) reads as the key without it: the same partition, first offset
-and group.
+where ``key.suffix`` goes) or an attempt's own key (commit_protocol=log, formats with no
+place for a stamp: ``.e<epoch>a<attempt>`` there) reads as the key without it: the same
+partition, first offset and group.
 """
 
 from __future__ import annotations
@@ -86,18 +87,23 @@ def _number(text: str, layout: Layout, limit: int) -> int | None:
     return number if number <= limit else None
 
 
-_GENERATION = re.compile(r"\.g[1-9][0-9]*(?=\.[^/]*$)")
+# A generation (.g<N>) or an attempt (.e<epoch>a<attempt>) before the extension.
+_SUFFIX = re.compile(r"\.(?:g[1-9][0-9]*|e[0-9]+a[0-9]+)(?=\.[^/]*$)")
 
 
 def parse_key(layout: Layout, key: str) -> ParsedKey | None:
     """Return what ``key`` names, or None when ``layout`` cannot have produced it (nor a
-    rewrite of an object it produced: ``.g<N>`` before the extension)."""
+    rewrite of an object it produced, nor an attempt's own key: ``.g<N>``, ``.e<N>a<N>``
+    before the extension)."""
     parsed = _parse(layout, key)
     if parsed is not None:
         return parsed
     folder, _, name = key.rpartition("/")
-    for found in reversed(list(_GENERATION.finditer(name))):
-        bare = name[: found.start()] + name[found.end() :]
+    found = list(_SUFFIX.finditer(name))
+    bares = [name[: f.start()] + name[f.end() :] for f in reversed(found)]
+    if len(found) > 1:
+        bares.append(_SUFFIX.sub("", name))  # a compacted attempt key: .g<N>.e<N>a<N>
+    for bare in bares:
         parsed = _parse(layout, f"{folder}/{bare}" if folder else bare)
         if parsed is not None:
             return parsed

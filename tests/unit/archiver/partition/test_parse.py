@@ -13,6 +13,7 @@ from kafka_archive.archiver.partition.keys import object_group, object_key
 from kafka_archive.archiver.partition.layouts import layout_for
 from kafka_archive.archiver.partition.parse import ParsedKey, listing_prefix, parse_key
 from kafka_archive.archiver.partition.values import is_truncated, safe_segment
+from kafka_archive.archiver.protocol.writer import attempt_key
 from kafka_archive.kcql.plan import KeyNaming, Padding, Route
 
 from .partition_helpers import COUNTRY, KIND, T, route
@@ -127,3 +128,30 @@ def test_parse_reads_a_rewritten_key_as_the_key_it_replaced(
     assume(not any(is_truncated(segment) for segment in new.split("/")))
     group = object_group(r, values, timestamp_ms=timestamp_ms)
     assert parse_key(layout_for(r), new) == ParsedKey(tp, offset, group)
+
+
+@settings(max_examples=200)
+@given(routes_and_values(), TPS, OFFSET, TIMESTAMP, st.integers(1, 10**6), st.integers(0, 2**50))
+def test_parse_reads_an_attempts_own_key_as_its_planned_key(
+    case: tuple[Route, tuple[str | None, ...]],
+    tp: TopicPartition,
+    offset: int,
+    timestamp_ms: int | None,
+    epoch: int,
+    attempt: int,
+) -> None:
+    """commit_protocol=log's objects of formats with no place for a stamp
+    (``.e<epoch>a<attempt>`` before the extension, ``writer.attempt_key``) read as the
+    partition, first offset and group of their planned key: ``cat``'s seek and the readers'
+    groups depend on it (a PARTITIONBY partition's objects are merged by group and offset)."""
+    r, values = case
+    _accepted(r)
+    assume(not is_truncated(safe_segment(tp.topic)))
+    key = object_key(r, tp, offset, values, timestamp_ms=timestamp_ms)
+    # (attempt_key goes after the file name's first dot: a template that puts a dotted topic
+    # there is not read back; left open, see issue 37's note)
+    assume("." not in tp.topic)
+    own = attempt_key(key, epoch, attempt)
+    assume(not any(is_truncated(segment) for segment in own.split("/")))
+    group = object_group(r, values, timestamp_ms=timestamp_ms)
+    assert parse_key(layout_for(r), own) == ParsedKey(tp, offset, group)
