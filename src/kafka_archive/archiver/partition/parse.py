@@ -91,6 +91,11 @@ def _number(text: str, layout: Layout, limit: int) -> int | None:
 _SUFFIX = re.compile(r"\.(?:g[1-9][0-9]*|e[0-9]+a[0-9]+)(?=\.[^/]*$)")
 
 
+def without_suffixes(name: str) -> str:
+    """An object's file name without a generation or attempt (``.g<N>``, ``.e<N>a<N>``)."""
+    return _SUFFIX.sub("", name)
+
+
 def parse_key(layout: Layout, key: str) -> ParsedKey | None:
     """Return what ``key`` names, or None when ``layout`` cannot have produced it (nor a
     rewrite of an object it produced, nor an attempt's own key: ``.g<N>``, ``.e<N>a<N>``
@@ -102,7 +107,7 @@ def parse_key(layout: Layout, key: str) -> ParsedKey | None:
     found = list(_SUFFIX.finditer(name))
     bares = [name[: f.start()] + name[f.end() :] for f in reversed(found)]
     if len(found) > 1:
-        bares.append(_SUFFIX.sub("", name))  # a compacted attempt key: .g<N>.e<N>a<N>
+        bares.append(without_suffixes(name))  # a compacted attempt key: .g<N>.e<N>a<N>
     for bare in bares:
         parsed = _parse(layout, f"{folder}/{bare}" if folder else bare)
         if parsed is not None:

@@ -22,7 +22,7 @@ from kafka_archive.archiver.core.errors import BucketNotFoundError, ConfigError,
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.formats.compression import SUFFIXES
 from kafka_archive.archiver.partition.layouts import layout_for
-from kafka_archive.archiver.partition.parse import listing_prefix, parse_key
+from kafka_archive.archiver.partition.parse import listing_prefix, parse_key, without_suffixes
 from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.state.paths import STATE_DIR
 from kafka_archive.archiver.store.s3 import S3Store
@@ -118,7 +118,7 @@ def default_route(store: S3Store, target: Target, topic: str) -> Route:
     head = target.head
     folder = f"{head}{topic_segment(topic)}/"
     for key, _ in store.list_objects(target.bucket, folder):
-        match = _LENSES_NAME.match(key[len(folder) :])
+        match = _LENSES_NAME.match(without_suffixes(key[len(folder) :]))
         if match and match["ext"] == Format.CSV.extension:
             raise ConfigError(
                 f"the archive of {topic} under s3://{target.bucket}/{folder} holds .csv "
