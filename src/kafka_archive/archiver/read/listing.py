@@ -49,21 +49,6 @@ class StoredObject:
     size: int
 
 
-# The infix of an attempt's own key (commit_protocol=log, :func:`.protocol.writer.attempt_key`).
-_ATTEMPT_INFIX = re.compile(r"e[0-9]+a[0-9]+")
-
-
-def planned_key(key: str) -> str:
-    """The key an attempt's own key was made from (``<first>.e<epoch>a<attempt>.<ext>`` ->
-    ``<first>.<ext>``: formats with no place for a stamp, commit_protocol=log), else
-    ``key``; its layout parses that one."""
-    folder, slash, name = key.rpartition("/")
-    parts = name.split(".")
-    if len(parts) < 3 or not _ATTEMPT_INFIX.fullmatch(parts[1]):
-        return key
-    return folder + slash + ".".join([parts[0], *parts[2:]])
-
-
 def list_partition_objects(
     store: S3Store, route: Route, keys: Iterable[tuple[str, int]] | None = None
 ) -> dict[TopicPartition, tuple[StoredObject, ...]]:
@@ -83,7 +68,7 @@ def list_partition_objects(
     for key, size in listing:
         if key.startswith(own):
             continue
-        parsed = parse_key(layout, key) or parse_key(layout, planned_key(key))
+        parsed = parse_key(layout, key)
         if parsed is None:
             continue
         if not route.all_topics and parsed.tp.topic != route.topic:
