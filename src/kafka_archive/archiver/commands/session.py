@@ -288,6 +288,8 @@ class Session:
             self.columns = route_columns.load(self.store, self.plan, self.columns)
             units = route_columns.with_columns(units, self.columns)
         ran = self._run_units(iceberg.with_data_layout(units, self.tables))
+        if not hold_tails:  # a follow session's next batches take them: no news there
+            _tell_held_back(self.plan, work.units, ran.done)
         self._record_columns(ran.done)
         iceberg.commit_all(
             self.tables, ran.done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
@@ -550,6 +552,57 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
         return Outcome(with_tail(outcome.result, archiver), outcome.error)
     result = dataclasses.replace(outcome.result, seconds=time.monotonic() - started)
     return Outcome(with_tail(result, archiver))
+
+
+def held_back(
+    units: Sequence[WorkUnit], done: Sequence[UnitResult]
+) -> list[tuple[int, TopicPartition, int, int]]:
+    """(route index, partition, first, last) of the offsets each partition's units read and
+    held back as young (an open object whose first record is younger than the route's
+    stated flush interval, ``WorkUnit.young_after_ms``), in order. A unit bounded by
+    ``--until`` may stop early for that instead: never counted."""
+    planned: dict[tuple[int, TopicPartition], int] = {}
+    for unit in units:
+        if unit.young_after_ms is not None and unit.until_ms is None:
+            key = (unit.route_index, unit.tp)
+            planned[key] = max(planned.get(key, unit.stop), unit.stop)
+    reached: dict[tuple[int, TopicPartition], int] = {}
+    for result in done:
+        key = (result.route_index, result.tp)
+        reached[key] = max(reached.get(key, result.next_offset), result.next_offset)
+    return [
+        (index, tp, reached[(index, tp)], stop - 1)
+        for (index, tp), stop in sorted(planned.items())
+        if (index, tp) in reached and reached[(index, tp)] < stop
+    ]
+
+
+# Partitions named one by one in the line on held-back offsets; beyond, a count.
+_HELD_NAMED = 5
+
+
+def _tell_held_back(plan: Plan, units: Sequence[WorkUnit], done: Sequence[UnitResult]) -> None:
+    """One line per route with offsets held back by its flush interval (the first few
+    partitions named), so that a run that archived fewer records than it read says why."""
+    by_route: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+    for route, tp, first, last in held_back(units, done):
+        by_route.setdefault(route, []).append((tp, first, last))
+    for route, held in sorted(by_route.items()):
+        interval = plan.routes[route].flush.interval_seconds
+        named = "; ".join(
+            f"{tp.topic}[{tp.partition}]: offsets {first}..{last}"
+            for tp, first, last in held[:_HELD_NAMED]
+        )
+        more = (
+            f" and {len(held) - _HELD_NAMED} more partition(s)" if len(held) > _HELD_NAMED else ""
+        )
+        log.info(
+            "%s%s held back: each object's first record is younger than flush.interval %d s "
+            "(record time); a later run archives them",
+            named,
+            more,
+            interval,
+        )
 
 
 def with_tail(result: RunResult, archiver: Session) -> RunResult:
