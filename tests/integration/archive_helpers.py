@@ -69,6 +69,19 @@ def run_command(
     return [KAFKA_ARCHIVE, *run_args(kcql, broker, endpoint), "--master", master, *extra]
 
 
+def run_here(command: list[str], **env: str) -> int:
+    """The whole run of ``command`` (a :func:`run_command`) to its end in this process, on the
+    session's SparkContext (its ``--master`` left out: the test asks for the ``spark``
+    fixture), with ``env`` set meanwhile: its exit code. For runs that only meet what a fault
+    left (no JVM to start); a run a fault hits stays a whole process."""
+    assert command[0] == KAFKA_ARCHIVE, command
+    at = command.index("--master")
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return main(command[1:at] + command[at + 2 :])
+
+
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """``kafka-archive *args`` in this process: the exit code, stdout and stderr."""
     code = main(list(args))

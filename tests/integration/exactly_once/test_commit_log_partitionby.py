@@ -3,10 +3,10 @@ partition open at once hold interleaved offsets, and a commit names them with ``
 false. Real broker, real S3 endpoint, real Spark.
 
 Every check reads the archive independently: the log's entries listed with boto3 and folded
-here by hand from their JSON (never our log codec), the named objects read with json or
-pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is at offset
-``i // P`` of partition ``i % P``, and its group is ``i % 3``, so where each record belongs
-is known from its id.
+from their JSON by ``commit_log_reader.read_log`` (never our log codec), the named objects read
+with json or pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is at
+offset ``i // P`` of partition ``i % P``, and its group is ``i % 3``, so where each record
+belongs is known from its id.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from archive_helpers import cli, run_args
+from commit_log_reader import read_log
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_run
 
 pytestmark = pytest.mark.integration
 
 P = 2
-LOG = "arch/.kafka-archive/log/"
 GROUPS = ("g0", "g1", "g2")
 
 
@@ -49,42 +49,6 @@ def kcql_of(bkt: str, name: str, fmt: str, field: str, flush: int) -> str:
         f"INSERT INTO {bkt}:arch SELECT * FROM {name} PARTITIONBY {field} STOREAS `{fmt}` "
         f"WITH_FLUSH_COUNT = {flush} PROPERTIES('store.envelope'=true)"
     )
-
-
-def log_docs(s3: Any, bucket: str) -> list[dict[str, Any]]:
-    keys: list[str] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=LOG):
-        keys += [i["Key"] for i in page.get("Contents", []) if "/checkpoint/" not in i["Key"]]
-    keys.sort()
-    docs = []
-    for n, key in enumerate(keys, start=1):
-        assert key == f"{LOG}{n:020d}.json", "entries are numbered 1.. without a hole"
-        docs.append(json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
-    return docs
-
-
-def fold(s3: Any, bucket: str) -> tuple[list[str], dict[int, int], dict[int, list[dict[str, Any]]]]:
-    """Entry kinds, each partition's end and named objects; commits checked by hand: from the
-    partition's end, by its holder, every object inside its range, records within it."""
-    kinds: list[str] = []
-    ends: dict[int, int] = {}
-    objects: dict[int, list[dict[str, Any]]] = {}
-    holders: dict[int, tuple[str, int]] = {}
-    for doc in log_docs(s3, bucket):
-        kinds.append(doc["kind"])
-        writer = (doc["writer"]["run_id"], doc["writer"]["epoch"])
-        for c in doc["claims"]:
-            holders[c["partition"]] = writer
-        for c in doc["commits"]:
-            p = c["partition"]
-            assert holders[p] == writer and c["start"] == ends.get(p, 0)
-            assert c.get("tiled") is False, "PARTITIONBY objects are named as interleaved"
-            for o in c["objects"]:
-                assert c["start"] <= o["first"] <= o["last"] < c["end"], (c, o)
-            assert sum(o["records"] for o in c["objects"]) <= c["end"] - c["start"]
-            ends[p] = c["end"]
-            objects.setdefault(p, []).extend(c["objects"])
-    return kinds, ends, objects
 
 
 def ids_in(s3: Any, bucket: str, key: str) -> list[int]:
@@ -112,7 +76,12 @@ def assert_exactly_once(s3: Any, bucket: str, produced: int) -> list[str]:
     """Every produced record in exactly one named object, inside the object's [first, last],
     in the folder of its group; every partition committed to its end; objects of several
     groups interleave; nothing under the route the log does not name. The entry kinds."""
-    kinds, ends, objects = fold(s3, bucket)
+    log = read_log(s3, bucket)
+    kinds, objects = log.kinds, {tp[1]: objs for tp, objs in log.objects.items()}
+    assert all(c.get("tiled") is False for e in log.entries for c in e["commits"]), (
+        "PARTITIONBY objects are named as interleaved"
+    )
+    ends = {tp[1]: end for tp, end in log.ends.items()}
     seen: list[int] = []
     overlap = False
     for p, objs in objects.items():
@@ -225,7 +194,7 @@ def test_log_mode_partitionby_sigkill_mid_job_then_a_rerun_is_exactly_once(
             killer.process = process
             process.wait(timeout=600)
     assert killer.fired.is_set(), "the run ended before its 6th object"
-    assert [d["kind"] for d in log_docs(s3_client, bkt)] == ["claim"], "nothing committed"
+    assert read_log(s3_client, bkt).kinds == ["claim"], "nothing committed"
     leftovers = data_keys(s3_client, bkt)
     assert len(leftovers) >= 5
 

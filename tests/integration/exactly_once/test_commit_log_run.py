@@ -2,9 +2,10 @@
 endpoint, real Spark.
 
 Every check reads the archive independently: the log's entries listed with boto3 and folded
-here by hand from their JSON (never our log codec), the objects they name read with json or
-pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is at offset
-``i // P`` of partition ``i % P`` (``produce``), so each record's offset is known from its id.
+from their JSON by ``commit_log_reader.read_log`` (never our log codec), the objects they name
+read with json or pyarrow (never our decoder). Record ``i`` of a topic of ``P`` partitions is
+at offset ``i // P`` of partition ``i % P`` (``produce``), so each record's offset is known
+from its id.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from archive_helpers import cli, run_args
+from commit_log_reader import CommitLog, entry_keys, read_log
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_run
 
@@ -43,60 +44,6 @@ def log_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
 
 
-@dataclass
-class Folded:
-    """The log folded by hand: each partition's end and named objects, the entries' kinds."""
-
-    kinds: list[str] = field(default_factory=list)
-    ends: dict[tuple[str, int], int] = field(default_factory=dict)
-    objects: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-    holders: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
-
-
-def entry_keys(s3: Any, bucket: str) -> list[str]:
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=LOG):
-        keys += [i["Key"] for i in page.get("Contents", []) if "/checkpoint/" not in i["Key"]]
-    return sorted(keys)
-
-
-def fold(s3: Any, bucket: str) -> Folded:
-    """Entries 1..n in order, each checked as a correct log must be: claims with growing
-    epochs, commits by the holder from each partition's end, objects tiling the range."""
-    out, epoch = Folded(), 0
-    for n, key in enumerate(entry_keys(s3, bucket), start=1):
-        assert key == f"{LOG}{n:020d}.json", "entries are numbered 1.. without a hole"
-        doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        assert doc["seq"] == n
-        writer = (doc["writer"]["run_id"], doc["writer"]["epoch"])
-        out.kinds.append(doc["kind"])
-        if doc["kind"] == "claim":
-            assert writer[1] > epoch
-            epoch = writer[1]
-            for c in doc["claims"]:
-                out.holders[(c["topic"], c["partition"])] = writer
-            continue
-        if doc["kind"] == "import":  # an archive of states migrated: ends and objects as given
-            for i in doc["imports"]:
-                tp = (i["topic"], i["partition"])
-                assert out.holders.get(tp) == writer and tp not in out.ends
-                out.ends[tp] = i["end"]
-                out.objects[tp] = [dict(o, imported=True) for o in i["objects"]]
-            continue
-        for c in doc["commits"]:
-            tp = (c["topic"], c["partition"])
-            assert out.holders.get(tp) == writer, "a commit by the claim's holder"
-            assert c["start"] == out.ends.get(tp, 0)
-            at = c["start"]
-            for o in c["objects"]:
-                assert o["first"] == at
-                at = o["last"] + 1
-            assert at == c["end"]
-            out.ends[tp] = c["end"]
-            out.objects.setdefault(tp, []).extend(c["objects"])
-    return out
-
-
 def ids_in(body: bytes, fmt: str) -> list[int]:
     if fmt == "PARQUET":
         return [int(i) for i in pq.read_table(io.BytesIO(body)).column("id").to_pylist()]
@@ -110,10 +57,10 @@ def data_keys(s3: Any, bucket: str) -> set[str]:
     return keys
 
 
-def assert_exactly_once(s3: Any, bucket: str, topic: str, produced: int, fmt: str) -> Folded:
+def assert_exactly_once(s3: Any, bucket: str, topic: str, produced: int, fmt: str) -> CommitLog:
     """Every produced record in exactly one object the log names, inside the object's range;
     each partition committed to its end; no object under the route the log does not name."""
-    folded = fold(s3, bucket)
+    folded = read_log(s3, bucket)
     seen: list[int] = []
     for (t, partition), objects in folded.objects.items():
         assert t == topic
@@ -164,7 +111,7 @@ def test_log_mode_runs_twice_over_growing_topics_then_a_noop_writes_one_claim(
     produce(name, 45, first=60, partitions=P, value=value)
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
-    assert fold(s3_client, bkt).kinds == ["claim", "commit", "claim", "commit"]
+    assert read_log(s3_client, bkt).kinds == ["claim", "commit", "claim", "commit"]
     assert_exactly_once(s3_client, bkt, name, 105, fmt)
 
     before = listing(s3_client, bkt)
@@ -174,7 +121,7 @@ def test_log_mode_runs_twice_over_growing_topics_then_a_noop_writes_one_claim(
     added = sorted(set(after) - set(before))
     assert added == [f"{LOG}{5:020d}.json"], "a no-op rerun writes its claim and nothing else"
     assert {k: after[k] for k in before} == before
-    assert fold(s3_client, bkt).kinds[-1] == "claim"
+    assert read_log(s3_client, bkt).kinds[-1] == "claim"
 
 
 def test_sigkill_mid_job_then_a_rerun_is_exactly_once_and_vacuums_the_leftovers(
@@ -199,7 +146,7 @@ def test_sigkill_mid_job_then_a_rerun_is_exactly_once_and_vacuums_the_leftovers(
             trigger.process = process
             process.wait(timeout=600)
     assert trigger.fired.is_set(), "the run ended before its 6th object"
-    assert fold(s3_client, bkt).kinds == ["claim"], "killed in its Spark job: nothing committed"
+    assert read_log(s3_client, bkt).kinds == ["claim"], "killed in its Spark job: nothing committed"
     leftovers = data_keys(s3_client, bkt)
     assert len(leftovers) >= 5
 
@@ -236,11 +183,11 @@ def test_a_stale_writer_resumed_after_another_run_committed_exits_18_and_commits
         with log_mode_run(kcql, broker, proxy.url) as stale:
             trigger.process = stale
             assert trigger.fired.wait(300), "the first run never wrote its 3rd object"
-            assert fold(s3_client, bkt).kinds == ["claim"]
+            assert read_log(s3_client, bkt).kinds == ["claim"]
 
             code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
             assert code == 0, err
-            committed = fold(s3_client, bkt)
+            committed = read_log(s3_client, bkt)
             assert committed.kinds == ["claim", "claim", "commit"]
 
             os.killpg(stale.pid, signal.SIGCONT)
@@ -248,8 +195,8 @@ def test_a_stale_writer_resumed_after_another_run_committed_exits_18_and_commits
             assert stale.stderr is not None
             err = stale.stderr.read().decode()
     assert "Traceback" not in err
-    assert fold(s3_client, bkt).kinds == ["claim", "claim", "commit"], "the stale run never commits"
-    folded = fold(s3_client, bkt)
+    folded = read_log(s3_client, bkt)
+    assert folded.kinds == ["claim", "claim", "commit"], "the stale run never commits"
     seen: list[int] = []
     for objects in folded.objects.values():
         for o in objects:
@@ -397,7 +344,7 @@ def test_a_follow_session_in_log_mode_claims_once_commits_one_entry_a_batch_and_
         before = listing(s3_client, bkt)
         archiver.batch(hold_tails=True).unwrap()  # nothing new: nothing written
         assert listing(s3_client, bkt) == before
-        assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit"]
+        assert read_log(s3_client, bkt).kinds == ["claim", "commit", "commit"]
         assert_exactly_once(s3_client, bkt, name, 90, "JSON")
 
         # Another run claims the partitions and archives what is new: this session is fenced.
@@ -407,7 +354,7 @@ def test_a_follow_session_in_log_mode_claims_once_commits_one_entry_a_batch_and_
         produce(name, 15, first=105, partitions=P, timestamp=DAYS_AGO)
         with pytest.raises(FencedError):
             archiver.batch(hold_tails=True).unwrap()
-    assert fold(s3_client, bkt).kinds == ["claim", "commit", "commit", "claim", "commit"]
+    assert read_log(s3_client, bkt).kinds == ["claim", "commit", "commit", "claim", "commit"]
     assert_exactly_once(s3_client, bkt, name, 105, "JSON")
 
 
@@ -484,7 +431,7 @@ def test_a_late_delete_of_a_fenced_writer_s_object_never_removes_what_the_rerun_
     # The fenced writer: a run that claimed the (empty) partitions and wrote nothing yet.
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
-    assert fold(s3_client, bkt).kinds == ["claim"]
+    assert read_log(s3_client, bkt).kinds == ["claim"]
     first = json.loads(
         s3_client.get_object(Bucket=bkt, Key=entry_keys(s3_client, bkt)[0])["Body"].read()
     )
@@ -516,7 +463,7 @@ def test_a_late_delete_of_a_fenced_writer_s_object_never_removes_what_the_rerun_
     monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
-    folded = fold(s3_client, bkt)
+    folded = read_log(s3_client, bkt)
     assert folded.kinds == ["claim", "claim", "commit"]
     named = {o["key"]: o for objects in folded.objects.values() for o in objects}
     etags = listing(s3_client, bkt)

@@ -3,13 +3,13 @@ through the adapter they will run on (`protocol.s3.BucketStore`), in threads: re
 interleavings of real requests, not the simulation's.
 
 Three writers share a target: A claims and is then held (its Source blocks) until another
-writer has claimed over it; B and C start together and race for claims and entries. The
-archive is then read back by hand (boto3 + json: the log's entries folded here, the objects'
-bodies read), never by the protocol's own decoding: every offset below each partition's
-committed end is in exactly one committed object, every commit comes from the holder of the
-newest claim on its partitions (A, stale, never committed), and after a vacuum the objects
-under the prefix are exactly the committed ones. S3 requests are counted by a proxy in front
-of the endpoint (tests/integration/faultproxy.py), by type.
+writer has claimed over it; B and C start together and race for claims and entries. The archive
+is then read back by hand (boto3 + json: the log's entries folded by ``commit_log_reader``, the
+objects' bodies read), never by the protocol's own decoding: every offset below each
+partition's committed end is in exactly one committed object, every commit comes from the
+holder of the newest claim on its partitions (A, stale, never committed), and after a vacuum
+the objects under the prefix are exactly the committed ones. S3 requests are counted by a proxy
+in front of the endpoint (tests/integration/faultproxy.py), by type.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from commit_log_reader import CommitLog, read_log
 from faultproxy import FaultProxy
 
 from kafka_archive.archiver.config.settings import S3Settings
@@ -68,53 +69,14 @@ def requests_by_type(proxy: FaultProxy) -> Counter[str]:
     return counts
 
 
-@dataclass
-class Folded:
-    """The log as read here by hand: entries in order, per partition its holder, committed
-    end and objects."""
-
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    holder: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
-    end: dict[tuple[str, int], int] = field(default_factory=dict)
-    objects: dict[tuple[str, int], list[str]] = field(default_factory=dict)
-    committers: set[str] = field(default_factory=set)
-
-
-def fold_by_hand(s3: Any, bucket: str) -> Folded:
-    out = Folded()
-    seq = 1
-    while True:
-        try:
-            raw = s3.get_object(Bucket=bucket, Key=f"{LOG}{seq:020d}.json")["Body"].read()
-        except s3.exceptions.NoSuchKey:
-            return out
-        doc = json.loads(raw)
-        assert doc["seq"] == seq
-        out.entries.append(doc)
-        writer = (doc["writer"]["run_id"], doc["writer"]["epoch"])
-        if doc["kind"] == "claim":
-            assert all(writer[1] > h[1] for h in out.holder.values()), f"entry {seq}: low epoch"
-            for c in doc["claims"]:
-                out.holder[(c["topic"], c["partition"])] = writer
-        else:
-            out.committers.add(writer[0])
-            for c in doc["commits"]:
-                tp = (c["topic"], c["partition"])
-                assert out.holder.get(tp) == writer, f"entry {seq}: {tp} by a non-holder"
-                assert c["start"] == out.end.get(tp, 0), f"entry {seq}: {tp} leaves a gap"
-                out.end[tp] = c["end"]
-                out.objects.setdefault(tp, []).extend(o["key"] for o in c["objects"])
-        seq += 1
-
-
-def check_archive(s3: Any, bucket: str, highs: dict[PartitionRef, int]) -> Folded:
+def check_archive(s3: Any, bucket: str, highs: dict[PartitionRef, int]) -> CommitLog:
     """Every offset below each committed end in exactly one committed object; all archived."""
-    log = fold_by_hand(s3, bucket)
+    log = read_log(s3, bucket, PREFIX)
     for ref, high in highs.items():
         tp = (ref.topic, ref.partition)
-        assert log.end.get(tp) == high, f"{tp}: committed to {log.end.get(tp)}, not {high}"
+        assert log.ends.get(tp) == high, f"{tp}: committed to {log.ends.get(tp)}, not {high}"
         offsets: list[int] = []
-        for key in log.objects[tp]:
+        for key in (o["key"] for o in log.objects[tp]):
             doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
             assert doc["partition"] == ref.partition
             offsets.extend(doc["offsets"])
@@ -216,7 +178,7 @@ def test_concurrent_writers_commit_each_offset_once_and_a_stale_one_never(
 
     log = check_archive(s3_client, bkt, highs)
     assert a.run_id not in log.committers, "the stale writer committed"
-    named = {k for keys in log.objects.values() for k in keys}
+    named = log.named()
 
     # A new run finds nothing to write; its vacuum (no grace) removes what fenced writers
     # left: the listing is then exactly the committed objects.

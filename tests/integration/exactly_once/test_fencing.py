@@ -3,9 +3,11 @@ second run takes over, a lease renewal whose response is lost, two hosts with on
 an endpoint that ignores conditional headers, crashes between upload and commit, dead
 letters past the commit cut — never lose or duplicate a record.
 
-Every run is a whole ``kafka-archive`` process (its Spark JVM and Python workers in one
-process group, frozen with SIGSTOP and thawed with SIGCONT); afterwards an independent
-reader (plain boto3 + json) finds every produced record exactly once.
+Every run a fault hits is a whole ``kafka-archive`` process (its Spark JVM and Python workers
+in one process group, frozen with SIGSTOP and thawed with SIGCONT); the next run of the job,
+which finds what the fault left, runs to its end in this process on the session's Spark
+(:func:`_run_here`: no JVM to start); afterwards an independent reader (plain boto3 + json)
+finds every produced record exactly once.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from archive_helpers import (
     process_env,
     process_group,
     run_command,
+    run_here,
     wait_lease_expired,
 )
 from faultproxy import FaultProxy
@@ -48,6 +51,11 @@ def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=300, check=False
     )
+
+
+def _run_here(command: list[str], **env: str) -> int:
+    """:func:`archive_helpers.run_here` with :func:`_env`'s lease unless ``env`` says."""
+    return run_here(command, **{"KAFKA_ARCHIVE_LOCK_TTL_SECONDS": str(TTL), **env})
 
 
 def _finish(process: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
@@ -105,9 +113,9 @@ def _started(
 
 
 def _archived_once(s3: Any, bucket: str, command: list[str], expected: list[int]) -> None:
-    """A whole run to its end; then the archive holds the ``expected`` ids, each once."""
-    after = _run(command, _env())
-    assert after.returncode == 0, after.stderr
+    """A whole run to its end (in this process); then the archive holds the ``expected`` ids,
+    each once."""
+    assert _run_here(command) == 0
     ids = archived_ids(s3, bucket)
     assert len(ids) == len(set(ids)), "records archived twice"
     assert ids == expected, "records lost"
@@ -126,6 +134,7 @@ def test_a_run_frozen_past_its_lease_neither_loses_nor_duplicates_a_record(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -185,6 +194,7 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -223,8 +233,8 @@ def test_a_renewal_whose_response_is_lost_keeps_the_lease_and_releases_it(
         s3_client.get_object(Bucket=bkt, Key=_lock_key(s3_client, bkt))["Body"].read()
     )
     produce(name, 1000, first=4000)
-    second = _run(_command(kcql, broker, s3_endpoint), _env())
-    assert second.returncode == 0, second.stderr  # not 8: the lease was released
+    second = _run_here(_command(kcql, broker, s3_endpoint))
+    assert second == 0  # not 8: the lease was released
     assert lock.get("released") is True and lock["renewal"] >= 2, lock
     assert archived_ids(s3_client, bkt) == list(range(5000))
 
@@ -316,6 +326,7 @@ def test_a_crash_between_upload_and_commit_is_repaired_exactly_once(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -353,6 +364,7 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -399,8 +411,7 @@ def test_dead_letters_past_the_commit_cut_are_written_once(
             service.send_signal(signal.SIGTERM)
             code, _, err = _finish(service)
     assert code == 0, err
-    after = _run(_command(kcql, broker, s3_endpoint), env)
-    assert after.returncode == 0, after.stderr
+    assert _run_here(_command(kcql, broker, s3_endpoint), KAFKA_ARCHIVE_LOCK_TTL_SECONDS="120") == 0
     ids = archived_ids(s3_client, bkt)
     assert ids == [i for i in range(1300) if i not in bad], "records lost or archived twice"
     assert _dead_letter_offsets(s3_client, bkt) == sorted(bad)
@@ -416,6 +427,7 @@ def test_a_following_run_never_commits_over_a_state_written_between_its_batches(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -450,6 +462,7 @@ def test_a_following_run_frozen_between_batches_past_its_lease_stops_when_thawed
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:

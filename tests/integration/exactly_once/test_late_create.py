@@ -3,15 +3,16 @@ after the run that took over recovered (and committed) the partition, under a ke
 run's boundaries left free. No marker names it any more, so the next run must find and
 remove it by the watch recovery left (``state/pending.py``).
 
-Every run is a whole ``kafka-archive`` process; the late create is a PUT held by the fault
-proxy; afterwards an independent reader (plain boto3 + json) finds every record exactly once.
+Run A is a whole ``kafka-archive`` process (frozen with SIGSTOP), runs B and the next run
+run in this process on the session's Spark (``run_here``); the late create is a PUT held by
+the fault proxy; afterwards an independent reader (plain boto3 + json) finds every record
+exactly once.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from archive_helpers import (
     process_env,
     process_group,
     run_command,
+    run_here,
     wait_lease_expired,
 )
 from faultproxy import FaultProxy
@@ -39,10 +41,9 @@ def _env() -> dict[str, str]:
 _command = run_command
 
 
-def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command, env=_env(), capture_output=True, text=True, timeout=300, check=False
-    )
+def _run_here(command: list[str]) -> int:
+    """Run B and the next run, which meet what A left: in this process, with A's lease."""
+    return run_here(command, KAFKA_ARCHIVE_LOCK_TTL_SECONDS=str(TTL))
 
 
 def _objects(s3: Any, bucket: str) -> list[str]:
@@ -55,6 +56,7 @@ def test_a_create_of_a_fenced_run_that_lands_late_is_removed_by_the_next_run(
     produce: Callable[..., None],
     s3_endpoint: str,
     s3_client: Any,
+    spark: Any,
     topic: Callable[..., str],
     bucket: Callable[..., str],
 ) -> None:
@@ -77,8 +79,7 @@ def test_a_create_of_a_fenced_run_that_lands_late_is_removed_by_the_next_run(
                 assert time.monotonic() < deadline, "run A never uploaded offset 1000"
             os.killpg(run_a.pid, signal.SIGSTOP)
             wait_lease_expired(s3_client, bkt)  # A's lease runs out while it is frozen
-            run_b = _run(_command(kcql_b, broker, s3_endpoint))
-            assert run_b.returncode == 0, run_b.stderr
+            assert _run_here(_command(kcql_b, broker, s3_endpoint)) == 0
             assert archived_ids(s3_client, bkt) == list(range(total))
             proxy.release.set()
             assert proxy.landed.wait(60), "the held PUT never reached the store"
@@ -86,8 +87,7 @@ def test_a_create_of_a_fenced_run_that_lands_late_is_removed_by_the_next_run(
             os.killpg(run_a.pid, signal.SIGCONT)
             _, err_a = run_a.communicate(timeout=300)
     assert run_a.returncode == 18, err_a
-    third = _run(_command(kcql_b, broker, s3_endpoint))
-    assert third.returncode == 0, third.stderr
+    assert _run_here(_command(kcql_b, broker, s3_endpoint)) == 0
     ids = archived_ids(s3_client, bkt)
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} records archived twice"
     assert ids == list(range(total)), "records lost"

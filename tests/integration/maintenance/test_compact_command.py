@@ -2,9 +2,9 @@
 real Spark for the runs and `verify`.
 
 Every check reads the archive independently: the log's entries listed with boto3 and folded
-here by hand from their JSON (claims, commits, rewrites; never our log codec), the objects
-they name read with json or pyarrow (never our decoder). Record ``i`` of a topic of ``P``
-partitions is at offset ``i // P`` of partition ``i % P``.
+from their JSON by ``commit_log_reader.read_log`` (claims, commits, rewrites; never our log
+codec), the objects they name read with json or pyarrow (never our decoder). Record ``i`` of a
+topic of ``P`` partitions is at offset ``i // P`` of partition ``i % P``.
 """
 
 from __future__ import annotations
@@ -14,85 +14,23 @@ import json
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 from archive_helpers import cli, run_args
+from commit_log_reader import CommitLog, read_log
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_process
 
 pytestmark = pytest.mark.integration
 
 P = 3
-LOG = "arch/.kafka-archive/log/"
 
 
 @pytest.fixture
 def log_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
-
-
-@dataclass
-class Folded:
-    """The log folded by hand: entry kinds, each partition's end and named objects."""
-
-    kinds: list[str] = field(default_factory=list)
-    ends: dict[tuple[str, int], int] = field(default_factory=dict)
-    objects: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
-
-    def named(self) -> set[str]:
-        return {o["key"] for objs in self.objects.values() for o in objs}
-
-
-def entry_keys(s3: Any, bucket: str) -> list[str]:
-    keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=LOG):
-        keys += [i["Key"] for i in page.get("Contents", []) if "/checkpoint/" not in i["Key"]]
-    return sorted(keys)
-
-
-def fold(s3: Any, bucket: str) -> Folded:
-    """Entries 1..n in order, each checked as a correct log must be; a rewrite replaces
-    consecutive named objects (exactly as named) by objects tiling the same span."""
-    out, holders, epoch = Folded(), {}, 0
-    for n, key in enumerate(entry_keys(s3, bucket), start=1):
-        assert key == f"{LOG}{n:020d}.json"
-        doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        writer = (doc["writer"]["run_id"], doc["writer"]["epoch"])
-        out.kinds.append(doc["kind"])
-        if doc["kind"] == "claim":
-            assert writer[1] > epoch
-            epoch = writer[1]
-            for c in doc["claims"]:
-                holders[(c["topic"], c["partition"])] = writer
-        elif doc["kind"] == "commit":
-            for c in doc["commits"]:
-                tp = (c["topic"], c["partition"])
-                assert holders.get(tp) == writer and c["start"] == out.ends.get(tp, 0)
-                at = c["start"]
-                for o in c["objects"]:
-                    assert o["first"] == at
-                    at = o["last"] + 1
-                assert at == c["end"]
-                out.ends[tp] = c["end"]
-                out.objects.setdefault(tp, []).extend(c["objects"])
-        else:
-            assert doc["kind"] == "rewrite", doc["kind"]
-            for rw in doc["rewrites"]:
-                tp = (rw["topic"], rw["partition"])
-                assert holders.get(tp) == writer, "a rewrite by the claim's holder"
-                objs = out.objects[tp]
-                i = objs.index(rw["replaced"][0])
-                assert objs[i : i + len(rw["replaced"])] == rw["replaced"], "as named"
-                at = rw["replaced"][0]["first"]
-                for o in rw["objects"]:
-                    assert o["first"] == at and o["records"] == o["last"] - o["first"] + 1
-                    at = o["last"] + 1
-                assert at == rw["replaced"][-1]["last"] + 1 and not rw["removed"]
-                out.objects[tp] = objs[:i] + rw["objects"] + objs[i + len(rw["replaced"]) :]
-    return out
 
 
 def ids_in(body: bytes, fmt: str) -> list[int]:
@@ -119,9 +57,16 @@ def everything(s3: Any, bucket: str) -> dict[str, str]:
     return found
 
 
-def assert_exactly_once(s3: Any, bucket: str, topic: str, produced: int, fmt: str) -> Folded:
-    """Every produced record in exactly one object the log names, inside its range."""
-    folded = fold(s3, bucket)
+def assert_exactly_once(s3: Any, bucket: str, topic: str, produced: int, fmt: str) -> CommitLog:
+    """Every produced record in exactly one object the log names, inside its range; a
+    compact removes nothing, and its new objects tile the span they replace, each full."""
+    folded = read_log(s3, bucket)
+    for rw in (rw for e in folded.entries for rw in e.get("rewrites", [])):
+        at = rw["replaced"][0]["first"]
+        for o in rw["objects"]:
+            assert o["first"] == at and o["records"] == o["last"] - o["first"] + 1
+            at = o["last"] + 1
+        assert at == rw["replaced"][-1]["last"] + 1 and not rw["removed"]
     seen: list[int] = []
     for (t, partition), objects in folded.objects.items():
         assert t == topic
@@ -277,7 +222,7 @@ def test_compact_sigkilled_at_its_nth_put_then_rerun_is_exactly_once(
     produce(name, 72, partitions=P)
     code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
     assert code == 0, err
-    sizes = [o["size"] for v in fold(s3_client, bkt).objects.values() for o in v]
+    sizes = [o["size"] for v in read_log(s3_client, bkt).objects.values() for o in v]
     target = str(sum(sorted(sizes)[-4:]))  # about 4 objects a new one: 2 new a partition
     trigger = Trigger(signal.SIGKILL, nth)
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
@@ -286,7 +231,7 @@ def test_compact_sigkilled_at_its_nth_put_then_rerun_is_exactly_once(
             trigger.process = process
             process.wait(timeout=300)
     assert trigger.fired.is_set(), "compact ended before its nth PUT"
-    assert fold(s3_client, bkt).kinds == ["claim", "commit", "claim"], "killed before its entry"
+    assert read_log(s3_client, bkt).kinds == ["claim", "commit", "claim"], "killed before its entry"
     assert_exactly_once(s3_client, bkt, name, 72, "JSON")
 
     code, _out, err = cli(capsys, *compact_args(kcql, s3_endpoint, "--target-size", target))

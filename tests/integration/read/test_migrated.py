@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from archive_helpers import cli, kafka_records, run_args
+from commit_log_reader import read_log
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -46,28 +47,6 @@ def _ids(s3: Any, bucket: str, key: str) -> list[int]:
         return [int((json.loads(v) if isinstance(v, bytes | str) else v)["id"]) for v in values]
     docs = [json.loads(line) for line in body.decode().splitlines() if line]
     return [int(d["value"]["id"] if isinstance(d.get("value"), dict) else d["id"]) for d in docs]
-
-
-def _log_by_hand(s3: Any, bucket: str, prefix: str) -> dict[tuple[str, int], dict[str, Any]]:
-    """The log's entries read with boto3 + json: per (topic, partition) the committed end,
-    the named keys and the passed gaps (an import sets them; commits extend them)."""
-    parts: dict[tuple[str, int], dict[str, Any]] = {}
-    folder = f"{prefix}/.kafka-archive/log/"
-    for key in sorted(k for k in _keys(s3, bucket, folder) if "/checkpoint/" not in k):
-        entry = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        for p in entry.get("imports", []):
-            parts[(p["topic"], p["partition"])] = {
-                "end": p["end"],
-                "keys": [o["key"] for o in p["objects"]],
-                "gaps": [tuple(g) for g in p["gaps"]],
-            }
-        for c in entry["commits"]:
-            part = parts.setdefault(
-                (c["topic"], c["partition"]), {"end": 0, "keys": [], "gaps": []}
-            )
-            part["end"] = c["end"]
-            part["keys"] += [o["key"] for o in c["objects"]]
-    return parts
 
 
 def _status(capsys: pytest.CaptureFixture[str], conn: list[str]) -> list[dict[str, Any]]:
@@ -232,19 +211,19 @@ def test_a_migrated_archive_reads_as_its_states_did(
     assert _restored_ids(broker, to, 2) == restored_before
 
     # -- the log by hand equals the states archive ------------------------------------------
-    logged = _log_by_hand(s3_client, bkt, "arch")
-    assert {p: v["end"] for (_, p), v in logged.items()} == {0: 100, 1: 100}
+    logged = read_log(s3_client, bkt, "arch")
+    assert logged.ends == {(name, 0): 100, (name, 1): 100}
     named_ids = sorted(
-        i for v in logged.values() for k in v["keys"] for i in _ids(s3_client, bkt, k)
+        i for objs in logged.objects.values() for o in objs for i in _ids(s3_client, bkt, o["key"])
     )
     assert named_ids == ids_before
-    assert logged[(name, 0)]["gaps"] == ([(50, 64)] if shape == "json_gap" else [])
+    assert logged.gaps[(name, 0)] == ([(50, 64)] if shape == "json_gap" else [])
     # Every record produced (id i at offset i // 2 of partition i % 2), but the gap's.
     lost = range(100, 130, 2) if shape == "json_gap" else range(0)
     assert named_ids == [i for i in range(200) if i not in lost]
 
     # -- an object the log does not name: not data -----------------------------------------
-    named = logged[(name, 1)]["keys"]
+    named = [o["key"] for o in logged.objects[(name, 1)]]
     stray = named[0].replace(f"{0:012d}", f"{1:012d}")
     assert stray != named[0] and stray not in data
     s3_client.copy_object(Bucket=bkt, Key=stray, CopySource={"Bucket": bkt, "Key": named[0]})
