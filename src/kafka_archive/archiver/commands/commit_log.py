@@ -164,6 +164,7 @@ class TargetLog:
     state: core.LogState
     me: WriterId | None = None
     claimed: frozenset[PartitionRef] = frozenset()
+    claim_seq: int = 0  # the entry of this session's latest claim
 
     @property
     def head(self) -> str:
@@ -218,6 +219,7 @@ class CommitLog:
                 if drive(_create_entry(tl.head, entry), tl.store):
                     tl.state = core.fold(tl.state, entry)
                     tl.me, tl.claimed = entry.writer, frozenset(refs)
+                    tl.claim_seq = entry.seq
                     log.info(
                         "claimed %d partition(s) of s3://%s/%s (commit log entry %d, epoch %d)",
                         len(refs),
@@ -324,9 +326,49 @@ class CommitLog:
 
     def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
-        by a fenced writer, older than the grace by the store's clock; returns how many."""
+        by a fenced writer, older than the grace by the store's clock; returns how many. At
+        most once a grace period (:func:`vacuum_due`)."""
         segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
-        return vacuum(tl, segments, float(self._settings.log_vacuum_grace_seconds))
+        grace = float(self._settings.log_vacuum_grace_seconds)
+        if not vacuum_due(tl, grace):
+            return 0
+        deleted = vacuum(tl, segments, grace)
+        drive(_note_vacuumed(tl), tl.store)
+        return deleted
+
+
+def vacuumed_key(head: str) -> str:
+    """The target's note of its last session-start vacuum (beside the log, not in it)."""
+    return f"{log_prefix(head)[: -len('log/')]}vacuumed.json"
+
+
+def vacuum_due(tl: TargetLog, grace: float) -> bool:
+    """Whether a session's vacuum is due: its listing reads every object of the target (a
+    page a thousand), so it runs at most once a grace period, by the store's clock (this
+    session's claim entry's LastModified against the note's, :func:`vacuumed_key`). What it
+    skips is not lost: an object is a candidate only once older than the grace, and the
+    next vacuum, at most a grace after this one, lists it. Always due with a grace of 0."""
+    if grace <= 0 or not tl.claim_seq:
+        return True
+    return drive(_due_steps(tl, grace), tl.store)
+
+
+def _due_steps(tl: TargetLog, grace: float) -> Steps[bool]:
+    try:
+        noted = yield from send_read(Head(vacuumed_key(tl.head)))
+    except NotFound:
+        return True
+    try:
+        claim = yield from send_read(Head(entry_key(tl.head, tl.claim_seq)))
+    except NotFound:
+        return True
+    return bool(claim.last_modified - noted.last_modified >= grace)
+
+
+def _note_vacuumed(tl: TargetLog) -> Steps[None]:
+    """Best effort (a lost note costs the next session a listing)."""
+    with contextlib.suppress(PreconditionFailed, Ambiguous):
+        yield from send(Put(vacuumed_key(tl.head), b"{}", {}))
 
 
 def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
