@@ -276,10 +276,13 @@ class CommitLog:
             by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         merged: list[Outcome] = []
         commits: dict[Target, list[PartitionCommit]] = {}
-        for group in by_partition.values():
+        tiled: dict[int, bool] = {}  # by route index: a route's layout, once, not per partition
+        for (number, _), group in by_partition.items():
             group.sort(key=lambda p: p[0].start)
             target = group[0][0].route.target
-            outcome, commit = _partition(group, self.targets[target].state)
+            if number not in tiled:
+                tiled[number] = not interleaved(group[0][0].route)
+            outcome, commit = _partition(group, self.targets[target].state, tiled[number])
             merged.append(outcome)
             if commit is not None:
                 commits.setdefault(target, []).append(commit)
@@ -470,14 +473,18 @@ def interleaved(route: Route) -> bool:
 
 
 def _partition(
-    group: list[tuple[WorkUnit, Outcome]], state: core.LogState
+    group: list[tuple[WorkUnit, Outcome]], state: core.LogState, tiled: bool | None = None
 ) -> tuple[Outcome, PartitionCommit | None]:
     """A partition's units (or pieces) in offset order: the contiguous prefix from its
     committed end that finished, as one merged result and the commit naming its objects.
     Objects are named as ranges that cover ``[start, end)`` in order (an object's range runs
     from where the one before ended: offsets without records, a transaction's markers, are
-    inside one), so that the log's fold accepts them."""
+    inside one), so that the log's fold accepts them. ``tiled``: the route's objects of a
+    partition do not interleave (not :func:`interleaved`; decided once per route by the
+    caller, here when not given)."""
     first = group[0][0]
+    if tiled is None:
+        tiled = not interleaved(first.route)
     ref = partition_ref(first.tp)
     start = state.end(ref)
     cut = start
@@ -492,7 +499,7 @@ def _partition(
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     refs: list[ObjectRef] = []
     end = start
-    if interleaved(first.route):
+    if not tiled:
         # Several objects open at once (one per group): each named by its own first and last
         # record, the range [start, cut) as far as the units read.
         refs = [
@@ -523,7 +530,6 @@ def _partition(
         s3_requests=spent,
         tasks=len(group),
     )
-    tiled = not interleaved(first.route)
     commit = PartitionCommit(ref, start, end, tuple(refs), tiled=tiled) if refs else None
     failures = [r for _, r in group if isinstance(r, UnitFailure)]
     fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
