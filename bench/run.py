@@ -82,6 +82,7 @@ from statistics import median
 
 import boto3
 import connect_peer
+import s3count
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from procstat import (  # bench/, the script's directory
@@ -632,35 +633,90 @@ def bench_wide(
     env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
     warm_up(bindir, "wide-00", broker, endpoint, env)
     results: list[Result] = []
-    for fmt in formats:
-        kcql = ";\n".join(
-            f"INSERT INTO bench:wide-{fmt.lower()} SELECT * FROM wide-{t:02d} "
-            f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
-            for t in range(topic_count)
-        )
-        command = archive_command(bindir, kcql, broker, endpoint)
-        usage = measure(command, env, stdout=subprocess.DEVNULL)
-        objects = object_count(s3, "bench", f"wide-{fmt.lower()}/")
-        note = f"{objects} objects; {rss_note(usage)}" + (
-            "" if usage.code == 0 else f"; {outcome(usage)}"
-        )
-        results.append(
-            Result.of(f"kafka-archive {fmt}, {partitions} partitions", usage, size, records, note)
-        )
-        print(
-            f"  kafka-archive {fmt}: {usage.seconds:.1f} s (plan {usage.until_watch or 0:.1f} s)"
-            f", peak RSS {usage.peak_rss / 1e6:.0f} MB, {note}",
-            flush=True,
-        )
-        usage = measure(command, env, stdout=subprocess.DEVNULL)
-        note = rss_note(usage) + ("" if usage.code == 0 else f"; {outcome(usage)}")
-        results.append(Result.of(f"no-op run, {partitions} partitions", usage, 0, 0, note))
-        print(f"  no-op run: {usage.seconds:.1f} s, {note}", flush=True)
+    with s3count.counting(endpoint) as (counted, counter):
+        for fmt in formats:
+            for protocol in args.protocols:
+                results += wide_runs(
+                    bindir, fmt, protocol, topic_count, broker, counted, counter, env, s3
+                )
+                # The run's throughput (the no-op rerun archives nothing).
+                results[-2] = dataclasses.replace(results[-2], bytes=size, records=records)
     title = (
         f"wide shape: {topic_count} topics x {partition_count} partitions, "
         f"{args.wide_records} records of ~{args.value_bytes} B each, {records} records"
     )
     return results, title
+
+
+def wide_runs(
+    bindir: Path,
+    fmt: str,
+    protocol: str,
+    topic_count: int,
+    broker: str,
+    endpoint: str,
+    counter: s3count.Counter_,
+    env: dict[str, str],
+    s3: object,
+) -> list[Result]:
+    """One protocol's run of the wide shape and its no-op rerun, each with its S3 requests
+    by type (counted by the proxy at ``endpoint``; the run's own summary cross-checked) per
+    object written. Bytes and records are the caller's to fill in."""
+    prefix = f"wide-{fmt.lower()}-{protocol}"
+    kcql = ";\n".join(
+        f"INSERT INTO bench:{prefix} SELECT * FROM wide-{t:02d} "
+        f"STOREAS `{fmt}` WITH_FLUSH_COUNT = 1000000"
+        for t in range(topic_count)
+    )
+    command = archive_command(bindir, kcql, broker, endpoint)
+    env = {**env, "KAFKA_ARCHIVE_COMMIT_PROTOCOL": protocol}
+    out: list[Result] = []
+    objects = 0
+    for step in ("run", "no-op run"):
+        counter.take()
+        usage, stdout = measure_out(profiled(command, f"{prefix}-{step.replace(' ', '-')}"), env)
+        counts = counter.take()
+        if step == "run":
+            objects = object_count(s3, "bench", f"{prefix}/")
+        note = f"{protocol}: {requests_note(counts, stdout, objects if step == 'run' else 0)}"
+        if step == "run":
+            note += f"; {objects} objects"
+        note += f"; {rss_note(usage)}" + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        name = f"kafka-archive {fmt} {protocol}" if step == "run" else f"no-op run {protocol}"
+        out.append(Result.of(name, usage, 0, 0, note))
+        print(
+            f"  {name}: {usage.seconds:.1f} s (plan {usage.until_watch or 0:.1f} s), "
+            f"peak RSS {usage.peak_rss / 1e6:.0f} MB, {note}",
+            flush=True,
+        )
+    return out
+
+
+def profiled(command: list[str], name: str) -> list[str]:
+    """``command`` under cProfile when ``BENCH_PROFILE`` names a directory (the driver's
+    profile to ``<dir>/<name>.prof``; Spark's workers are not profiled)."""
+    where = os.environ.get("BENCH_PROFILE")
+    if not where:
+        return command
+    return [sys.executable, "-m", "cProfile", "-o", f"{where}/{name}.prof", *command]
+
+
+def measure_out(command: list[str], env: dict[str, str]) -> tuple[Usage, str]:
+    """``measure`` with the process's stdout kept (its summary states its S3 requests)."""
+    with tempfile.TemporaryFile() as out:
+        usage = measure(command, env, stdout=out)
+        out.seek(0)
+        return usage, out.read().decode(errors="replace")
+
+
+def requests_note(counts: s3count.Counts, stdout: str, objects: int) -> str:
+    """The proxy's count per object by type, and the run's own summary's count beside it."""
+    own = s3count.summary_counts(stdout)
+    text = f"S3 {counts.per_object(objects)}" if objects else f"S3 {counts.text()} requests"
+    if own is None:
+        return f"{text} (the run printed no S3 line)"
+    same = "same" if own.by_type == counts.by_type else f"run's own summary: {own.text()}"
+    return f"{text}; proxy {counts.text()}, {same}"
 
 
 # A run's per-batch line (cli.render.render_timings).
@@ -747,6 +803,40 @@ class CommitPoller:
         return seen[i][0] - produced_at if i < len(seen) else None
 
 
+class LogPoller(CommitPoller):
+    """commit_protocol=log: reads the target's commit log every ``interval`` s (a listing
+    after the last entry read, then each new entry; plain JSON, read here without the
+    archiver's code): when each partition's committed end moved, and the objects named."""
+
+    def __init__(self, s3: object, bucket: str, prefix: str, topic: str, partitions: int) -> None:
+        super().__init__(s3, bucket, [""] * partitions)
+        self.log = f"{prefix}/.kafka-archive/log/"
+        self.topic = topic
+        self.named: set[str] = set()
+        self._after = self.log
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            listed = self.s3.list_objects_v2(  # type: ignore[attr-defined]
+                Bucket=self.bucket, Prefix=self.log, StartAfter=self._after
+            )
+            for item in listed.get("Contents", []):
+                key = item["Key"]
+                if "/checkpoint/" in key:
+                    continue
+                body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()  # type: ignore[attr-defined]
+                at = time.time()
+                for commit in json.loads(body).get("commits", []):
+                    self.named.update(o["key"] for o in commit["objects"])
+                    partition = int(commit["partition"])
+                    if commit["topic"] == self.topic and commit["end"] > self.committed(partition):
+                        self.seen[partition].append((at, int(commit["end"])))
+                self._after = key
+            self.rounds.append(time.monotonic() - began)
+            self._stop.wait(self.interval)
+
+
 class RssSampler:
     """The resident set size of one process (the driver), sampled every ``interval`` s."""
 
@@ -824,16 +914,41 @@ def bench_follow(
     env: dict[str, str],
     work: Path,
 ) -> tuple[list[Result], str]:
-    """Continuous mode: produce-to-committed latency and per-batch overhead of ``--follow``."""
-    bindir = Path(sys.executable).parent
+    """Continuous mode: produce-to-committed latency and per-batch overhead of ``--follow``,
+    per commit protocol."""
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
-    topic, fmt = "follow", formats[0]
+    fmt = formats[0]
+    results: list[Result] = []
+    with s3count.counting(endpoint) as (counted, counter):
+        for protocol in args.protocols:
+            result, title = follow_once(
+                args, fmt, protocol, broker, counted, counter, env, work, s3
+            )
+            results.append(result)
+    return results, title
+
+
+def follow_once(
+    args: argparse.Namespace,
+    fmt: str,
+    protocol: str,
+    broker: str,
+    endpoint: str,
+    counter: s3count.Counter_,
+    env: dict[str, str],
+    work: Path,
+    s3: object,
+) -> tuple[Result, str]:
+    """One protocol's ``run --follow`` on a topic and prefix of its own (``follow-<protocol>``):
+    latency, batches, and the S3 requests per object written after the warm-up."""
+    bindir = Path(sys.executable).parent
+    topic = prefix = f"follow-{protocol}"
     total, active = args.follow_partitions, min(args.follow_active, args.follow_partitions)
     admin = AdminClient({"bootstrap.servers": broker})
     admin.create_topics([NewTopic(topic, num_partitions=total)])[topic].result(timeout=60)
     kcql = (
-        f"INSERT INTO bench:follow SELECT * FROM {topic} STOREAS `{fmt}` "
+        f"INSERT INTO bench:{prefix} SELECT * FROM {topic} STOREAS `{fmt}` "
         f"PROPERTIES('flush.count'=1000000, 'flush.interval'={args.follow_flush_interval})"
     )
     command = [
@@ -842,11 +957,16 @@ def bench_follow(
         "--poll-interval",
         str(args.poll_interval),
     ]
-    env["KAFKA_ARCHIVE_SPOOL_DIR"] = str(work)
-    keys = [f"follow/.kafka-archive/state/{topic}/{p}.json" for p in range(total)]
+    env = {**env, "KAFKA_ARCHIVE_SPOOL_DIR": str(work), "KAFKA_ARCHIVE_COMMIT_PROTOCOL": protocol}
+    keys = [f"{prefix}/.kafka-archive/state/{topic}/{p}.json" for p in range(total)]
+    poller_of = (
+        (lambda: LogPoller(s3, "bench", prefix, topic, total))
+        if protocol == "log"
+        else (lambda: CommitPoller(s3, "bench", keys))
+    )
     running: list[subprocess.Popen[bytes]] = []
     measured: list[Usage] = []
-    out_path, err_path = work / "follow.out", work / "follow.err"
+    out_path, err_path = work / f"{prefix}.out", work / f"{prefix}.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         runner = threading.Thread(
             target=lambda: measured.append(
@@ -856,7 +976,7 @@ def bench_follow(
         )
         runner.start()
         try:
-            with CommitPoller(s3, "bench", keys) as poller, contextlib.ExitStack() as stack:
+            with poller_of() as poller, contextlib.ExitStack() as stack:
                 alive = lambda: runner.is_alive()  # noqa: E731
                 while not running and alive():
                     time.sleep(0.01)
@@ -872,6 +992,8 @@ def bench_follow(
                     raise SystemExit(f"the warm-up was not archived: {err_path.read_text()}")
                 poller.watch(list(range(active)))
                 warm = time.monotonic()
+                counter.take()
+                objects_at_warm = object_count(s3, "bench", f"{prefix}/")
                 print(f"  warm-up archived ({len(warmup)} records); producing ...", flush=True)
                 lags: list[float] = []
                 sent = produce_at_rate(
@@ -895,6 +1017,11 @@ def bench_follow(
             # workers) is killed only if it does not end by itself.
             stop_measured(running, runner)
     usage = measured[0]
+    # S3 requests per object written after the warm-up (the session's start and the warm-up
+    # batch left out; its stop included), counted by the proxy.
+    counts = counter.take()
+    objects = object_count(s3, "bench", f"{prefix}/") - objects_at_warm
+    print(f"  {protocol}: S3 after the warm-up {counts.per_object(objects)}", flush=True)
     latencies = [poller.latency(p, o, at) for p, o, at in sent]
     known = [x for x in latencies if x is not None]
     # The first batch that archived is the warm-up's (the producer waited for its commit):
@@ -918,7 +1045,9 @@ def bench_follow(
     )
     took = [sum(float(b[k]) for k in ("plan", "spark", "commit")) for b in batches]
     # Every record once: the archive's data objects read back (JSON: one line a record).
-    ids = archived_json_ids(s3, "bench", "follow/") if fmt == "JSON" else []
+    # In log mode the objects its entries name (an attempt's leftovers are vacuum's).
+    named = poller.named if isinstance(poller, LogPoller) else None
+    ids = archived_json_ids(s3, "bench", f"{prefix}/", named) if fmt == "JSON" else []
     once = (
         ""
         if fmt != "JSON"
@@ -929,7 +1058,10 @@ def bench_follow(
         )
     )
     size = sum(len(value_of(i, args.value_bytes)) for i in range(len(warmup) + len(sent)))
+    own = s3count.summary_counts(out_path.read_text(), every=True)
     note = (
+        f"{protocol}: S3 after the warm-up {counts.per_object(objects)}, {objects} objects "
+        f"(the whole session's summaries: {own.text() if own else 'no S3 line'}); "
         f"produce→committed p50 {percentile(known, 0.5):.1f} s, p99 {percentile(known, 0.99):.1f}"
         f" s, max {max(known, default=0):.1f} s (target p99 < {args.poll_interval:g} + 10 s); "
         f"{len(batches)} batches after the warm-up: {percentile(took, 0.5):.2f} s each (p50, "
@@ -944,7 +1076,9 @@ def bench_follow(
         + ("" if len(known) == len(sent) else f"; {len(sent) - len(known)} never seen committed")
     )
     results = [
-        Result.of(f"kafka-archive --follow {fmt}", usage, size, len(warmup) + len(sent), note)
+        Result.of(
+            f"kafka-archive --follow {fmt} {protocol}", usage, size, len(warmup) + len(sent), note
+        )
     ]
     print(f"  {note}", flush=True)
     for name in ("plan", "spark", "work", "commit"):
@@ -960,14 +1094,19 @@ def bench_follow(
         f"--poll-interval {args.poll_interval:g}, "
         f"flush.interval {args.follow_flush_interval}"
     )
-    return results, title
+    return results[0], title
 
 
-def archived_json_ids(s3: object, bucket: str, prefix: str) -> list[int]:
-    """The ids of every JSON record in the data objects under ``prefix``."""
+def archived_json_ids(
+    s3: object, bucket: str, prefix: str, named: set[str] | None = None
+) -> list[int]:
+    """The ids of every JSON record in the data objects under ``prefix`` (only those in
+    ``named``, when given)."""
     ids: list[int] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):  # type: ignore[attr-defined]
         for item in page.get("Contents", []):
+            if named is not None and item["Key"] not in named:
+                continue
             if "/.kafka-archive/" not in f"/{item['Key']}":
                 body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()  # type: ignore[attr-defined]
                 ids.extend(json.loads(line)["id"] for line in body.splitlines())
@@ -1060,6 +1199,12 @@ def main() -> int:
         default=int(os.environ.get("BENCH_CONNECT", "1")),
         help="keyed/even: run the Kafka Connect peer (1, default; Java and Maven) or not (0)",
     )
+    parser.add_argument(
+        "--protocols",
+        default=os.environ.get("BENCH_PROTOCOL", "states,log"),
+        help="wide and follow: the commit_protocol of each measured run, in this order "
+        "(default states,log: both, in the same run, each with its S3 requests by type)",
+    )
     parser.add_argument("--note", default=os.environ.get("BENCH_NOTE", ""))
     parser.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
     args = parser.parse_args()
@@ -1069,6 +1214,9 @@ def main() -> int:
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
     args.follow_active = args.follow_active or args.follow_partitions
+    args.protocols = [p.strip().lower() for p in args.protocols.split(",") if p.strip()]
+    if not args.protocols or not set(args.protocols) <= {"states", "log"}:
+        parser.error(f"BENCH_PROTOCOL must name states and/or log, not {args.protocols!r}")
     default_formats = "JSON" if args.shape in ("wide", "follow") else ",".join(FORMATS)
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
@@ -1120,6 +1268,11 @@ def main() -> int:
                 size,
                 ("BENCH_VALUE_BYTES", args.value_bytes),
                 ("BENCH_FORMATS", ",".join(formats)),
+                *(
+                    [("BENCH_PROTOCOL", ",".join(args.protocols))]
+                    if args.shape in ("wide", "follow")
+                    else []
+                ),
             )
         )
         header = (

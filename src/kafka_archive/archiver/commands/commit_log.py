@@ -164,6 +164,7 @@ class TargetLog:
     state: core.LogState
     me: WriterId | None = None
     claimed: frozenset[PartitionRef] = frozenset()
+    claim_seq: int = 0  # the entry of this session's latest claim
 
     @property
     def head(self) -> str:
@@ -218,6 +219,7 @@ class CommitLog:
                 if drive(_create_entry(tl.head, entry), tl.store):
                     tl.state = core.fold(tl.state, entry)
                     tl.me, tl.claimed = entry.writer, frozenset(refs)
+                    tl.claim_seq = entry.seq
                     log.info(
                         "claimed %d partition(s) of s3://%s/%s (commit log entry %d, epoch %d)",
                         len(refs),
@@ -274,10 +276,13 @@ class CommitLog:
             by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         merged: list[Outcome] = []
         commits: dict[Target, list[PartitionCommit]] = {}
-        for group in by_partition.values():
+        tiled: dict[int, bool] = {}  # by route index: a route's layout, once, not per partition
+        for (number, _), group in by_partition.items():
             group.sort(key=lambda p: p[0].start)
             target = group[0][0].route.target
-            outcome, commit = _partition(group, self.targets[target].state)
+            if number not in tiled:
+                tiled[number] = not interleaved(group[0][0].route)
+            outcome, commit = _partition(group, self.targets[target].state, tiled[number])
             merged.append(outcome)
             if commit is not None:
                 commits.setdefault(target, []).append(commit)
@@ -324,9 +329,49 @@ class CommitLog:
 
     def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
-        by a fenced writer, older than the grace by the store's clock; returns how many."""
+        by a fenced writer, older than the grace by the store's clock; returns how many. At
+        most once a grace period (:func:`vacuum_due`)."""
         segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
-        return vacuum(tl, segments, float(self._settings.log_vacuum_grace_seconds))
+        grace = float(self._settings.log_vacuum_grace_seconds)
+        if not vacuum_due(tl, grace):
+            return 0
+        deleted = vacuum(tl, segments, grace)
+        drive(_note_vacuumed(tl), tl.store)
+        return deleted
+
+
+def vacuumed_key(head: str) -> str:
+    """The target's note of its last session-start vacuum (beside the log, not in it)."""
+    return f"{log_prefix(head)[: -len('log/')]}vacuumed.json"
+
+
+def vacuum_due(tl: TargetLog, grace: float) -> bool:
+    """Whether a session's vacuum is due: its listing reads every object of the target (a
+    page a thousand), so it runs at most once a grace period, by the store's clock (this
+    session's claim entry's LastModified against the note's, :func:`vacuumed_key`). What it
+    skips is not lost: an object is a candidate only once older than the grace, and the
+    next vacuum, at most a grace after this one, lists it. Always due with a grace of 0."""
+    if grace <= 0 or not tl.claim_seq:
+        return True
+    return drive(_due_steps(tl, grace), tl.store)
+
+
+def _due_steps(tl: TargetLog, grace: float) -> Steps[bool]:
+    try:
+        noted = yield from send_read(Head(vacuumed_key(tl.head)))
+    except NotFound:
+        return True
+    try:
+        claim = yield from send_read(Head(entry_key(tl.head, tl.claim_seq)))
+    except NotFound:
+        return True
+    return bool(claim.last_modified - noted.last_modified >= grace)
+
+
+def _note_vacuumed(tl: TargetLog) -> Steps[None]:
+    """Best effort (a lost note costs the next session a listing)."""
+    with contextlib.suppress(PreconditionFailed, Ambiguous):
+        yield from send(Put(vacuumed_key(tl.head), b"{}", {}))
 
 
 def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
@@ -428,14 +473,18 @@ def interleaved(route: Route) -> bool:
 
 
 def _partition(
-    group: list[tuple[WorkUnit, Outcome]], state: core.LogState
+    group: list[tuple[WorkUnit, Outcome]], state: core.LogState, tiled: bool | None = None
 ) -> tuple[Outcome, PartitionCommit | None]:
     """A partition's units (or pieces) in offset order: the contiguous prefix from its
     committed end that finished, as one merged result and the commit naming its objects.
     Objects are named as ranges that cover ``[start, end)`` in order (an object's range runs
     from where the one before ended: offsets without records, a transaction's markers, are
-    inside one), so that the log's fold accepts them."""
+    inside one), so that the log's fold accepts them. ``tiled``: the route's objects of a
+    partition do not interleave (not :func:`interleaved`; decided once per route by the
+    caller, here when not given)."""
     first = group[0][0]
+    if tiled is None:
+        tiled = not interleaved(first.route)
     ref = partition_ref(first.tp)
     start = state.end(ref)
     cut = start
@@ -450,7 +499,7 @@ def _partition(
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     refs: list[ObjectRef] = []
     end = start
-    if interleaved(first.route):
+    if not tiled:
         # Several objects open at once (one per group): each named by its own first and last
         # record, the range [start, cut) as far as the units read.
         refs = [
@@ -481,7 +530,6 @@ def _partition(
         s3_requests=spent,
         tasks=len(group),
     )
-    tiled = not interleaved(first.route)
     commit = PartitionCommit(ref, start, end, tuple(refs), tiled=tiled) if refs else None
     failures = [r for _, r in group if isinstance(r, UnitFailure)]
     fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]

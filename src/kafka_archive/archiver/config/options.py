@@ -196,7 +196,8 @@ OPTIONS: tuple[Option, ...] = (
         int,
         3600,
         "commit_protocol=log: at a session's start, objects no log entry names, written by a "
-        "fenced writer and older than this by the store's clock, are deleted",
+        "fenced writer and older than this by the store's clock, are deleted (at most once "
+        "per this period: the listing reads every object of the target)",
     ),
     Option(
         "read_timeout_seconds",

@@ -63,6 +63,18 @@ def test_sums_and_differences_are_by_type(a: dict[str, int], b: dict[str, int]) 
     assert summed - y == x
 
 
+@given(st.lists(counts, max_size=20))
+def test_a_total_is_the_sum_one_by_one(parts: list[dict[str, int]]) -> None:
+    """``total_requests`` (a run's, summed once over 10,000 partitions' units) is the sum
+    of its parts added one at a time, empty or not."""
+    requests = [S3Requests.of(c) for c in parts]
+    one_by_one = S3Requests()
+    for r in requests:
+        one_by_one = one_by_one + r
+    assert total_requests(requests) == one_by_one
+    assert total_requests(iter(requests)) == one_by_one
+
+
 def test_an_unknown_type_is_refused() -> None:
     with pytest.raises(ValueError, match="not an S3 request type"):
         S3Requests.of({"PATCH": 1})
