@@ -155,3 +155,41 @@ def test_parse_reads_an_attempts_own_key_as_its_planned_key(
     assume(not any(is_truncated(segment) for segment in own.split("/")))
     group = object_group(r, values, timestamp_ms=timestamp_ms)
     assert parse_key(layout_for(r), own) == ParsedKey(tp, offset, group)
+
+
+@settings(max_examples=200)
+@given(
+    routes_and_values(),
+    TPS,
+    OFFSET,
+    TIMESTAMP,
+    st.integers(1, 10**6),
+    st.integers(1, 10**6),
+    st.integers(0, 2**50),
+)
+def test_parse_reads_a_rewrite_attempts_own_key_as_the_key_it_replaced(
+    case: tuple[Route, tuple[str | None, ...]],
+    tp: TopicPartition,
+    offset: int,
+    timestamp_ms: int | None,
+    gen: int,
+    epoch: int,
+    attempt: int,
+) -> None:
+    """compact's objects of formats with no place for a stamp (``.g<N>`` where ``key.suffix``
+    goes, then the attempt: ``writer.attempt_key``) read as the partition, first offset and
+    group of the object they replace."""
+    r, values = case
+    _accepted(r)
+    assume(not is_truncated(safe_segment(tp.topic)))
+    assume("." not in tp.topic)  # (as above: attempt_key goes after the name's first dot)
+    rewritten = dataclasses.replace(
+        r, layout=dataclasses.replace(r.layout, key_suffix=r.layout.key_suffix + f".g{gen}")
+    )
+    key = object_key(r, tp, offset, values, timestamp_ms=timestamp_ms)
+    new = object_key(rewritten, tp, offset, values, timestamp_ms=timestamp_ms)
+    assume(new != key)  # (a template without {suffix}: the engine refuses it)
+    own = attempt_key(new, epoch, attempt)
+    assume(not any(is_truncated(segment) for segment in own.split("/")))
+    group = object_group(r, values, timestamp_ms=timestamp_ms)
+    assert parse_key(layout_for(r), own) == ParsedKey(tp, offset, group)
