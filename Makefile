@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	PYTHONPATH=testbed $(BIN)/python samples/demo.py
 
-# make bench [BENCH_SHAPE=keyed|even|wide|follow] [BENCH_MB=1024] [BENCH_VALUE_BYTES=200]
+# make bench [BENCH_SHAPE=keyed|even|wide|follow|compact] [BENCH_MB=1024] [BENCH_VALUE_BYTES=200]
 #            [BENCH_FORMATS=JSON,BYTES] [BENCH_BROKER=tansu|kafka] [BENCH_CONNECT=1|0]
 #            [BENCH_WIDE_RECORDS=10]
 #            [BENCH_WIDE_TOPICS=50] [BENCH_WIDE_PARTITIONS=20] (BENCH_SHAPE=wide)

@@ -27,6 +27,13 @@ Shapes (``BENCH_SHAPE``):
   Objects roll by ``flush.interval`` =
   ``BENCH_FOLLOW_FLUSH_INTERVAL`` s (default 1): a record waits for its object to close,
   then for the next batch.
+- ``compact``: maintenance (issue 38). Per STOREAS (default JSON and PARQUET), a log-mode
+  ``run`` makes what ``--follow`` with a small flush count leaves, 1,000 objects of 10
+  records of ~1 KB in one partition (testbed/compaction_bench.py, the case
+  tests/integration/maintenance/test_compact_bench.py measures on the engine alone); then
+  ``compact`` merges them, as a whole process through a counting proxy (faultproxy.py,
+  forwarding every request to the S3 endpoint): MB read per second, and S3 requests per
+  object compacted by type, as AWS bills them.
 
 Steps of ``keyed`` and ``even`` (one run, same machine, same services):
 
@@ -106,7 +113,7 @@ BROKERS = ("tansu", "kafka")
 PARTITIONS = 4
 # The keyed shape: partition p gets KEYED_WEIGHTS[p] of every sum(KEYED_WEIGHTS) records.
 KEYED_WEIGHTS = (17, 14, 12, 10)
-SHAPES = ("keyed", "even", "wide", "follow")
+SHAPES = ("keyed", "even", "wide", "follow", "compact")
 WIDE_TOPICS, WIDE_PARTITIONS = 50, 20
 UPLOAD_PART = 64 * 1024 * 1024
 FORMATS = ("JSON", "BYTES", "TEXT", "AVRO", "PARQUET")
@@ -1210,14 +1217,22 @@ def main() -> int:
     args = parser.parse_args()
     if args.shape not in SHAPES:
         parser.error(f"BENCH_SHAPE must be one of {', '.join(SHAPES)}, not {args.shape!r}")
-    args.broker = args.broker or ("kafka" if args.shape in ("wide", "follow") else "tansu")
+    args.broker = args.broker or (
+        "kafka" if args.shape in ("wide", "follow", "compact") else "tansu"
+    )
     if args.broker not in BROKERS:
         parser.error(f"BENCH_BROKER must be one of {', '.join(BROKERS)}, not {args.broker!r}")
     args.follow_active = args.follow_active or args.follow_partitions
     args.protocols = [p.strip().lower() for p in args.protocols.split(",") if p.strip()]
     if not args.protocols or not set(args.protocols) <= {"states", "log"}:
         parser.error(f"BENCH_PROTOCOL must name states and/or log, not {args.protocols!r}")
-    default_formats = "JSON" if args.shape in ("wide", "follow") else ",".join(FORMATS)
+    default_formats = (
+        "JSON"
+        if args.shape in ("wide", "follow")
+        else "JSON,PARQUET"
+        if args.shape == "compact"
+        else ",".join(FORMATS)
+    )
     formats = [f.strip().upper() for f in (args.formats or default_formats).split(",") if f.strip()]
 
     become_subreaper()
@@ -1230,7 +1245,9 @@ def main() -> int:
     try:
         with services(args.broker, work) as (broker, endpoint, broker_env):
             env.update(broker_env)
-            shape = {"wide": bench_wide, "follow": bench_follow}.get(args.shape, bench_topic)
+            shape = {"wide": bench_wide, "follow": bench_follow, "compact": bench_compact}.get(
+                args.shape, bench_topic
+            )
             results, title = shape(args, formats, broker, endpoint, env, work)
     except StackError as exc:  # a service did not start, or java/mvn are missing
         print(f"bench: {exc}", file=sys.stderr)
@@ -1258,23 +1275,23 @@ def main() -> int:
                 f"BENCH_FOLLOW_FLUSH_INTERVAL={args.follow_flush_interval}",
             )
             if args.shape == "follow"
+            else None
+            if args.shape == "compact"
             else ("BENCH_MB", args.mb)
         )
-        settings = " ".join(
-            f"{k}={v}"
-            for k, v in (
-                ("BENCH_SHAPE", args.shape),
-                ("BENCH_BROKER", args.broker),
-                size,
-                ("BENCH_VALUE_BYTES", args.value_bytes),
-                ("BENCH_FORMATS", ",".join(formats)),
-                *(
-                    [("BENCH_PROTOCOL", ",".join(args.protocols))]
-                    if args.shape in ("wide", "follow")
-                    else []
-                ),
-            )
+        pairs = (
+            ("BENCH_SHAPE", args.shape),
+            ("BENCH_BROKER", args.broker),
+            size,  # (none of the compact shape's own)
+            ("BENCH_VALUE_BYTES", args.value_bytes),
+            ("BENCH_FORMATS", ",".join(formats)),
+            *(
+                [("BENCH_PROTOCOL", ",".join(args.protocols))]
+                if args.shape in ("wide", "follow")
+                else []
+            ),
         )
+        settings = " ".join(f"{pair[0]}={pair[1]}" for pair in pairs if pair is not None)
         header = (
             f"\n## {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit "
             f"{commit()} · {machine()} · {args.broker} · {title}\n\n`make bench {settings}`"
@@ -1284,6 +1301,86 @@ def main() -> int:
         with open(HERE / "RESULTS.md", "a") as f:
             f.write(header + table + "\n")
     return 0
+
+
+def bench_compact(
+    args: argparse.Namespace,
+    formats: list[str],
+    broker: str,
+    endpoint: str,
+    env: dict[str, str],
+    work: Path,
+) -> tuple[list[Result], str]:
+    """The compact shape (the module's doc): per format, 1,000 small objects made by a
+    log-mode run, then ``compact`` measured through a counting proxy."""
+    from faultproxy import FaultProxy  # tests/integration/ (services put it on the path)
+
+    import compaction_bench as case  # testbed/
+
+    bindir = Path(sys.executable).parent
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
+    records = case.OBJECTS * case.PER_OBJECT
+    admin = AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([NewTopic("compact", num_partitions=1)])["compact"].result(timeout=30)
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 50})
+    for i in range(records):
+        producer.produce("compact", value=json.dumps(case.value(i)).encode(), partition=0)
+        if i % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(300) != 0:
+        raise SystemExit("producing the compact shape's topic did not finish")
+    env = {**env, "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log", "KAFKA_ARCHIVE_SPOOL_DIR": str(work)}
+    results: list[Result] = []
+    for fmt in formats:
+        kcql = case.statement("bench", "compact", fmt).replace("bench:arch", f"bench:{fmt}")
+        done = subprocess.run(
+            archive_command(bindir, kcql, broker, endpoint), env=env, capture_output=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"the {fmt} run failed (exit {done.returncode}): {done.stderr!r}")
+        listed = [
+            item
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=fmt)
+            for item in page.get("Contents", [])
+            if "/.kafka-archive/" not in item["Key"]
+        ]
+        before = {item["Key"] for item in listed}
+        size = sum(item["Size"] for item in listed)
+        print(f"  {fmt}: {len(listed)} objects, {size / 1e6:.1f} MB archived", flush=True)
+        with FaultProxy(endpoint, rate=0.0, seed=0) as proxy:
+            command = [
+                str(bindir / "kafka-archive"),
+                "compact",
+                "--kcql",
+                kcql,
+                "--endpoint-url",
+                proxy.url,
+            ]
+            usage = measure(command, env, stdout=subprocess.DEVNULL)
+            sent = case.by_type(proxy.requests)
+        after = [
+            item
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=fmt)
+            for item in page.get("Contents", [])
+            if "/.kafka-archive/" not in item["Key"] and item["Key"] not in before
+        ]
+        figures = case.Figures(
+            fmt, len(listed), size, sum(i["Size"] for i in after), usage.seconds, sent
+        )
+        note = (
+            f"{len(listed)} -> {len(after)} objects; S3 requests per object compacted: "
+            f"{figures.per_object()}"
+        ) + ("" if usage.code == 0 else f"; {outcome(usage)}")
+        results.append(
+            Result.of(f"compact {fmt}, {len(listed)} objects", usage, size, records, note)
+        )
+        print(f"  {figures.line()}", flush=True)
+    title = (
+        f"compact shape: {case.OBJECTS} objects of {case.PER_OBJECT} records of ~1 KB, "
+        "one partition, merged into one"
+    )
+    return results, title
 
 
 def render(results: list[Result]) -> str:

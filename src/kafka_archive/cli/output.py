@@ -65,6 +65,13 @@ def render_requests(requests: S3Requests, prices: S3Prices) -> str:
     return f"S3: {requests.total} requests ({kinds}), est. {usd(prices.cost(requests))}"
 
 
+def requests_lines(requests: S3Requests, prices: S3Prices) -> list[str]:
+    """Every command's S3 line (:func:`render_requests`; none when nothing was sent): run,
+    follow, status, verify, restore and compact print it with their result, ``cat`` on
+    stderr (its stdout is the records)."""
+    return [render_requests(requests, prices)] if requests.total else []
+
+
 def render_summary(result: RunResult, prices: S3Prices = LIST_PRICES) -> str:
     """Per partition the offset range archived, then totals with elapsed time and MB/s, and
     the S3 requests with their estimated price."""
@@ -112,8 +119,7 @@ def render_summary(result: RunResult, prices: S3Prices = LIST_PRICES) -> str:
         f"total: {result.records} records, {human_bytes(result.bytes)}, {result.objects} "
         f"object(s) in {result.seconds:.1f} s ({rate:.2f} MB/s)"
     )
-    if result.s3_requests.total:
-        lines.append(render_requests(result.s3_requests, prices))
+    lines.extend(requests_lines(result.s3_requests, prices))
     if result.timings is not None and result.units:
         lines.append(render_timings(result.timings))
     return "\n".join(lines)
@@ -164,8 +170,7 @@ def render_verify(result: VerifyResult, prices: S3Prices = LIST_PRICES) -> str:
             where = f" ({result.targets[v.route_index]})" if result.targets else ""
             lines.append(f"  {v.tp.topic}{where}: RE-CREATED (checked offline only): {v.recreated}")
     problems = sum(len(v.discrepancies) for v in result.partitions)
-    if result.s3_requests.total:
-        lines.append(render_requests(result.s3_requests, prices))
+    lines.extend(requests_lines(result.s3_requests, prices))
     lines.append(
         f"{'clean' if result.clean else 'NOT CLEAN'}: {len(result.partitions)} partition(s), "
         f"{result.objects} object(s), {result.records} records, {problems} problem(s) "
@@ -183,8 +188,7 @@ def render_restore(result: RestoreRun, prices: S3Prices = LIST_PRICES) -> str:
         upto = "" if unit.next_offset is None else f", up to archived offset {unit.next_offset - 1}"
         lines.append(f"  {unit.tp}: {unit.records} records{upto}{resumed}")
     lines.append(f"total: {result.records} records in {result.seconds:.1f} s")
-    if result.s3_requests.total:
-        lines.append(render_requests(result.s3_requests, prices))
+    lines.extend(requests_lines(result.s3_requests, prices))
     return "\n".join(lines)
 
 
@@ -203,8 +207,8 @@ def render_plan(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_status(report: JobStatus) -> str:
-    """``status``: one row per partition."""
+def render_status(report: JobStatus, prices: S3Prices = LIST_PRICES) -> str:
+    """``status``: one row per partition, then the S3 requests with their estimated price."""
     lines = [
         f"job {report.job}",
         f"  {'partition':<32} {'archived':>12} {'end':>12} {'lag':>10} "
@@ -230,6 +234,7 @@ def render_status(report: JobStatus) -> str:
             told.add((row.topic, row.target))
             where = f" ({row.target})" if row.topic in shared else ""
             lines.append(f"  {row.topic}{where}: RE-CREATED: {row.recreated}")
+    lines.extend(requests_lines(report.s3_requests, prices))
     return "\n".join(lines)
 
 

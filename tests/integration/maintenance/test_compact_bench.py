@@ -1,6 +1,8 @@
 """Compaction's cost on a 1,000-object input a real `run` made (make test-full): throughput in
 MB/s and S3 requests per object compacted, printed for bench/RESULTS.md, with the Python
-memory the rewrite held at its peak; the result read back by an independent reader."""
+memory the rewrite held at its peak; the result read back by an independent reader. The case
+and the figures are testbed/compaction_bench.py's, which `make bench BENCH_SHAPE=compact`
+measures on the `compact` command as a whole."""
 
 from __future__ import annotations
 
@@ -17,15 +19,13 @@ import pytest
 from archive_helpers import cli, run_args
 from maintenance_helpers import SUFFIX, committed, objects_under, scratch, store_of
 
+from compaction_bench import OBJECTS, PER_OBJECT, Figures, statement, value
 from kafka_archive import kcql
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.plan.maintenance import Compact, plan
 from kafka_archive.archiver.write.rewrite import READ_AHEAD, rewrite
 
 pytestmark = [pytest.mark.integration, pytest.mark.full]
-
-OBJECTS = 1_000
-PER_OBJECT = 10
 
 
 @pytest.mark.parametrize("fmt", ["JSON", "PARQUET"])
@@ -42,10 +42,8 @@ def test_compact_a_thousand_objects(
 ) -> None:
     name, bkt = topic(partitions=1), bucket()
     count = OBJECTS * PER_OBJECT
-    produce(name, count, partitions=1, value=lambda i: {"id": i, "pad": f"{i:0>1000}"})
-    text = (
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS {fmt} WITH_FLUSH_COUNT = {PER_OBJECT}"
-    )
+    produce(name, count, partitions=1, value=value)
+    text = statement(bkt, name, fmt)
     code, _, err = cli(capsys, *run_args(text, broker, s3_endpoint))
     assert code == 0, err
     route = kcql.parse(text).routes[0]
@@ -78,14 +76,11 @@ def test_compact_a_thousand_objects(
     else:
         ids = pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
     assert ids == list(range(count))
-    megabytes = result.bytes_read / 1e6
+    figures = Figures(fmt, OBJECTS, result.bytes_read, new.size, seconds, sent)
     with capsys.disabled():
         print(
-            f"\ncompact {fmt}: {OBJECTS} objects, {megabytes:.1f} MB read, {new.size / 1e6:.1f} MB"
-            f" written in {seconds:.2f} s = {megabytes / seconds:.1f} MB/s ({cpu:.2f} CPU s of this"
-            f" process); S3 requests"
-            f" {sent} = {sent['GET'] / OBJECTS:.3f} GET and {sent['PUT'] / OBJECTS:.4f} PUT per"
-            f" object compacted; Python peak {peak / 1e6:.1f} MB; the GETs alone {ceiling:.2f} s"
+            f"\n{figures.line()} ({cpu:.2f} CPU s of this process); Python peak"
+            f" {peak / 1e6:.1f} MB; the GETs alone {ceiling:.2f} s"
         )
     assert sent["GET"] == OBJECTS and sent["PUT"] <= 4  # one read each, one object created
     assert peak < 64e6  # records stream through: far below the group's 10 MB x Python's cost

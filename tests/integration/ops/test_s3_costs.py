@@ -144,3 +144,56 @@ def test_a_runs_reported_s3_requests_are_exactly_what_s3_received(
     assert verify_seen["GET"] >= 12  # every object read
     assert summary_requests(restored) == restore_seen
     assert restore_seen["GET"] >= 12
+
+
+def test_status_cat_and_compact_report_exactly_the_s3_requests_s3_received(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every command says what it asked of S3, by type with its price (issue 38): status
+    (text and JSON), cat (on stderr: its stdout is the records) and compact, each through
+    the proxy with retried attempts, equal to what the proxy saw."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(name, 80, partitions=2)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")  # compact needs a commit log
+    monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "10")
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(faultproxy, "FAULTS", ("503", "500"))
+    cat = ("--from", f"{bkt}:arch", "--topic", name, "--partition", "1", "--offset", "5")
+    with FaultProxy(s3_endpoint, rate=0.05, seed=5) as proxy:
+        assert main(run_args(kcql, broker, proxy.url, command="status")) == 0
+        status_out, status_seen = capsys.readouterr().out, seen(proxy)
+        proxy.requests = []
+        assert main(run_args(kcql, broker, proxy.url, "--output", "json", command="status")) == 0
+        status_json, status_json_seen = json.loads(capsys.readouterr().out), seen(proxy)
+        proxy.requests = []
+        where = ("--endpoint-url", proxy.url, "--kcql", kcql)
+        assert main(["cat", *cat, "--count", "20", *where]) == 0
+        cat_out, cat_err = capsys.readouterr()
+        cat_seen = seen(proxy)
+        proxy.requests = []
+        code = main(run_args(kcql, broker, proxy.url, "--target-size", "1MB", command="compact"))
+        compact_out, err = capsys.readouterr()
+        assert code == 0, err
+        compact_seen = seen(proxy)
+    assert sum(proxy.injected.values()) > 0, proxy.injected  # retries were sent
+
+    assert (
+        summary_requests(status_out) == status_seen and status_seen["LIST"] + status_seen["GET"] > 0
+    ), status_seen
+    assert status_json["s3_requests"] == status_json_seen, status_json_seen
+    assert status_json["s3_cost_usd"] == pytest.approx(list_price(status_json_seen), rel=1e-9)
+    records = [json.loads(line) for line in cat_out.splitlines()]
+    assert [r["offset"] for r in records] == list(range(5, 25))
+    assert summary_requests(cat_err) == cat_seen and cat_seen["GET"] >= 2, cat_seen
+    assert "S3: " not in cat_out
+    assert summary_requests(compact_out) == compact_seen, compact_seen
+    assert compact_seen["PUT"] >= 2 and compact_seen["GET"] >= 8, compact_seen  # 8 objects read

@@ -10,7 +10,10 @@ run of the same target, and a later run's claim fences this one: exit 18), plan 
 log as the claim left it, vacuum (as a run's session does), then rewrite each group
 (:mod:`.write.rewrite`, a bounded thread pool) into new objects keyed
 ``<first>.g<N>.<ext>`` (N one above the replaced objects' highest generation), created
-If-None-Match with the session's writer metadata. An object found at a new key (a crashed
+If-None-Match with the session's writer metadata, each try's bytes stamped as a run's
+task's are (:class:`.protocol.tasks.Stamp`: Parquet or Avro metadata, the gzip FNAME; the
+other formats at ``<first>.g<N>.e<epoch>a<attempt>.<ext>``), so no two tries ever create the
+same bytes at one key. An object found at a new key (a crashed
 compact's, or an earlier try of this one) is judged as a run's task judges one
 (:func:`.core.found_object`): a fenced writer's or a dead try's is deleted If-Match and the
 group written again. Then one rewrite entry per target (each partition's merged run of
@@ -49,7 +52,7 @@ from kafka_archive.archiver.protocol.maintenance import generation
 from kafka_archive.archiver.protocol.naming import log_head, topic_partition
 from kafka_archive.archiver.protocol.s3 import BucketStore
 from kafka_archive.archiver.protocol.steps import List, drive, read_log, send_read
-from kafka_archive.archiver.protocol.tasks import object_metadata
+from kafka_archive.archiver.protocol.tasks import Stamp, object_metadata
 from kafka_archive.archiver.protocol.writer import object_writer
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.state.paths import state_root
@@ -296,6 +299,7 @@ class _Target:
                     target_size=self.options.target_size,
                     spool_dir=self.settings.spool_dir,
                     metadata=object_metadata(self.tl.me, attempt, ref),
+                    stamp=Stamp(self.tl.me.run_id, self.tl.me.epoch, attempt),
                 )
             except PreconditionFailed as exc:
                 dead.add(attempt)  # this try is over: its objects are a dead attempt's

@@ -20,14 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kafka_archive.archiver.commands.status import JobStatus
-from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices, requests_json
 from kafka_archive.archiver.core.model import NO_REQUESTS, REQUEST_TYPES, RunResult, S3Requests
-
-
-def requests_json(requests: S3Requests, prices: S3Prices) -> dict[str, Any]:
-    """``s3_requests`` (every type's count, as AWS bills them) and ``s3_cost_usd`` (their
-    estimated price) of a JSON document."""
-    return {"s3_requests": requests.by_type(), "s3_cost_usd": round(prices.cost(requests), 9)}
 
 
 def report_json(

@@ -6,12 +6,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices, Settings, requests_json
 from kafka_archive.archiver.core.errors import TopicRecreatedError
+from kafka_archive.archiver.core.model import NO_REQUESTS, S3Requests
 from kafka_archive.archiver.plan.preflight import preflight
 from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.read.committed import logged_states
 from kafka_archive.archiver.state import identity
+from kafka_archive.archiver.store import requests
 from kafka_archive.kcql.plan import Plan, Target
 
 
@@ -42,13 +44,19 @@ class JobStatus:
     # One per route whose topic was deleted and re-created (the command exits 17 after
     # showing every row).
     refused: tuple[TopicRecreatedError, ...] = field(default=(), compare=False)
+    s3_requests: S3Requests = NO_REQUESTS  # what reading the states and the log asked of S3
 
     @property
     def max_lag(self) -> int:
         return max((p.lag for p in self.partitions), default=0)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"job": self.job, "partitions": [asdict(p) for p in self.partitions]}
+    def to_json(self, prices: S3Prices = LIST_PRICES) -> dict[str, Any]:
+        """The JSON contract of ``kafka-archive status --output json``."""
+        return {
+            "job": self.job,
+            "partitions": [asdict(p) for p in self.partitions],
+            **requests_json(self.s3_requests, prices),
+        }
 
 
 def objects_targets(plan: Plan) -> list[Target]:
@@ -66,6 +74,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
     ``refused``.
     """
     rows: list[PartitionStatus] = []
+    began = requests.PROCESS.read()
     with preflight(settings, plan) as pre:
         refused = identity.recreated(pre.store, pre.admin, pre.plan.routes)
         # Iceberg routes: the offsets of the table's latest snapshot (no state objects).
@@ -117,4 +126,5 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                 )
             )
     ordered = sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))
-    return JobStatus(pre.job, tuple(rows), tuple(e for _, e in ordered))
+    spent = requests.PROCESS.read() - began
+    return JobStatus(pre.job, tuple(rows), tuple(e for _, e in ordered), spent)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.config.settings import Settings
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices, Settings, requests_json
 from kafka_archive.archiver.core.errors import TopicRecreatedError
 from kafka_archive.archiver.core.model import (
     NO_REQUESTS,
@@ -454,13 +454,13 @@ def verify(
     )
 
 
-def to_json(result: VerifyResult) -> dict[str, Any]:
+def to_json(result: VerifyResult, prices: S3Prices = LIST_PRICES) -> dict[str, Any]:
     """The JSON contract of ``kafka-archive verify --output json``."""
     return {
         "job": result.job,
         "offline": result.offline,
         "clean": result.clean,
-        "s3_requests": result.s3_requests.by_type(),
+        **requests_json(result.s3_requests, prices),
         "partitions": [
             {
                 "topic": v.tp.topic,

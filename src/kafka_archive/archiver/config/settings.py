@@ -67,6 +67,13 @@ class S3Prices:
 LIST_PRICES = S3Prices()
 
 
+def requests_json(requests: S3Requests, prices: S3Prices) -> dict[str, Any]:
+    """``s3_requests`` (every type's count, as AWS bills them) and ``s3_cost_usd`` (their
+    estimated price) of a JSON document: every command's (run's ``--report``, ``status`` and
+    ``verify --output json``)."""
+    return {"s3_requests": requests.by_type(), "s3_cost_usd": round(prices.cost(requests), 9)}
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Everything a run needs besides the plan. Picklable: it travels to Spark executors.

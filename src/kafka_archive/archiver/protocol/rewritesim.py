@@ -124,7 +124,8 @@ class RewriteSimulation(Simulation):
         self.runs += 1
         name = f"w{self.runs}"
         self.skew[name] = 0.0
-        source = RewritingKafka(self.highs, self.rng.randint(1, 3))
+        # (the route's format: a rewrite stamps as the runs do, in the bytes or in the key)
+        source = RewritingKafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps)
         m = Maintainer(
             PREFIX,
             f"run-{self.runs}",

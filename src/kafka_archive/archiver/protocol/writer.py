@@ -181,9 +181,14 @@ def attempt_key(key: str, epoch: int, attempt: int) -> str:
     `.../<first>.e<epoch>a<attempt>.json`). It still starts with the first offset, so keys
     sort by it; an epoch is one claim's, an attempt number one of its run's: no two attempts
     share a key, and an attempt's retries (the same bytes, the same metadata) recognise their
-    own create at it."""
+    own create at it. A rewrite's object (`<first>.g<N>.<ext>`, compact's) takes the attempt
+    after its generation (`<first>.g<N>.e<epoch>a<attempt>.<ext>`), where
+    `maintenance.generation` still reads N."""
     head, _, name = key.rpartition("/")
     stem, dot, ext = name.partition(".")
+    generation, gdot, rest = ext.partition(".")
+    if gdot and generation[:1] == "g" and generation[1:].isdigit():
+        stem, ext = f"{stem}.{generation}", rest
     tail = f"{stem}.e{epoch}a{attempt}{dot}{ext}"
     return f"{head}/{tail}" if head else tail
 

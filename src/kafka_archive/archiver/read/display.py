@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka_archive.archiver.config.settings import Settings
-from kafka_archive.archiver.core.model import TopicPartition
+from kafka_archive.archiver.core.model import S3Requests, TopicPartition
 from kafka_archive.archiver.formats import envelope as env
 from kafka_archive.archiver.read import listing
 from kafka_archive.archiver.read.committed import committed_view
@@ -161,10 +161,12 @@ def cat(
     offset: int,
     count: int,
     output: str = "jsonl",
+    spent: Callable[[S3Requests], None] | None = None,
 ) -> Iterator[bytes]:
     """Up to ``count`` archived records of a partition from ``offset`` on, rendered for
     ``output``: ``jsonl``, one JSON line each (:func:`to_jsonl`), or ``raw``, each value's
-    bytes as stored.
+    bytes as stored. ``spent`` is told the S3 requests it sent, by type, once the last
+    record is out.
 
     Without a plan the archive must use the default layout (its format is told by the
     objects' extension); with one, the route writing ``topic`` to ``location`` is used.
@@ -185,3 +187,5 @@ def cat(
             yield raw(record)
         else:
             yield to_jsonl(record).encode("utf-8") + b"\n"
+    if spent is not None:
+        spent(store.requests.read())

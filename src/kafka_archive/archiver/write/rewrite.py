@@ -15,6 +15,13 @@ replaces, and the result says what a commit needs of it: key, offsets, records, 
 the offsets dropped. Nothing is deleted here: the commit names the new objects and forgets
 the replaced ones.
 
+``stamp`` (commit_protocol=log: compact's attempt) makes the attempt's objects its own, as a
+run's task does (:mod:`kafka_archive.archiver.formats.stamp`): in the bytes where the
+format has a place (Parquet and Avro file metadata, the gzip FNAME), else in the key, the
+attempt after the suffix (``<first>.g<N>.e<epoch>a<attempt>.<ext>``,
+:func:`.protocol.writer.attempt_key`). Two attempts of one group then never create the same
+bytes at one key: an object found at a new key is told by its stamp, not by its bytes.
+
 Memory: one input object's bytes (decompressed) and one Parquet row group, Avro block or
 line at a time as Python values; the output goes to spool files as it is encoded (a PARQUET
 writer holds its open row group, as in a run), uploaded from there. A group of many objects
@@ -45,8 +52,10 @@ from kafka_archive.archiver.formats import compression
 from kafka_archive.archiver.formats.base import FormatWriter, WriterFactory
 from kafka_archive.archiver.formats.blocks import BlockGzipSink, index_document, index_key
 from kafka_archive.archiver.formats.readback import Replaced, records_of
+from kafka_archive.archiver.formats.stamp import has_place
 from kafka_archive.archiver.formats.writers import writer_for
 from kafka_archive.archiver.partition.layouts import layout_for
+from kafka_archive.archiver.protocol.tasks import Stamp
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Format, Route
 
@@ -192,7 +201,11 @@ class _Outputs:
                 tp=tp,
                 hint="Add {suffix} before the extension in 'layout.template'",
             )
-        self._factory = _factory(route.format, settings.value_schema, settings.columns)
+        stamp = settings.stamp
+        in_bytes = stamp is not None and has_place(route)
+        self._stamp = stamp.text if stamp is not None and in_bytes else None
+        self._keyed = stamp if stamp is not None and not in_bytes else None
+        self._factory = _factory(route.format, settings.value_schema, settings.columns, self._stamp)
         self._codec = compression.codec_of(route)
         blocks = route.codecs.gzip_block_bytes
         self._block_bytes = int(blocks) if blocks else None
@@ -218,6 +231,8 @@ class _Outputs:
 
     def _open(self, offset: int) -> _Output:
         key = self._layout.key(self._tp, offset, self._group)
+        if self._keyed is not None:
+            key = self._keyed.key(key)
         fd, name = tempfile.mkstemp(
             prefix="kafka-archive-rewrite-", suffix=".spool", dir=self._settings.spool_dir
         )
@@ -226,7 +241,7 @@ class _Outputs:
         if self._block_bytes is not None:
             compressor = cast(BinaryIO, BlockGzipSink(file, self._block_bytes))
         else:
-            compressor = compression.compressing(file, self._codec)
+            compressor = compression.compressing(file, self._codec, self._stamp)
         writer = self._factory(compressor or file, self._route, None)
         return _Output(key, offset, Path(name), file, writer, compressor)
 
@@ -296,12 +311,17 @@ def _digest(path: Path) -> tuple[int, str]:
     return size, digest.hexdigest()[:32]
 
 
-def _factory(fmt: Format, value_schema: str | None, columns: str | None) -> WriterFactory:
+def _factory(
+    fmt: Format, value_schema: str | None, columns: str | None, stamp: str | None = None
+) -> WriterFactory:
     """The format's writer, with the route's declared schema or committed columns (AVRO,
-    PARQUET), as a run's objects get them."""
+    PARQUET), and the stamp for its file metadata, as a run's objects get them."""
     factory = writer_for(fmt)
     if fmt not in (Format.AVRO, Format.PARQUET):
         return factory
+    if stamp is not None:
+        stamped: Any = factory
+        factory = cast(WriterFactory, functools.partial(stamped, stamp=stamp))
     structured: Any = factory
     if value_schema is not None:
         return cast(WriterFactory, functools.partial(structured, user_schema=value_schema))
@@ -318,6 +338,7 @@ class _Settings:
     metadata: Mapping[str, str] | None
     value_schema: str | None
     columns: str | None
+    stamp: Stamp | None = None
 
 
 def rewrite(
@@ -334,14 +355,16 @@ def rewrite(
     metadata: Mapping[str, str] | None = None,
     value_schema: str | None = None,
     columns: str | None = None,
+    stamp: Stamp | None = None,
 ) -> Rewritten:
     """Read ``objects`` (consecutive committed objects of ``tp`` in ``group``, in offset
     order) and write what ``drop`` keeps of their records as new objects of ``route``.
 
     ``suffix`` is added to each new key after its offset (where ``key.suffix`` goes), so a
     new object never takes the key of one it replaces (its first offset may be the same);
-    ``metadata`` goes on every new object (a writer's stamp); ``value_schema`` and
-    ``columns`` seed an AVRO or PARQUET writer as a run's units are seeded. With a single
+    ``metadata`` goes on every new object (its writer); ``stamp`` makes them the attempt's
+    own (the module's doc); ``value_schema`` and ``columns`` seed an AVRO or PARQUET writer
+    as a run's units are seeded. With a single
     object of which nothing goes, nothing is written (``unchanged``). A group of which every
     record goes writes nothing either: its result has no objects.
 
@@ -355,7 +378,7 @@ def rewrite(
         raise ValueError("a rewrite needs a key suffix: a new object must not take an old key")
     if any(a.last >= b.first for a, b in itertools.pairwise(objects)):
         raise ValueError("the objects of a rewrite must be in offset order, without overlap")
-    settings = _Settings(suffix, target_size, spool_dir, metadata, value_schema, columns)
+    settings = _Settings(suffix, target_size, spool_dir, metadata, value_schema, columns, stamp)
     outputs = _Outputs(store, route, tp, group, settings)
     dropped = _Ranges()
     read = 0

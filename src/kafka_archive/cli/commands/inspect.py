@@ -12,6 +12,7 @@ import click
 from kafka_archive.archiver.commands import api
 from kafka_archive.archiver.commands.verify import to_json as verify_json
 from kafka_archive.archiver.config.load import require_bootstrap
+from kafka_archive.archiver.core.model import NO_REQUESTS, S3Requests
 from kafka_archive.cli import invocation
 from kafka_archive.cli.commands import foreign
 from kafka_archive.cli.options import (
@@ -24,7 +25,7 @@ from kafka_archive.cli.options import (
     load_config,
     run_options,
 )
-from kafka_archive.cli.output import gap_line, render_status, render_verify
+from kafka_archive.cli.output import gap_line, render_status, render_verify, requests_lines
 
 
 @click.command()
@@ -43,9 +44,9 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     require_bootstrap(loaded.settings, flags.config)
     report = api.status(loaded.settings, plan)
     if output == "json":
-        click.echo(json.dumps(report.to_json(), indent=2))
+        click.echo(json.dumps(report.to_json(loaded.settings.prices), indent=2))
     else:
-        click.echo(render_status(report))
+        click.echo(render_status(report, loaded.settings.prices))
     if report.refused:  # every row shown first; a re-created topic outweighs any lag
         raise report.refused[0]
     if max_lag is not None and report.max_lag > max_lag:
@@ -100,7 +101,7 @@ def verify(
         loaded.settings, plan, offline=offline, progress=invocation.current().progress()
     )
     if output == "json":
-        click.echo(json.dumps(verify_json(result), indent=2))
+        click.echo(json.dumps(verify_json(result, loaded.settings.prices), indent=2))
     else:
         click.echo(render_verify(result, loaded.settings.prices))
     if result.refused:  # every partition reported first
@@ -149,6 +150,11 @@ def cat_command(
         return foreign.cat(loaded, given, topic, partition, offset, count, output)
     plan = compile_kcql(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     stdout = sys.stdout.buffer
-    for chunk in api.cat(loaded.settings, plan, location, topic, partition, offset, count, output):
+    spent: list[S3Requests] = []
+    for chunk in api.cat(
+        loaded.settings, plan, location, topic, partition, offset, count, output, spent.append
+    ):
         stdout.write(chunk)
     stdout.flush()
+    for line in requests_lines(spent[0] if spent else NO_REQUESTS, loaded.settings.prices):
+        click.echo(line, err=True)  # stdout is the records

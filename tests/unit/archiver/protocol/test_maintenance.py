@@ -30,7 +30,7 @@ from kafka_archive.archiver.protocol.rewritesim import (
 )
 from kafka_archive.archiver.protocol.steps import Steps, drive, execute, read_log
 from kafka_archive.archiver.protocol.store import NotFound
-from kafka_archive.archiver.protocol.writer import Writer
+from kafka_archive.archiver.protocol.writer import Writer, attempt_key
 
 SCHEDULES = int(os.environ.get("SIM_REWRITE_SCHEDULES", "200"))
 MUTATION_BOUND = 1000
@@ -47,6 +47,18 @@ def test_generation_keys_keep_the_first_offset_and_never_repeat() -> None:
     assert g1 == f"{PREFIX}/t/0/{12:020d}.g1.json"
     assert (generation(g1), generation_key(g1, 2)) == (1, f"{PREFIX}/t/0/{12:020d}.g2.json")
     assert int(g1.rpartition("/")[2].split(".")[0]) == 12  # a seek by first offset
+
+
+def test_an_attempts_own_key_of_a_generation_keeps_the_generation() -> None:
+    """A rewrite's object of a format with no place for a stamp: the attempt after the
+    generation (``<first>.g<N>.e<epoch>a<attempt>.<ext>``), so the next rewrite of it reads
+    generation N and names N + 1, and two attempts never share a key."""
+    g2 = generation_key(f"{PREFIX}/t/0/{12:020d}.json", 2)
+    own = attempt_key(g2, 5, 3)
+    assert own == f"{PREFIX}/t/0/{12:020d}.g2.e5a3.json"
+    assert generation(own) == 2
+    assert generation_key(own, 3) == f"{PREFIX}/t/0/{12:020d}.g3.e5a3.json"
+    assert attempt_key(g2, 5, 4) != own != attempt_key(g2, 6, 3)
 
 
 def plan_erase_and_compact(state: core.LogState) -> list[RewritePlan]:
