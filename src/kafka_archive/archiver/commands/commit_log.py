@@ -106,9 +106,7 @@ def unsupported_route(plan: Plan) -> str | None:
     """Why a route of ``plan`` is not wired to the commit log yet (None: all are)."""
     why = None
     for route in plan.routes:
-        if route.iceberg is not None:
-            why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.codecs.gzip_block_bytes:
+        if route.codecs.gzip_block_bytes:
             why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
         elif route.error_policy is ErrorPolicy.DEAD_LETTER:
             why = f"{route.topic}: dead letters are not named by the commit log yet"
@@ -254,7 +252,11 @@ class CommitLog:
         for unit in units:
             tl = self.targets[unit.route.target]
             end = tl.state.end(partition_ref(unit.tp))
-            if (unit.part_start if unit.part_start is not None else unit.start) != end:
+            # (An Iceberg route's table is its state, and its commit checks the table's.)
+            iceberg = unit.route.iceberg is not None
+            if (unit.part_start if unit.part_start is not None else unit.start) != end and (
+                not iceberg
+            ):
                 raise ConfigError(
                     f"commit_protocol=log: {unit.tp} would start at offset {unit.start}, past "
                     f"its committed end {end} (retention deleted records, or --start): the "
@@ -268,11 +270,16 @@ class CommitLog:
 
     def commit(self, units: Sequence[WorkUnit], results: Sequence[Outcome]) -> list[Outcome]:
         """After the batch's Spark job: one commit entry per target naming each partition's
-        contiguous prefix of objects; the results merged per partition (as committed)."""
+        contiguous prefix of objects; the results merged per partition (as committed). An
+        Iceberg route's results are returned as they are: the log does not name a table's
+        files, the driver's table commit does (:func:`.iceberg.commits.commit_all`)."""
         by_partition: dict[tuple[int, TopicPartition], list[tuple[WorkUnit, Outcome]]] = {}
-        for unit, result in zip(units, results, strict=True):
-            by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         merged: list[Outcome] = []
+        for unit, result in zip(units, results, strict=True):
+            if unit.route.iceberg is not None:  # (never split: one unit a partition)
+                merged.append(result)
+                continue
+            by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         commits: dict[Target, list[PartitionCommit]] = {}
         for group in by_partition.values():
             group.sort(key=lambda p: p[0].start)
@@ -325,7 +332,11 @@ class CommitLog:
     def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
         by a fenced writer, older than the grace by the store's clock; returns how many."""
-        segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
+        segments = {
+            topic_segment(r.topic)
+            for r in plan.routes
+            if r.target == tl.target and r.iceberg is None  # (a table's files: its orphans)
+        }
         return vacuum(tl, segments, float(self._settings.log_vacuum_grace_seconds))
 
 
