@@ -69,6 +69,7 @@ def commit(
     table.renew()  # after `planned`: the offsets planning read are what must still hold
     records = sum(u.records for u in results)
     for _ in range(COMMIT_ATTEMPTS):
+        check_fence(table, epoch)  # (fenced before moved: a newer claimant moved them)
         changed = [tp for tp in moved if table.offsets.get(tp) != planned[tp]]
         if changed:
             raise StateConflictError(
@@ -85,7 +86,6 @@ def commit(
             table.offsets = table_offsets(table.table)
             continue
         props = snapshot_properties({**table.offsets, **moved}, records, run_id, job, epoch)
-        check_fence(table, epoch)
         check_lease()
         try:
             with catalog_errors(f"commit to table {table.identifier}"):
