@@ -22,12 +22,23 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from archive_helpers import KAFKA_ARCHIVE, process_env, process_group, run_args, run_command
+from archive_helpers import (
+    KAFKA_ARCHIVE,
+    cli,
+    process_env,
+    process_group,
+    run_args,
+    run_command,
+)
 from faultproxy import FaultProxy
 from iceberg_helpers import data_keys, kcql_for, reader_table, referenced, table_ids
 from pyiceberg.exceptions import NoSuchTableError
 
+from kafka_archive.archiver.config.settings import S3Settings
+from kafka_archive.archiver.state.lock import JobLock
+from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.cli import main
+from kafka_archive.kcql.plan import Target
 
 pytestmark = pytest.mark.integration
 
@@ -334,3 +345,36 @@ def test_follow_claims_once_commits_each_batch_and_meets_a_compaction(
     assert all_ids(table) == list(range(3700))
     assert claim_epochs(s3_client, bkt) == [1, 2]
     assert our_epochs(table)[-2:] == [2, 2]  # the run's fence, then its commit
+
+
+def test_a_states_run_holding_the_tables_lease_stops_a_log_mode_run(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    log_mode: None,
+) -> None:
+    """An Iceberg target has no partition states to migrate, but a states-mode run may be
+    writing it: while its lease is live a log-mode run stops (exit 8) before writing; once
+    it is released, the log-mode run takes the lock over (the migrated marker), and a
+    states-mode run is then refused."""
+    name, bkt = topic(partitions=1), bucket()
+    args = run_args(kcql_for(name, bkt, 100), broker, s3_endpoint)
+    produce(name, 100, partitions=1)
+    store = S3Store(S3Settings(endpoint_url=s3_endpoint, region="us-east-1"))
+    with JobLock(store, Target(bkt, "tables/orders"), "other", "run-a", ttl_seconds=600):
+        code, _, err = cli(capsys, *args)
+        assert code == 8 and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) <= 2, err  # the line and its hint
+    with pytest.raises(NoSuchTableError):
+        reader_table(catalog_uri, s3_endpoint)
+    assert main(args) == 0, capsys.readouterr().err
+    assert table_ids(reader_table(catalog_uri, s3_endpoint)) == list(range(100))
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    code, _, err = cli(capsys, *args)
+    assert code in (2, 24) and "Traceback" not in err, err

@@ -70,7 +70,7 @@ from kafka_archive.archiver.protocol.steps import (
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import object_writer
-from kafka_archive.archiver.read.migrate import migrate
+from kafka_archive.archiver.read.migrate import mark, migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
@@ -194,6 +194,11 @@ class CommitLog:
             routes = [r for r in plan.routes if r.target == target]
             if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
                 tl.read()
+            elif any(r.iceberg is not None for r in routes):
+                # An Iceberg target has no states to migrate, but a states-mode run may hold
+                # its lease: the lock is taken over (a live holder: exit 8) and the migrated
+                # marker put in its place, so that no states-mode run writes it again.
+                mark(self._s3, target, self.run_id)
             self.targets[target] = tl
         self.claim(plan, partitions)
         return sum(self._vacuum(tl, plan) for tl in self.targets.values())
