@@ -342,6 +342,8 @@ class CommitLog:
             for r in plan.routes
             if r.target == tl.target and r.iceberg is None  # (a table's files: its orphans)
         }
+        if not segments:
+            return 0  # only Iceberg routes: nothing to list (a table's prefix holds its files)
         return vacuum(tl, segments, float(self._settings.log_vacuum_grace_seconds))
 
 
