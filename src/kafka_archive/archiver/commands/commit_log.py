@@ -70,7 +70,7 @@ from kafka_archive.archiver.protocol.steps import (
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import object_writer
-from kafka_archive.archiver.read.migrate import migrate
+from kafka_archive.archiver.read.migrate import mark, migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
@@ -106,9 +106,7 @@ def unsupported_route(plan: Plan) -> str | None:
     """Why a route of ``plan`` is not wired to the commit log yet (None: all are)."""
     why = None
     for route in plan.routes:
-        if route.iceberg is not None:
-            why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.codecs.gzip_block_bytes:
+        if route.codecs.gzip_block_bytes:
             why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
         elif route.error_policy is ErrorPolicy.DEAD_LETTER:
             why = f"{route.topic}: dead letters are not named by the commit log yet"
@@ -197,6 +195,11 @@ class CommitLog:
             routes = [r for r in plan.routes if r.target == target]
             if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
                 tl.read()
+            elif any(r.iceberg is not None for r in routes):
+                # An Iceberg target has no states to migrate, but a states-mode run may hold
+                # its lease: the lock is taken over (a live holder: exit 8) and the migrated
+                # marker put in its place, so that no states-mode run writes it again.
+                mark(self._s3, target, self.run_id)
             self.targets[target] = tl
         self.claim(plan, partitions)
         return sum(self._vacuum(tl, plan) for tl in self.targets.values())
@@ -256,7 +259,11 @@ class CommitLog:
         for unit in units:
             tl = self.targets[unit.route.target]
             end = tl.state.end(partition_ref(unit.tp))
-            if (unit.part_start if unit.part_start is not None else unit.start) != end:
+            # (An Iceberg route's table is its state, and its commit checks the table's.)
+            iceberg = unit.route.iceberg is not None
+            if (unit.part_start if unit.part_start is not None else unit.start) != end and (
+                not iceberg
+            ):
                 raise ConfigError(
                     f"commit_protocol=log: {unit.tp} would start at offset {unit.start}, past "
                     f"its committed end {end} (retention deleted records, or --start): the "
@@ -270,11 +277,16 @@ class CommitLog:
 
     def commit(self, units: Sequence[WorkUnit], results: Sequence[Outcome]) -> list[Outcome]:
         """After the batch's Spark job: one commit entry per target naming each partition's
-        contiguous prefix of objects; the results merged per partition (as committed)."""
+        contiguous prefix of objects; the results merged per partition (as committed). An
+        Iceberg route's results are returned as they are: the log does not name a table's
+        files, the driver's table commit does (:func:`.iceberg.commits.commit_all`)."""
         by_partition: dict[tuple[int, TopicPartition], list[tuple[WorkUnit, Outcome]]] = {}
-        for unit, result in zip(units, results, strict=True):
-            by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         merged: list[Outcome] = []
+        for unit, result in zip(units, results, strict=True):
+            if unit.route.iceberg is not None:  # (never split: one unit a partition)
+                merged.append(result)
+                continue
+            by_partition.setdefault((unit.route_index, unit.tp), []).append((unit, result))
         commits: dict[Target, list[PartitionCommit]] = {}
         tiled: dict[int, bool] = {}  # by route index: a route's layout, once, not per partition
         for (number, _), group in by_partition.items():
@@ -331,7 +343,13 @@ class CommitLog:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
         by a fenced writer, older than the grace by the store's clock; returns how many. At
         most once a grace period (:func:`vacuum_due`)."""
-        segments = {topic_segment(r.topic) for r in plan.routes if r.target == tl.target}
+        segments = {
+            topic_segment(r.topic)
+            for r in plan.routes
+            if r.target == tl.target and r.iceberg is None  # (a table's files: its orphans)
+        }
+        if not segments:
+            return 0  # only Iceberg routes: nothing to list (a table's prefix holds its files)
         grace = float(self._settings.log_vacuum_grace_seconds)
         if not vacuum_due(tl, grace):
             return 0

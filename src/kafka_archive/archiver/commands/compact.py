@@ -101,8 +101,11 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
         (
             f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, which "
             "a rewrite entry cannot replace yet"
+            if r.iceberg is None
+            else f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
+            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
             for r in plan.routes
-            if commit_log.interleaved(r)
+            if r.iceberg is not None or commit_log.interleaved(r)
         ),
         None,
     )

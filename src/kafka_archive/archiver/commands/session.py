@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.commands import commit_log
@@ -291,8 +291,14 @@ class Session:
         if not hold_tails:  # a follow session's next batches take them: no news there
             _tell_held_back(self.plan, work.units, ran.done)
         self._record_columns(ran.done)
+        check, epochs = self._table_fence()
         iceberg.commit_all(
-            self.tables, ran.done, run_id=self.run_id, job=self.job, check_lease=self.check_leases
+            self.tables,
+            ran.done,
+            run_id=self.run_id,
+            job=self.job,
+            check_lease=check,
+            epochs=epochs,
         )
         _commit_group(self.admin, ran.done)
         clear_markers(self.store, self.plan, ran.done)
@@ -319,6 +325,15 @@ class Session:
             self._keep(work, ran.done, tenure)
         return Outcome(result, error)
 
+    def _table_fence(self) -> tuple[Callable[[], None], dict[Target, int] | None]:
+        """What fences an Iceberg table's commit: the leases, or in commit_protocol=log the
+        claims (the log's tail read: a higher claim is exit 18) and their epochs, which the
+        table's snapshots carry (:mod:`.iceberg.commits`)."""
+        if self.commit_log is None:
+            return self.check_leases, None
+        cl = self.commit_log
+        return cl.check_fenced, {target: cl.epoch(target) for target in cl.targets}
+
     def _log_known(self) -> dict[tuple[int, TopicPartition], checkpoint.LoadedState]:
         """commit_protocol=log: each partition's committed end in its target's log, as the
         states the planner knows (after the tail is read: a newer claim fences us, exit 18;
@@ -328,7 +343,11 @@ class Session:
             self.commit_log.check_fenced()
         self.commit_log.claim(self.plan, self.partitions)
         wanted = wanted_partitions(self.plan, self.partitions)
-        return self.commit_log.known((number, r.target, tp) for number, r, tp in wanted)
+        return self.commit_log.known(
+            (number, r.target, tp)
+            for number, r, tp in wanted
+            if r.iceberg is None  # (a table is its own state: read from it)
+        )
 
     def _record_columns(self, done: Sequence[UnitResult]) -> None:
         """The columns of the objects ``done`` committed, recorded for their routes (best
@@ -503,6 +522,12 @@ def _log_session(archiver: Session, settings: Settings, plan: Plan) -> Iterator[
         aborted = jobs.abort_stale_uploads(archiver.store, plan.routes)
         if aborted:
             log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)
+        # The tables fenced with the claims' epochs, then their orphans of lower epochs
+        # removed (:mod:`.iceberg.orphans`), before anything is written.
+        check, epochs = archiver._table_fence()
+        archiver.tables = iceberg.prepare(
+            archiver.plan, archiver.store, settings.s3, archiver.run_id, archiver.job, check, epochs
+        )
         yield archiver
 
 

@@ -18,6 +18,9 @@ OFFSETS_PREFIX = "kafka-archive.offsets."
 RECORDS = "kafka-archive.records"
 RUN_ID = "kafka-archive.run-id"
 JOB = "kafka-archive.job"
+# commit_protocol=log: the epoch of the claim the committing run holds in the target's commit
+# log (its fence token), in the summary and, set with it, the table properties.
+EPOCH = "kafka-archive.epoch"
 # Table properties: the id, sequence number and time of the snapshot our last commit made,
 # set in the same transaction as the offsets it also sets as table properties (which
 # survive that snapshot's expiry).
@@ -42,19 +45,26 @@ def offsets_of(summary: Mapping[str, str]) -> dict[TopicPartition, int]:
 
 
 def snapshot_properties(
-    offsets: Mapping[TopicPartition, int], records: int, run_id: str, job: str
+    offsets: Mapping[TopicPartition, int],
+    records: int,
+    run_id: str,
+    job: str,
+    epoch: int | None = None,
 ) -> dict[str, str]:
     """The summary of a snapshot of ours: the next offset of every partition of the table
-    (in partition order), the records it adds, and the run and job that commit it."""
+    (in partition order), the records it adds, and the run and job that commit it (and, in
+    commit_protocol=log, the ``epoch`` of its claim)."""
     props = {offset_property(tp): str(offset) for tp, offset in sorted(offsets.items())}
     props |= {RECORDS: str(records), RUN_ID: run_id, JOB: job}
+    if epoch is not None:
+        props[EPOCH] = str(epoch)
     return props
 
 
 def table_properties(props: Mapping[str, str], made: Any) -> dict[str, str]:
     """The table properties set with a snapshot of ours (``made``, of summary ``props``):
     its offsets, stamped with the snapshot's id, sequence number and time."""
-    offsets = {k: v for k, v in props.items() if k.startswith(OFFSETS_PREFIX)}
+    offsets = {k: v for k, v in props.items() if k.startswith(OFFSETS_PREFIX) or k == EPOCH}
     stamp = {
         STATE_SNAPSHOT: str(made.snapshot_id),
         STATE_SEQUENCE: str(made.sequence_number or 0),
@@ -88,6 +98,19 @@ def table_offsets(table: Any) -> dict[TopicPartition, int]:
     else:  # format 1: no sequence numbers; the commit times tell
         expired = oldest.timestamp_ms > (_number(properties.get(STATE_TIME)) or 0)
     return offsets_of(properties) if expired else {}
+
+
+def table_epoch(table: Any) -> int | None:
+    """The highest claim epoch a commit of ours carries (commit_protocol=log): the last
+    snapshot of ours in the ancestry's, or the table property every such commit sets (which
+    outlives that snapshot's expiry, and a rollback: a newer claimant committed once, so
+    an older one stays refused); None when none carries one."""
+    if table is None:
+        return None
+    found, _ = last_of_ours(table)
+    summary = found.summary.additional_properties if found is not None and found.summary else {}
+    epochs = [_number(summary.get(EPOCH)), _number(table.properties.get(EPOCH))]
+    return max((e for e in epochs if e is not None), default=None)
 
 
 def last_of_ours(table: Any) -> tuple[Any, Any]:

@@ -28,7 +28,7 @@ from kafka_archive.archiver.iceberg.schema import (
     set_partition_spec,
     table_schema,
 )
-from kafka_archive.kcql.plan import Plan, Route
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 # The package's logger, as before its split (`--log-format json` prints its name).
 log = logging.getLogger("kafka_archive.archiver.iceberg")
@@ -54,6 +54,12 @@ class TableRoute:
     @property
     def catalog(self) -> Any:
         return self.source.catalog
+
+    @property
+    def target(self) -> Target:
+        """The target of its first route (commit_protocol=log: the target whose commit log
+        holds the claim that fences the table; one per table, :func:`.orphans.prepare`)."""
+        return self.routes[min(self.routes)].target
 
     def renew(self) -> None:
         """Load the table again if the credentials were renewed (its FileIO holds them)."""

@@ -321,6 +321,15 @@ def is_fenced(state: LogState, writer: WriterId, refs: Iterable[PartitionRef]) -
     )
 
 
+def iceberg_commit_allowed(table_epoch: int | None, epoch: int) -> bool:
+    """May a writer holding a claim of ``epoch`` commit to an Iceberg table whose last commit
+    of ours carries ``table_epoch`` (None: none carries one)? An Iceberg route's commit is
+    pyiceberg's, not an entry: the claim's epoch, written into each snapshot of ours, is its
+    fence token. A table a newer claimant committed to (or fenced, with a commit without
+    files, at its session's start) refuses every older writer's commit."""
+    return table_epoch is None or table_epoch <= epoch
+
+
 class Verdict(Enum):
     OK = "ok"
     FENCED = "fenced"  # a higher claim took a partition: stop, never commit

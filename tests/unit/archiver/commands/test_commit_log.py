@@ -131,3 +131,22 @@ def test_plain_and_partitioned_routes_are_not_refused(text: str) -> None:
             settings_with(commit_protocol="log", allow_gaps=True),
             kcql.parse("INSERT INTO bkt:p SELECT * FROM t"),
         )
+
+
+ICEBERG = (
+    "INSERT INTO bkt:tables/orders SELECT * FROM t STOREAS PARQUET "
+    "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
+)
+
+
+def test_an_iceberg_route_is_archived_in_log_mode_and_refused_by_compact() -> None:
+    """Log mode fences an Iceberg table's commit with its claim (iceberg.commits); compact
+    rewrites objects named by the log, never a table's files (Iceberg's own maintenance
+    compacts a table): it refuses the route with one line, before anything is read."""
+    from kafka_archive.archiver.commands.compact import CompactOptions, compact
+
+    plan = kcql.parse(ICEBERG)
+    refuse_unsupported(settings_with(commit_protocol="log"), plan)
+    with pytest.raises(ConfigError, match="Iceberg") as refused:
+        compact(settings_with(commit_protocol="log"), plan, CompactOptions())
+    assert "\n" not in str(refused.value)

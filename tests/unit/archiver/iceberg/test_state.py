@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kafka_archive.archiver.core.model import TopicPartition
 from kafka_archive.archiver.iceberg.commits import append
 from kafka_archive.archiver.iceberg.offsets import (
+    EPOCH,
     JOB,
     RECORDS,
     RUN_ID,
@@ -27,6 +28,7 @@ from kafka_archive.archiver.iceberg.offsets import (
     offset_property,
     offsets_of,
     snapshot_properties,
+    table_epoch,
     table_offsets,
     table_properties,
 )
@@ -149,3 +151,28 @@ def test_committed_at_is_our_last_snapshots_time_else_the_current_ones(table: An
     assert committed_at(table) == dt.datetime.fromtimestamp(mine / 1000, dt.UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )
+
+
+def test_the_tables_epoch_is_its_last_log_mode_commits_even_after_compaction_and_expiry(
+    table: Any,
+) -> None:
+    """commit_protocol=log: the claim's epoch each commit of ours carries (summary and table
+    property); another tool's snapshots on top and the expiry of ours keep it."""
+    assert table_epoch(None) is None
+    assert table_epoch(table) is None  # no snapshot yet
+    ours(table, 10)  # states mode: no epoch
+    assert table_epoch(table) is None
+    props = snapshot_properties({TP: 20}, 0, "0123456789abcdef", "j", epoch=3)
+    assert props[EPOCH] == "3"
+    append(table, [], props)
+    table.refresh()
+    assert table_epoch(table) == 3
+    assert table.properties[EPOCH] == "3"
+    foreign(table)
+    assert table_epoch(table) == 3
+    expire_all_but_current(table)
+    assert table_epoch(table) == 3  # the properties keep it
+    append(table, [], snapshot_properties({TP: 30}, 0, "fedcba9876543210", "j", epoch=5))
+    table.refresh()
+    assert table_epoch(table) == 5
+    assert state(table) == {TP: 30}

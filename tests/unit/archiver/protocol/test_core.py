@@ -158,3 +158,28 @@ def test_vacuum_takes_unnamed_objects_of_fenced_writers_past_the_grace() -> None
     ]
     got = core.vacuum_candidates(state, b, objs, now=100.0, grace=60.0)
     assert [o.key for o in got] == ["old-a", "mine"]
+
+
+# -- Iceberg routes under the commit log ----------------------------------------------------
+
+
+@given(st.none() | st.integers(0, 50), st.integers(1, 50))
+def test_an_iceberg_commit_is_refused_only_when_the_table_carries_a_higher_epoch(
+    table_epoch: int | None, mine: int
+) -> None:
+    """The claim's epoch is the table's fence token: a table whose last commit of ours
+    (or none: a new table, or states-mode commits without an epoch) carries an epoch at or
+    below the writer's takes its commit; one a newer claimant committed to refuses it."""
+    allowed = core.iceberg_commit_allowed(table_epoch, mine)
+    assert allowed == (table_epoch is None or table_epoch <= mine)
+
+
+def test_a_newer_claimant_fences_the_table_against_every_older_writer() -> None:
+    """Claims in sequence: once the table carries claimant n's epoch, every writer that
+    claimed before n is refused and n itself (and later claimants) may commit."""
+    _, writers = claimed("a" * 16, "b" * 16, "c" * 16)
+    for n, newest in enumerate(writers):
+        for w in writers[:n]:
+            assert not core.iceberg_commit_allowed(newest.epoch, w.epoch)
+        for w in writers[n:]:
+            assert core.iceberg_commit_allowed(newest.epoch, w.epoch)
