@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.commands import commit_log
+from kafka_archive.archiver.commands import batch_end, commit_log
 from kafka_archive.archiver.commands.locks import held_locks
 from kafka_archive.archiver.commands.outcome import Outcome, batch_error
 from kafka_archive.archiver.config.settings import Settings
@@ -37,7 +37,6 @@ from kafka_archive.archiver.core.model import (
     total_requests,
 )
 from kafka_archive.archiver.formats import avsc
-from kafka_archive.archiver.kafka.admin import KafkaAdmin
 from kafka_archive.archiver.plan import columns as route_columns
 from kafka_archive.archiver.plan import split as subunits
 from kafka_archive.archiver.plan import topics
@@ -289,7 +288,7 @@ class Session:
             units = route_columns.with_columns(units, self.columns)
         ran = self._run_units(iceberg.with_data_layout(units, self.tables))
         if not hold_tails:  # a follow session's next batches take them: no news there
-            _tell_held_back(self.plan, work.units, ran.done)
+            batch_end.tell_held_back(self.plan, work.units, ran.done)
         self._record_columns(ran.done)
         check, epochs = self._table_fence()
         iceberg.commit_all(
@@ -300,8 +299,8 @@ class Session:
             check_lease=check,
             epochs=epochs,
         )
-        _commit_group(self.admin, ran.done)
-        clear_markers(self.store, self.plan, ran.done)
+        batch_end.mirror_to_group(self.admin, ran.done)
+        batch_end.clear_markers(self.store, self.plan, ran.done)
         ended = time.monotonic()
         # The driver's requests, and those of the units that failed (not in ``ran.done``).
         other = self.driver_requests() + total_requests(f.s3_requests for f in ran.failures)
@@ -579,57 +578,6 @@ def run(settings: Settings, plan: Plan, *, progress: Progress | None = None) -> 
     return Outcome(with_tail(result, archiver))
 
 
-def held_back(
-    units: Sequence[WorkUnit], done: Sequence[UnitResult]
-) -> list[tuple[int, TopicPartition, int, int]]:
-    """(route index, partition, first, last) of the offsets each partition's units read and
-    held back as young (an open object whose first record is younger than the route's
-    stated flush interval, ``WorkUnit.young_after_ms``), in order. A unit bounded by
-    ``--until`` may stop early for that instead: never counted."""
-    planned: dict[tuple[int, TopicPartition], int] = {}
-    for unit in units:
-        if unit.young_after_ms is not None and unit.until_ms is None:
-            key = (unit.route_index, unit.tp)
-            planned[key] = max(planned.get(key, unit.stop), unit.stop)
-    reached: dict[tuple[int, TopicPartition], int] = {}
-    for result in done:
-        key = (result.route_index, result.tp)
-        reached[key] = max(reached.get(key, result.next_offset), result.next_offset)
-    return [
-        (index, tp, reached[(index, tp)], stop - 1)
-        for (index, tp), stop in sorted(planned.items())
-        if (index, tp) in reached and reached[(index, tp)] < stop
-    ]
-
-
-# Partitions named one by one in the line on held-back offsets; beyond, a count.
-_HELD_NAMED = 5
-
-
-def _tell_held_back(plan: Plan, units: Sequence[WorkUnit], done: Sequence[UnitResult]) -> None:
-    """One line per route with offsets held back by its flush interval (the first few
-    partitions named), so that a run that archived fewer records than it read says why."""
-    by_route: dict[int, list[tuple[TopicPartition, int, int]]] = {}
-    for route, tp, first, last in held_back(units, done):
-        by_route.setdefault(route, []).append((tp, first, last))
-    for route, held in sorted(by_route.items()):
-        interval = plan.routes[route].flush.interval_seconds
-        named = "; ".join(
-            f"{tp.topic}[{tp.partition}]: offsets {first}..{last}"
-            for tp, first, last in held[:_HELD_NAMED]
-        )
-        more = (
-            f" and {len(held) - _HELD_NAMED} more partition(s)" if len(held) > _HELD_NAMED else ""
-        )
-        log.info(
-            "%s%s held back: each object's first record is younger than flush.interval %d s "
-            "(record time); a later run archives them",
-            named,
-            more,
-            interval,
-        )
-
-
 def with_tail(result: RunResult, archiver: Session) -> RunResult:
     """``result`` of a session's last batch with the driver's S3 requests after it (the
     state index written, the leases released)."""
@@ -638,29 +586,3 @@ def with_tail(result: RunResult, archiver: Session) -> RunResult:
 
 # How often a follow session looks for topics a FROM `*` regex newly matches (Session.discover).
 DISCOVER_SECONDS = 10.0
-
-
-def clear_markers(store: S3Store, plan: Plan, done: list[UnitResult]) -> None:
-    """Delete the intent markers of what the units committed: one bulk delete per bucket
-    (up to 1,000 keys a request), not one per unit. Stale markers are harmless (recovery
-    ignores those below the committed offset): a failure to delete them is logged, and the
-    next batch's recovery removes them."""
-    by_bucket: dict[str, list[str]] = {}
-    for unit in done:
-        if unit.committed_markers:
-            bucket = plan.routes[unit.route_index].target.bucket
-            by_bucket.setdefault(bucket, []).extend(unit.committed_markers)
-    for bucket, keys in by_bucket.items():
-        try:
-            store.delete(bucket, keys)
-        except ArchiveError as exc:
-            log.warning("could not clear %d stale intent marker(s): %s", len(keys), exc)
-
-
-def _commit_group(admin: KafkaAdmin, done: list[UnitResult]) -> None:
-    """Mirror the S3 commits into the consumer group, for lag tools. S3 stays the truth."""
-    offsets = {u.tp: u.next_offset for u in done if u.next_offset > u.start}
-    try:
-        admin.commit_group(offsets)
-    except Exception as exc:  # the archive is committed; a lag-tool mirror must not fail it
-        log.warning("could not commit offsets to the consumer group: %s", exc)

@@ -202,7 +202,7 @@ class UnitResult:
     # known): a follow session's next batch plans from it without reading it again.
     state: CommittedState | None = None
     # Intent markers of the objects the unit committed: stale, cleared by the driver in one
-    # bulk delete per batch (``session.clear_markers``), not one request per unit.
+    # bulk delete per batch (``batch_end.clear_markers``), not one request per unit.
     committed_markers: tuple[str, ...] = ()
 
 

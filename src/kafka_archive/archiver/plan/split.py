@@ -19,7 +19,7 @@ and commits its state once, up to the end of the contiguous prefix of finished p
 pieces after a failed or cut-short one stay uncommitted; their markers make the next run
 delete them before it writes (:mod:`.state.pending`), as after a crash. The markers of the
 committed pieces go into the merged result's ``committed_markers``, cleared with every other
-unit's in the batch's one bulk delete (``session.clear_markers``).
+unit's in the batch's one bulk delete (``batch_end.clear_markers``).
 """
 
 from __future__ import annotations

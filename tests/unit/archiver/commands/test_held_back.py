@@ -1,9 +1,9 @@
-"""Which offsets a batch held back as young (session.held_back): pure."""
+"""Which offsets a batch held back as young (batch_end.held_back): pure."""
 
 from __future__ import annotations
 
 from kafka_archive import kcql
-from kafka_archive.archiver.commands.session import held_back
+from kafka_archive.archiver.commands.batch_end import held_back
 from kafka_archive.archiver.core.model import TopicPartition, UnitResult, WorkUnit
 
 ROUTE = kcql.parse("INSERT INTO bkt:p SELECT * FROM t PROPERTIES('flush.interval'=60)").routes[0]
