@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import cli, run_args
+from archive_helpers import cli, kafka_records, run_args
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_process
 
@@ -194,6 +194,7 @@ def test_every_reader_agrees_and_a_later_run_archives_only_new_records(
     tmp_path: Path,
 ) -> None:
     extra, reason, gone = CASES[command]
+    endpoint = ["--endpoint-url", s3_endpoint]
     assert BASE + 45 == 1_700_000_000_045  # the cut of --before above
     name, bkt = topic(partitions=P), bucket()
     kcql = kcql_of(bkt, name, fmt)
@@ -229,6 +230,12 @@ def test_every_reader_agrees_and_a_later_run_archives_only_new_records(
     assert "hole" not in (out + err).replace("not a hole", ""), out + err
     offsets = cat_offsets(capsys, bkt, name, s3_endpoint)
     assert offsets == {p: sorted(i // P for i in kept if i % P == p) for p in range(P)}
+    restored = topic(partitions=P)
+    where = ["--from", f"{bkt}:arch", "--topic", name, "--to-topic", restored]
+    code, _, err = cli(capsys, "restore", *where, "--bootstrap-servers", broker, *endpoint)
+    assert code == 0, err
+    back = kafka_records(broker, restored, P)
+    assert sorted(json.loads(r.value or b"")["id"] for r in back) == sorted(kept)
     code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command="status"))
     assert code == 0, err
     assert all(f"{name}-{p}: {reason} offsets" in out for p in range(P)), out

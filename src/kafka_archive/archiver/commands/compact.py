@@ -270,32 +270,40 @@ class _Target:
     ) -> list[Group]:
         """erase, expire: every committed object of our routes' partitions, each its own
         group (only reading it tells what it holds; a rewrite that drops nothing writes
-        nothing). Objects whose records do not fill their offsets are refused (exit 2): a
-        rewrite entry could not say which of their offsets it removes."""
+        nothing)."""
         out: list[Group] = []
         for ref, st in sorted(self.tl.state.partitions.items()):
             if ref.topic not in self.routes or (only is not None and ref not in only):
                 continue
-            objects = []
-            for o in st.objects:
-                if o.records <= 0 or o.records != o.last - o.first + 1:
-                    why = (
-                        "was imported from partition states, which never counted its records"
-                        if o.records <= 0
-                        else "holds offsets Kafka has no record at (transaction markers)"
-                    )
-                    raise ConfigError(
-                        f"{self.job.command}: s3://{self.target.bucket}/{o.key} {why}",
-                        tp=topic_partition(ref),
-                        hint=f"{self.job.command} rewrites objects whose records fill their "
-                        "offsets only (archived by a commit_protocol=log run, not transactional)",
-                    )
-                objects.append(
-                    maintenance.CommittedObject(o.key, o.first, o.last, o.records, o.size)
-                )
+            objects = [self._readable(ref, st.removed, o) for o in st.objects]
             if objects:
                 out += [(ref, g.objects) for g in maintenance.plan(objects, request).rewrites]
         return out
+
+    def _readable(
+        self, ref: PartitionRef, removed: Sequence[Removed], o: ObjectRef
+    ) -> maintenance.CommittedObject:
+        """``o`` to read and rewrite; refused (exit 2) where a rewrite entry could not say
+        which of its offsets it removes: records that do not fill the offsets not removed
+        (transaction markers), unknown counts (imported from states), or offsets removed
+        before inside an object that stores none (its records' offsets are their places)."""
+        gone = sum(max(0, min(r.last, o.last) - max(r.first, o.first) + 1) for r in removed)
+        envelope = self.routes[ref.topic].envelope
+        why = None
+        if o.records <= 0:
+            why = "was imported from partition states, which never counted its records"
+        elif o.records + gone != o.last - o.first + 1:
+            why = "holds offsets Kafka has no record at (transaction markers)"
+        elif gone and not (envelope.enabled and envelope.metadata):
+            why = "has offsets removed before inside it, and its records store no offsets"
+        if why is not None:
+            raise ConfigError(
+                f"{self.job.command}: s3://{self.target.bucket}/{o.key} {why}",
+                tp=topic_partition(ref),
+                hint=f"{self.job.command} rewrites objects whose records fill their offsets "
+                "(archived by a commit_protocol=log run, not transactional)",
+            )
+        return maintenance.CommittedObject(o.key, o.first, o.last, o.records, o.size)
 
     def _modified(self) -> dict[str, int]:
         """Each key's LastModified (ms, the store's clock), the log's included: one LIST."""
