@@ -15,8 +15,8 @@ compact's, or an earlier try of this one) is judged as a run's task judges one
 (:func:`.core.found_object`): a fenced writer's or a dead try's is deleted If-Match and the
 group written again. Then one rewrite entry per target (each partition's merged run of
 groups); a 412 reads what was missed: fenced is exit 18, stale plans again, else the next seq.
-A partition whose groups are not adjacent (an object that stays between them) takes one
-entry per run of adjacent groups.
+A partition whose groups are not adjacent (an object that stays between them) is rewritten
+once per run of adjacent groups in that same entry (format version 4).
 
 The replaced objects are left to vacuum, which deletes them once the grace has passed for
 the object and for the partition's last rewrite entry (:func:`.core.vacuum_candidates`):
@@ -332,8 +332,9 @@ class _Target:
     # -- rewrite -----------------------------------------------------------------------------
 
     def _rewrite(self, groups: Sequence[Group]) -> tuple[list[list[PartitionRewrite]], int]:
-        """Each group rewritten (new objects created); the rewrites in entries (per entry at
-        most one run of adjacent groups per partition), and how many groups changed."""
+        """Each group rewritten (new objects created); the rewrites in entries (one: adjacent
+        groups of a partition joined, separate runs of it rewrites of their own), and how
+        many groups changed."""
         with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
             done = list(pool.map(self._group, groups))
         chains: dict[PartitionRef, list[PartitionRewrite]] = {}
@@ -354,13 +355,10 @@ class _Target:
                 )
             else:
                 mine.append(PartitionRewrite(ref, replaced, news, removed))
-        rounds: list[list[PartitionRewrite]] = []
-        for chain in chains.values():
-            for i, rw in enumerate(chain):
-                if len(rounds) <= i:
-                    rounds.append([])
-                rounds[i].append(rw)
-        return rounds, changed
+        # One entry: a partition's separate runs are rewrites of it in order (format 4 where
+        # a partition has more than one).
+        rewrites = [rw for chain in chains.values() for rw in chain]
+        return ([rewrites] if rewrites else []), changed
 
     def _removed(self, first: int, last: int) -> Removed:
         assert self.job.reason is not None, f"{self.job.command} dropped offsets"
