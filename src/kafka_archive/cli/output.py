@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kafka_archive.archiver.commands.follow import FollowResult
@@ -228,6 +228,10 @@ def render_status(report: JobStatus, prices: S3Prices = LIST_PRICES) -> str:
     for row in report.partitions:
         if row.lost and row.archived_offset is not None:
             lines.append(f"  {gap_line(row)}")
+    for row in report.partitions:
+        for what, ranges in (("erased", row.erased), ("expired", row.expired)):
+            if ranges:
+                lines.append(f"  {row.topic}-{row.partition}: {removal_text(what, ranges)}")
     told: set[tuple[str, str]] = set()
     for row in report.partitions:
         if row.recreated and (row.topic, row.target) not in told:
@@ -236,6 +240,13 @@ def render_status(report: JobStatus, prices: S3Prices = LIST_PRICES) -> str:
             lines.append(f"  {row.topic}{where}: RE-CREATED: {row.recreated}")
     lines.extend(requests_lines(report.s3_requests, prices))
     return "\n".join(lines)
+
+
+def removal_text(what: str, ranges: Sequence[tuple[int, int]]) -> str:
+    """``erased offsets 3..4, 9 (3 records)``: offsets erase or expire removed."""
+    shown = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in ranges)
+    count = sum(b - a + 1 for a, b in ranges)
+    return f"{what} offsets {shown} ({count} records, kafka-archive {what[:-1]})"
 
 
 def gap_line(row: PartitionStatus) -> str:

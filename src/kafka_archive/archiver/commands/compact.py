@@ -18,8 +18,8 @@ compact's, or an earlier try of this one) is judged as a run's task judges one
 (:func:`.core.found_object`): a fenced writer's or a dead try's is deleted If-Match and the
 group written again. Then one rewrite entry per target (each partition's merged run of
 groups); a 412 reads what was missed: fenced is exit 18, stale plans again, else the next seq.
-A partition whose groups are not adjacent (an object that stays between them) takes one
-entry per run of adjacent groups.
+A partition whose groups are not adjacent (an object that stays between them) is rewritten
+once per run of adjacent groups in that same entry (format version 4).
 
 The replaced objects are left to vacuum, which deletes them once the grace has passed for
 the object and for the partition's last rewrite entry (:func:`.core.vacuum_candidates`):
@@ -30,7 +30,9 @@ both until then.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +49,7 @@ from kafka_archive.archiver.protocol.log import (
     ObjectRef,
     PartitionRef,
     PartitionRewrite,
+    Removed,
 )
 from kafka_archive.archiver.protocol.maintenance import generation
 from kafka_archive.archiver.protocol.naming import log_head, topic_partition
@@ -57,7 +60,7 @@ from kafka_archive.archiver.protocol.writer import object_writer
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
-from kafka_archive.archiver.write.rewrite import Rewritten, rewrite
+from kafka_archive.archiver.write.rewrite import Drop, Rewritten, keep_all, rewrite
 from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
@@ -76,10 +79,25 @@ class CompactOptions:
     older_than_seconds: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One maintenance command as the session carries it out: ``command`` names it in
+    messages; ``request`` is the planner's; ``drop`` the rewriter's predicate and ``reason``
+    what the rewrite entry records of the offsets it drops (erase, expire; never a key)."""
+
+    command: str
+    request: maintenance.Request
+    drop: Drop = keep_all
+    reason: str | None = None
+    target_size: int = maintenance.DEFAULT_TARGET_SIZE
+    older_than_seconds: float | None = None
+
+
 @dataclass
 class CompactResult:
-    """What ``compact`` did over every target of the plan: the named objects (and their
-    bytes) of the partitions it rewrote, before and after; the groups merged; S3 requests."""
+    """What a maintenance command did over every target of the plan: the named objects (and
+    their bytes) of the partitions it rewrote, before and after; the groups rewritten; the
+    records dropped (erase, expire: by offset ranges); S3 requests."""
 
     partitions: int = 0
     groups: int = 0
@@ -88,15 +106,31 @@ class CompactResult:
     objects_after: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
+    records_dropped: int = 0
     vacuumed: int = 0
     s3_requests: S3Requests = field(default_factory=S3Requests)
 
 
 Group = tuple[PartitionRef, tuple[maintenance.CommittedObject, ...]]
+Done = tuple[tuple[ObjectRef, ...], tuple[tuple[int, int], ...], bool]
+"""A group's new objects, the offsets it dropped, and whether it was left as it is."""
 
 
 def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactResult:
     """Compact every target of ``plan`` (the module's doc)."""
+    request = maintenance.Compact(
+        target_size=options.target_size,
+        older_than_ms=None
+        if options.older_than_seconds is None
+        else int(options.older_than_seconds * 1000),
+        offsets_stored=False,  # only dense, contiguous objects: their spans tile
+    )
+    job = Job("compact", request, keep_all, None, options.target_size, options.older_than_seconds)
+    return maintain(settings, plan, job)
+
+
+def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
+    """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
     why = commit_log.unsupported_route(plan) or next(
         (
             f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, which "
@@ -110,21 +144,24 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
         None,
     )
     if why is not None:
-        raise ConfigError(f"compact: {why}", hint="compact works on what commit_protocol=log runs")
+        raise ConfigError(
+            f"{job.command}: {why}", hint=f"{job.command} works on what commit_protocol=log runs"
+        )
     store = S3Store(settings.s3)
     store.requests.reset()
     result = CompactResult()
     run_id = new_run_id()
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
-    logs = {t: _logged(store, t) for t in targets}  # every target checked before any write
+    # every target checked before any write
+    logs = {t: _logged(store, t, job.command) for t in targets}
     for target in targets:
         routes = [r for r in plan.routes if r.target == target]
-        _Target(store, settings, target, routes, logs[target], run_id, options, result).run()
+        _Target(store, settings, target, routes, logs[target], run_id, job, result).run()
     result.s3_requests = store.requests.read()
     return result
 
 
-def _logged(store: S3Store, target: Target) -> core.LogState:
+def _logged(store: S3Store, target: Target, command: str) -> core.LogState:
     """The target's log; a target whose log commits nothing is refused (exit 2)."""
     state = read_committed_log(store, target)
     if core.committed_any(state):
@@ -132,12 +169,12 @@ def _logged(store: S3Store, target: Target) -> core.LogState:
     where = f"s3://{target.bucket}/{target.prefix}"
     if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is not None:
         raise ConfigError(
-            f"compact: {where} keeps partition states, not a commit log",
+            f"{command}: {where} keeps partition states, not a commit log",
             hint="Run kafka-archive run once with commit_protocol=log (it moves the archive "
-            "onto a commit log), then compact",
+            f"onto a commit log), then {command}",
         )
     raise ConfigError(
-        f"compact: {where} has no commit log that commits anything",
+        f"{command}: {where} has no commit log that commits anything",
         hint="Archive it with kafka-archive run and commit_protocol=log first",
     )
 
@@ -153,14 +190,15 @@ class _Target:
         routes: Sequence[Route],
         state: core.LogState,
         run_id: str,
-        options: CompactOptions,
+        job: Job,
         result: CompactResult,
     ) -> None:
         self.store, self.settings, self.target = store, settings, target
         self.routes = {r.topic: r for r in routes}
         self.tl = TargetLog(target, BucketStore(store, target.bucket), state)
-        self.run_id, self.options, self.result = run_id, options, result
+        self.run_id, self.job, self.result = run_id, job, result
         self.attempts = 0
+        self.at = time.time()  # when the offsets dropped were removed (the entry says)
 
     @property
     def where(self) -> str:
@@ -169,7 +207,7 @@ class _Target:
     def run(self) -> None:
         groups = self._plan(None)
         if not groups:
-            log.info("%s: nothing to compact", self.where)
+            log.info("%s: nothing to %s", self.where, self.job.command)
             return
         refs = sorted({ref for ref, _ in groups})
         self._claim(refs)
@@ -181,16 +219,24 @@ class _Target:
             groups = self._plan(set(refs))
             if not groups:
                 return
-            rewrites = self._rewrite(groups)
+            rewrites, changed = self._rewrite(groups)
             if self._commit(rewrites):
                 break
         else:
             raise StateConflictError(
-                f"{self.where}: the commit log kept moving under compact", hint="Run again"
+                f"{self.where}: the commit log kept moving under {self.job.command}",
+                hint="Run again",
             )
-        after = {ref: self.tl.state.partitions[ref].objects for ref in refs}
-        self.result.partitions += len(refs)
-        self.result.groups += len(groups)
+        touched = sorted({rw.ref for rounds in rewrites for rw in rounds})
+        if not touched:
+            return  # every object read, nothing to drop: nothing swapped
+        before = {ref: before[ref] for ref in touched}
+        after = {ref: self.tl.state.partitions[ref].objects for ref in touched}
+        self.result.partitions += len(touched)
+        self.result.groups += changed
+        self.result.records_dropped += sum(
+            r.last - r.first + 1 for rounds in rewrites for rw in rounds for r in rw.removed
+        )
         self.result.objects_before += sum(len(v) for v in before.values())
         self.result.objects_after += sum(len(v) for v in after.values())
         self.result.bytes_before += sum(o.size for v in before.values() for o in v)
@@ -199,19 +245,12 @@ class _Target:
     # -- plan --------------------------------------------------------------------------------
 
     def _plan(self, only: set[PartitionRef] | None) -> list[Group]:
-        """The groups to merge, per partition of our routes (``only``: of these)."""
-        modified = self._modified() if self.options.older_than_seconds is not None else {}
-        now_ms = max(modified.values(), default=0)
-        request = maintenance.Compact(
-            target_size=self.options.target_size,
-            older_than_ms=(
-                None
-                if self.options.older_than_seconds is None
-                else int(self.options.older_than_seconds * 1000)
-            ),
-            now_ms=now_ms,
-            offsets_stored=False,  # only dense, contiguous objects: their spans tile
-        )
+        """The groups to rewrite, per partition of our routes (``only``: of these)."""
+        request = self.job.request
+        if not isinstance(request, maintenance.Compact):
+            return self._plan_each(only, request)
+        modified = self._modified() if self.job.older_than_seconds is not None else {}
+        request = dataclasses.replace(request, now_ms=max(modified.values(), default=0))
         out: list[Group] = []
         for ref, st in sorted(self.tl.state.partitions.items()):
             if ref.topic not in self.routes or (only is not None and ref not in only):
@@ -232,6 +271,46 @@ class _Target:
                 segment = []
         return out
 
+    def _plan_each(
+        self, only: set[PartitionRef] | None, request: maintenance.Erase | maintenance.Expire
+    ) -> list[Group]:
+        """erase, expire: every committed object of our routes' partitions, each its own
+        group (only reading it tells what it holds; a rewrite that drops nothing writes
+        nothing)."""
+        out: list[Group] = []
+        for ref, st in sorted(self.tl.state.partitions.items()):
+            if ref.topic not in self.routes or (only is not None and ref not in only):
+                continue
+            objects = [self._readable(ref, st.removed, o) for o in st.objects]
+            if objects:
+                out += [(ref, g.objects) for g in maintenance.plan(objects, request).rewrites]
+        return out
+
+    def _readable(
+        self, ref: PartitionRef, removed: Sequence[Removed], o: ObjectRef
+    ) -> maintenance.CommittedObject:
+        """``o`` to read and rewrite; refused (exit 2) where a rewrite entry could not say
+        which of its offsets it removes: records that do not fill the offsets not removed
+        (transaction markers), unknown counts (imported from states), or offsets removed
+        before inside an object that stores none (its records' offsets are their places)."""
+        gone = sum(max(0, min(r.last, o.last) - max(r.first, o.first) + 1) for r in removed)
+        envelope = self.routes[ref.topic].envelope
+        why = None
+        if o.records <= 0:
+            why = "was imported from partition states, which never counted its records"
+        elif o.records + gone != o.last - o.first + 1:
+            why = "holds offsets Kafka has no record at (transaction markers)"
+        elif gone and not (envelope.enabled and envelope.metadata):
+            why = "has offsets removed before inside it, and its records store no offsets"
+        if why is not None:
+            raise ConfigError(
+                f"{self.job.command}: s3://{self.target.bucket}/{o.key} {why}",
+                tp=topic_partition(ref),
+                hint=f"{self.job.command} rewrites objects whose records fill their offsets "
+                "(archived by a commit_protocol=log run, not transactional)",
+            )
+        return maintenance.CommittedObject(o.key, o.first, o.last, o.records, o.size)
+
     def _modified(self) -> dict[str, int]:
         """Each key's LastModified (ms, the store's clock), the log's included: one LIST."""
         listed = drive(send_read(List(log_head(self.target))), self.tl.store)
@@ -246,7 +325,8 @@ class _Target:
                 self.tl.state = core.fold(self.tl.state, entry)
                 self.tl.me, self.tl.claimed = entry.writer, frozenset(refs)
                 log.info(
-                    "compact: claimed %d partition(s) of %s (commit log entry %d, epoch %d)",
+                    "%s: claimed %d partition(s) of %s (commit log entry %d, epoch %d)",
+                    self.job.command,
                     len(refs),
                     self.where,
                     entry.seq,
@@ -257,31 +337,40 @@ class _Target:
 
     # -- rewrite -----------------------------------------------------------------------------
 
-    def _rewrite(self, groups: Sequence[Group]) -> list[list[PartitionRewrite]]:
-        """Each group rewritten (new objects created); the rewrites in entries: per entry at
-        most one run of adjacent groups per partition."""
+    def _rewrite(self, groups: Sequence[Group]) -> tuple[list[list[PartitionRewrite]], int]:
+        """Each group rewritten (new objects created); the rewrites in entries (one: adjacent
+        groups of a partition joined, separate runs of it rewrites of their own), and how
+        many groups changed."""
         with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
             done = list(pool.map(self._group, groups))
         chains: dict[PartitionRef, list[PartitionRewrite]] = {}
-        for (ref, objects), news in zip(groups, done, strict=True):
+        changed = 0
+        for (ref, objects), (news, dropped, unchanged) in zip(groups, done, strict=True):
+            if unchanged:
+                continue  # nothing dropped from it: it stays as it is
+            changed += 1
             st = self.tl.state.partitions[ref]
             named = {o.key: o for o in st.objects}
             replaced = tuple(named[o.key] for o in objects)
+            removed = tuple(self._removed(first, last) for first, last in dropped)
             mine = chains.setdefault(ref, [])
             if mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
                 last = mine[-1]
-                mine[-1] = PartitionRewrite(ref, last.replaced + replaced, last.objects + news, ())
+                mine[-1] = PartitionRewrite(
+                    ref, last.replaced + replaced, last.objects + news, last.removed + removed
+                )
             else:
-                mine.append(PartitionRewrite(ref, replaced, news, ()))
-        rounds: list[list[PartitionRewrite]] = []
-        for chain in chains.values():
-            for i, rw in enumerate(chain):
-                if len(rounds) <= i:
-                    rounds.append([])
-                rounds[i].append(rw)
-        return rounds
+                mine.append(PartitionRewrite(ref, replaced, news, removed))
+        # One entry: a partition's separate runs are rewrites of it in order (format 4 where
+        # a partition has more than one).
+        rewrites = [rw for chain in chains.values() for rw in chain]
+        return ([rewrites] if rewrites else []), changed
 
-    def _group(self, group: Group) -> tuple[ObjectRef, ...]:
+    def _removed(self, first: int, last: int) -> Removed:
+        assert self.job.reason is not None, f"{self.job.command} dropped offsets"
+        return Removed(first, last, self.job.reason, self.at)
+
+    def _group(self, group: Group) -> Done:
         ref, objects = group
         assert self.tl.me is not None
         route = self.routes[ref.topic]
@@ -299,7 +388,8 @@ class _Target:
                     (),
                     objects,
                     suffix=suffix,
-                    target_size=self.options.target_size,
+                    drop=self.job.drop,
+                    target_size=self.job.target_size,
                     spool_dir=self.settings.spool_dir,
                     metadata=object_metadata(self.tl.me, attempt, ref),
                     stamp=Stamp(self.tl.me.run_id, self.tl.me.epoch, attempt),
@@ -308,10 +398,11 @@ class _Target:
                 dead.add(attempt)  # this try is over: its objects are a dead attempt's
                 self._clear(str(exc.args[0]), ref, tp, attempt, dead)
                 continue
-            return tuple(
+            news = tuple(
                 ObjectRef(n.key, n.first, n.last, n.records, n.size, n.checksum)
                 for n in made.objects
             )
+            return news, made.dropped, made.unchanged
         raise StateConflictError(
             f"{self.where}: the new objects of {tp} keep being in the way", hint="Run again"
         )
@@ -334,7 +425,7 @@ class _Target:
             self.store.delete_if_match(self.target.bucket, key, head.etag)
             return
         if core.is_fenced(state, self.tl.me, [ref]):
-            raise FencedError(f"{where}: a newer run claimed {tp}; compact stops", tp=tp)
+            raise FencedError(f"{where}: a newer run claimed {tp}; {self.job.command} stops", tp=tp)
         raise StateConflictError(
             f"{where} exists, written by a writer the commit log does not fence",
             tp=tp,
@@ -351,9 +442,10 @@ class _Target:
             while True:
                 verdict = core.rewrite_verdict(self.tl.state, self.tl.me, rewrites)
                 if verdict is core.Verdict.FENCED:
+                    command = self.job.command
                     raise FencedError(
-                        f"{self.where}: a newer run claimed partitions of this compact in the "
-                        "commit log; compact stops (what it committed stays)"
+                        f"{self.where}: a newer run claimed partitions of this {command} in "
+                        f"the commit log; {command} stops (what it committed stays)"
                     )
                 if verdict is core.Verdict.STALE:
                     return False
@@ -364,7 +456,8 @@ class _Target:
                     if entry.seq % commit_log.CHECKPOINT_EVERY == 0:
                         drive(commit_log._checkpoint(self.tl.head, self.tl.state), self.tl.store)
                     log.info(
-                        "compact: %s: commit log entry %d swaps in %d object(s) for %d",
+                        "%s: %s: commit log entry %d swaps in %d object(s) for %d",
+                        self.job.command,
                         self.where,
                         entry.seq,
                         sum(len(rw.objects) for rw in rewrites),

@@ -11,7 +11,8 @@ from kafka_archive.archiver.core.errors import TopicRecreatedError
 from kafka_archive.archiver.core.model import NO_REQUESTS, S3Requests
 from kafka_archive.archiver.plan.preflight import preflight
 from kafka_archive.archiver.plan.views import partition_states
-from kafka_archive.archiver.read.committed import logged_states
+from kafka_archive.archiver.protocol.log import Removed
+from kafka_archive.archiver.read.committed import logged_views
 from kafka_archive.archiver.state import identity
 from kafka_archive.archiver.store import requests
 from kafka_archive.kcql.plan import Plan, Target
@@ -35,6 +36,23 @@ class PartitionStatus:
     # topic id), None when it is. Its Kafka offsets are the new topic's: every retained
     # record of it counts as lag, none as lost.
     recreated: str | None = None
+    # Offsets that kafka-archive erase or expire removed (first, last), from the commit log:
+    # in no object, and no hole.
+    erased: tuple[tuple[int, int], ...] = ()
+    expired: tuple[tuple[int, int], ...] = ()
+
+
+def _ranges(removed: tuple[Removed, ...], reason: str) -> tuple[tuple[int, int], ...]:
+    """``removed``'s ranges of ``reason``, adjacent ones joined."""
+    out: list[tuple[int, int]] = []
+    for r in sorted(removed):
+        if r.reason != reason:
+            continue
+        if out and out[-1][1] + 1 == r.first:
+            out[-1] = (out[-1][0], r.last)
+        else:
+            out.append((r.first, r.last))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +101,9 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
         # An Iceberg route's objects and bytes: its table's data files (no state objects).
         files = {id(t): t.files_by_partition() for t in opened}
         # Targets with a commit log: their partitions from the log, not the state objects.
-        logs = logged_states(pre.store, objects_targets(pre.plan))
+        logged = logged_views(pre.store, objects_targets(pre.plan))
+        logs = {target: view.states() for target, view in logged.items()}
+        removals = {target: view.removed() for target, view in logged.items()}
         views = partition_states(
             pre, tables=iceberg.offsets_by_route(opened), listed=True, logs=logs
         )
@@ -92,6 +112,7 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
             assert marks is not None
             archived = view.committed
             error = refused.get((view.route.target, view.tp.topic))
+            removed = removals.get(view.route.target, {}).get(view.tp, ())
             # A re-created topic's offsets are the new topic's: none of it is archived here.
             since = marks.low if error is not None or archived is None else archived
             lag = marks.high - max(since, marks.low)
@@ -123,6 +144,8 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
                     target=str(view.route.target),
                     lost=lost,
                     recreated=error.message if error is not None else None,
+                    erased=_ranges(removed, "erased"),
+                    expired=_ranges(removed, "expired"),
                 )
             )
     ordered = sorted(refused.items(), key=lambda r: (r[0][0].bucket, r[0][0].prefix, r[0][1]))

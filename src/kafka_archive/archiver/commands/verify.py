@@ -62,12 +62,14 @@ from kafka_archive.archiver.read.verdict import (
     Comparison,
     Discrepancy,
     Events,
+    Removals,
     allowed_gap_notes,
     found,
     leftover_notes,
     log_holes,
     object_problems,
     placement_problems,
+    removed_notes,
     sequence_findings,
 )
 from kafka_archive.archiver.spark import driver
@@ -115,6 +117,9 @@ class PartitionCheck:
     # not in ``objects``).
     holes: tuple[tuple[str, int, int], ...] = ()
     leftovers: tuple[str, ...] = ()
+    # Offsets erase and expire removed, as the commit log records them: (first, last,
+    # reason), in no object and no hole; Kafka's records there are not compared.
+    removed: tuple[tuple[int, int, str], ...] = ()
 
     def span(self) -> tuple[int, int]:
         """The offsets compared with Kafka, [first, last): what the archive claims and Kafka
@@ -149,6 +154,7 @@ class PartitionVerdict:
     notes: tuple[str, ...]
     recreated: str | None = None  # the topic was deleted and re-created (checked offline)
     allowed_gaps: tuple[tuple[int, int], ...] = ()  # passed with allow_gaps (the state's)
+    removed: tuple[tuple[int, int, str], ...] = ()  # erased, expired (the commit log's)
     s3_requests: S3Requests = NO_REQUESTS  # the check's, by type
 
     @property
@@ -252,8 +258,9 @@ class _PartitionChecker:
                 self.load(obj)
         self.problems += log_holes(check.holes)
         self.notes += leftover_notes(check.leftovers)
-        known = (*check.passed_gaps, *self.compared)
-        problems, notes = sequence_findings(check.route, check.objects, self.counts, known)
+        removed = tuple((first, last) for first, last, _ in check.removed)
+        known = (*check.passed_gaps, *self.compared, *removed)
+        problems, notes = sequence_findings(check.route, check.objects, self.counts, known, removed)
         self.problems += problems
         self.notes += notes
 
@@ -268,6 +275,7 @@ class _PartitionChecker:
         if first >= last:
             return None, None
         comparison = Comparison(live, first, check.compacted, self.load, self.problems, self.events)
+        removed = Removals(tuple((a, b) for a, b, _ in check.removed))
         url = settings.schema_registry_url
         registry = SchemaRegistry(url) if url else None
         projector = projector_for(check.route)
@@ -281,6 +289,8 @@ class _PartitionChecker:
         ) as reader:
             for batch in reader.batches():
                 for record in batch:
+                    if removed.holds(record.offset):
+                        continue  # erased or expired: the log says so, not a hole
                     try:
                         expected = stored_form(
                             check.route.format,
@@ -313,6 +323,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
                 checker.compared = ((first, last - 1),)
         checker.offline()
         checker.notes += allowed_gap_notes(check.passed_gaps)
+        checker.notes += removed_notes(check.removed)
     except BaseException:
         checker.sender.finish(failed=True)
         raise
@@ -331,6 +342,7 @@ def check_partition(check: PartitionCheck, settings: Settings) -> PartitionVerdi
         notes=tuple(checker.notes),
         recreated=check.recreated,
         allowed_gaps=check.passed_gaps,
+        removed=check.removed,
         s3_requests=store.requests.read(),
     )
 
@@ -355,6 +367,7 @@ def plan_checks(
     objects = {index: list_partition_objects(pre.store, route) for index, route in routes}
     views = {t: committed_view(pre.store, t) for t in {r.target for r in pre.plan.routes}}
     logs = {t: v.states() for t, v in views.items() if v.from_log}
+    removals = {t: v.removed() for t, v in views.items()}
     logged = {
         index: logged_objects(views[route.target], route, objects[index])
         for index, route in enumerate(pre.plan.routes)
@@ -384,6 +397,10 @@ def plan_checks(
                 passed_gaps=view.state.gaps if view.state else (),
                 holes=log.holes if log else (),
                 leftovers=log.leftovers if log else (),
+                removed=tuple(
+                    (r.first, r.last, r.reason)
+                    for r in removals.get(view.route.target, {}).get(view.tp, ())
+                ),
             )
         )
     return tuple(checks)
@@ -478,6 +495,10 @@ def to_json(result: VerifyResult, prices: S3Prices = LIST_PRICES) -> dict[str, A
                 "recreated": v.recreated,
                 "allowed_gaps": [
                     {"first_offset": first, "last_offset": last} for first, last in v.allowed_gaps
+                ],
+                "removed": [
+                    {"first_offset": first, "last_offset": last, "reason": reason}
+                    for first, last, reason in v.removed
                 ],
             }
             for v in result.partitions

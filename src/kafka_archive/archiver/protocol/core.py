@@ -186,8 +186,8 @@ def _interleaved_problem(c: PartitionCommit) -> str | None:
 def _fold_rewrite(state: LogState, entry: Entry) -> LogState:
     if entry.claims or entry.commits or not entry.rewrites:
         raise InvalidEntry(f"entry {entry.seq}: a rewrite with claims, ranges, or no rewrites")
-    if len({rw.ref for rw in entry.rewrites}) != len(entry.rewrites):
-        raise InvalidEntry(f"entry {entry.seq}: a partition rewritten twice in one entry")
+    # A partition may be rewritten more than once (separate runs of its objects, erase):
+    # each rewrite applies to the partition as the ones before it in the entry left it.
     named = state.named()
     new_keys = [o.key for rw in entry.rewrites for o in rw.objects]
     if len(set(new_keys)) != len(new_keys):
@@ -359,15 +359,15 @@ def rewrite_verdict(
 ) -> Verdict:
     """May `writer` create its rewrite of `rewrites` as entry `state.seq + 1`? Only as the
     holder of the claim on each partition (maintenance runs under the job's claim, so a run
-    and a rewrite never commit over each other), over objects the log still names."""
+    and a rewrite never commit over each other), over objects the log still names (in
+    order: as the fold applies them)."""
     refs = [rw.ref for rw in rewrites]
     if is_fenced(state, writer, refs) or any(state.holder(r) != writer for r in refs):
         return Verdict.FENCED
-    named = state.named()
-    for rw in rewrites:
-        st = state.partitions.get(rw.ref)
-        if st is None or rewrite_problem(st, rw, named):
-            return Verdict.STALE
+    try:
+        _fold_rewrite(state, rewrite_entry(state, writer, rewrites))
+    except InvalidEntry:
+        return Verdict.STALE
     return Verdict.OK
 
 

@@ -16,7 +16,9 @@ Documents that carry rewrites are format version 2; the others stay version 1, s
 that was never rewritten stays readable by a reader of version 1, and one that was is
 refused by it with "upgrade it" (it would not know which objects are replaced). Entries
 with a commit whose objects interleave (``tiled`` false: PARTITIONBY) are version 3, so a
-reader of version 2, which would check them as tiled, says "upgrade it" too.
+reader of version 2, which would check them as tiled, says "upgrade it" too. A rewrite
+entry that rewrites one partition more than once (separate runs of its objects: erase) is
+version 4, which readers up to 3 (they refuse it as a broken log) refuse with "upgrade it".
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-FORMAT_VERSION = 3  # the newest this reads and writes
+FORMAT_VERSION = 4  # the newest this reads and writes
+_REWRITES_VERSION = 4  # entries rewriting one partition more than once (issue 38: erase)
+_UNTILED_VERSION = 3  # entries with an untiled commit (PARTITIONBY)
 _REWRITE_VERSION = 2  # documents with rewrites (issue 38)
 _PLAIN_VERSION = 1  # documents without rewrites: readable by every version
 LOG_DIR = ".kafka-archive/log/"
@@ -314,7 +318,9 @@ def encode_entry(entry: Entry) -> bytes:
         {
             **extra,
             "version": (
-                FORMAT_VERSION
+                _REWRITES_VERSION
+                if len({rw.ref for rw in entry.rewrites}) < len(entry.rewrites)
+                else _UNTILED_VERSION
                 if any(not c.tiled for c in entry.commits)
                 else _REWRITE_VERSION
                 if rewrites

@@ -24,6 +24,7 @@ from kafka_archive.archiver.protocol.log import (
     LogFormatError,
     LogVersionError,
     ObjectRef,
+    Removed,
     log_prefix,
 )
 from kafka_archive.archiver.protocol.s3 import BucketStore
@@ -74,6 +75,17 @@ class CommittedView:
         return {
             naming.topic_partition(ref): (st.end, st.objects)
             for ref, st in self.log.partitions.items()
+        }
+
+    def removed(self) -> dict[TopicPartition, tuple[Removed, ...]]:
+        """The offsets erase and expire removed, per partition (a log view only; none from
+        states): in no object, and no hole."""
+        if self.log is None:
+            return {}
+        return {
+            naming.topic_partition(ref): st.removed
+            for ref, st in self.log.partitions.items()
+            if st.removed
         }
 
     def offsets(self, store: S3Store) -> dict[TopicPartition, int]:
@@ -160,14 +172,17 @@ def committed_view(store: S3Store, target: Target) -> CommittedView:
     return CommittedView(target, log if core.committed_any(log) else None)
 
 
+def logged_views(
+    store: S3Store, targets: Mapping[Target, object] | list[Target]
+) -> dict[Target, CommittedView]:
+    """The committed view of each of ``targets`` that keeps a log (the others left out)."""
+    views = {target: committed_view(store, target) for target in targets}
+    return {target: view for target, view in views.items() if view.from_log}
+
+
 def logged_states(
     store: S3Store, targets: Mapping[Target, object] | list[Target]
 ) -> dict[Target, dict[TopicPartition, LoadedState]]:
     """The states of each of ``targets`` read from a log (targets without one left out),
     for :func:`.plan.views.partition_states`'s ``logs``."""
-    out: dict[Target, dict[TopicPartition, LoadedState]] = {}
-    for target in targets:
-        view = committed_view(store, target)
-        if view.from_log:
-            out[target] = view.states()
-    return out
+    return {target: view.states() for target, view in logged_views(store, targets).items()}

@@ -178,7 +178,10 @@ def cat(
     view = committed_view(store, target)
     if view.from_log:  # the objects the log names: no listing
         committed, objects = view.partition_objects(store, route, tp)
-        found = find_records(store, route, tp, offset, count, committed=committed, objects=objects)
+        removed = tuple((r.first, r.last) for r in view.removed().get(tp, ()))
+        found = find_records(
+            store, route, tp, offset, count, committed=committed, objects=objects, removed=removed
+        )
     else:
         committed = listing.committed_offsets(store, target).get(tp)
         found = find_records(store, route, tp, offset, count, committed=committed)

@@ -98,6 +98,17 @@ def _group_records(
                 yield record
 
 
+def _removed_up_to(
+    removed: tuple[tuple[int, int], ...], offset: int, objects: tuple[StoredObject, ...]
+) -> bool:
+    """Whether every offset from ``offset`` up to the first object's start was removed."""
+    at, start = offset, objects[0].start_offset
+    for first, last in sorted(removed):
+        if first <= at <= last:
+            at = last + 1
+    return at >= start
+
+
 def find_records(
     store: S3Store,
     route: Route,
@@ -107,9 +118,12 @@ def find_records(
     *,
     committed: int | None = None,
     objects: tuple[StoredObject, ...] | None = None,
+    removed: tuple[tuple[int, int], ...] = (),
 ) -> Iterator[FoundRecord]:
     """Yield up to ``count`` records of ``tp`` from ``offset`` on, in offset order, from
     ``objects`` (the committed ones, :mod:`.committed`) or those listed below ``committed``.
+    Offsets ``removed`` (erase, expire: ``(first, last)`` ranges) hold no record: an
+    ``offset`` among those before the first object starts at the first one.
 
     Raises:
         NotInArchiveError: no object holds ``offset``.
@@ -117,6 +131,8 @@ def find_records(
     """
     if objects is None:
         objects = partition_objects(store, route, tp, committed)
+    if objects and offset < objects[0].start_offset and _removed_up_to(removed, offset, objects):
+        offset = objects[0].start_offset
     if not objects or objects[0].start_offset > offset:
         where = f"starts at offset {objects[0].start_offset}" if objects else "is empty"
         raise NotInArchiveError(

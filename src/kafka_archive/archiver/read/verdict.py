@@ -199,11 +199,14 @@ def sequence_findings(
     objects: Sequence[StoredObject],
     counts: Mapping[str, int],
     known: Iterable[tuple[int, int]],
+    removed: Iterable[tuple[int, int]] = (),
 ) -> tuple[list[Discrepancy], list[str]]:
     """In a layout with a single group (no PARTITIONBY, no time folders), the objects in
-    offset order, each holding ``counts[key]`` records: an object overlapping the one
-    before is a problem; offsets between two objects are noted as a hole, except those
-    ``known`` (compared with Kafka record by record, or an allowed gap). Problems and notes."""
+    offset order, each holding ``counts[key]`` records at the offsets from its start that
+    are not ``removed`` (erased, expired): an object overlapping the one before is a
+    problem; offsets between two objects are noted as a hole, except those ``known``
+    (compared with Kafka record by record, an allowed gap, removed). Problems and notes."""
+    removals = Removals(tuple(removed))
     problems: list[Discrepancy] = []
     notes: list[str] = []
     layout = layout_for(route)
@@ -214,7 +217,7 @@ def sequence_findings(
         count = counts.get(before.key)
         if count is None:
             continue
-        end = before.start_offset + count
+        end = removals.past(before.start_offset, count)
         if after.start_offset < end:
             problems.append(
                 found(
@@ -244,6 +247,52 @@ def allowed_gap_notes(passed_gaps: Iterable[tuple[int, int]]) -> list[str]:
         "state)"
         for first, last in passed_gaps
     ]
+
+
+def removed_notes(removed: Iterable[tuple[int, int, str]]) -> list[str]:
+    """Name the offsets erase and expire removed (the commit log's record), in no object:
+    one note per reason."""
+    by_reason: dict[str, list[tuple[int, int]]] = {}
+    for first, last, reason in sorted(removed, key=lambda r: (r[2], r[0])):
+        by_reason.setdefault(reason, []).append((first, last))
+    return [
+        f"offsets {', '.join(str(a) if a == b else f'{a}..{b}' for a, b in ranges)}: "
+        f"{reason} by kafka-archive {reason[:-1]} (recorded in the commit log): not a hole"
+        for reason, ranges in sorted(by_reason.items())
+    ]
+
+
+@dataclass(frozen=True)
+class Removals:
+    """Offsets removed from a partition (erase, expire) as ``(first, last)`` ranges."""
+
+    ranges: tuple[tuple[int, int], ...]
+    _firsts: tuple[int, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.ranges))
+        object.__setattr__(self, "ranges", ordered)
+        object.__setattr__(self, "_firsts", tuple(first for first, _ in ordered))
+
+    def holds(self, offset: int) -> bool:
+        at = bisect.bisect_right(self._firsts, offset) - 1
+        return at >= 0 and self.ranges[at][1] >= offset
+
+    def past(self, start: int, count: int) -> int:
+        """The offset after the ``count`` offsets from ``start`` on that are not removed."""
+        at, left = start, count
+        for first, last in self.ranges:
+            if not left:
+                break
+            if last < at:
+                continue
+            if first > at:
+                step = min(left, first - at)
+                at, left = at + step, left - step
+                if not left:
+                    return at
+            at = max(at, last + 1)
+        return at + left
 
 
 def log_holes(missing: Iterable[tuple[str, int, int]]) -> list[Discrepancy]:

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
+    FORMAT_VERSION,
     Entry,
     EntryKind,
+    LogFormatError,
     ObjectRef,
     PartitionCommit,
     PartitionRef,
@@ -250,3 +252,30 @@ def test_every_offset_below_the_end_is_held_once_or_removed_after_any_rewrites(
         assert decode_entry(encode_entry(e)) == e
     cp = state.checkpoint()
     assert decode_checkpoint(encode_checkpoint(cp)) == cp
+
+
+def test_one_entry_rewrites_two_separate_runs_of_one_partition_and_older_readers_upgrade() -> None:
+    """erase changes objects 0..1 and 4..5 of P0 but not 2..3 between them: one entry holds
+    both rewrites, folded in order; it is format version 4, which older readers (they refuse
+    a partition rewritten twice as a broken log) refuse with "upgrade it"."""
+    state, m = archived()
+    a, b, c = state.partitions[P0].objects
+    first = PartitionRewrite(P0, (a,), (obj(1, 1, gen=1, records=1),), (erased(0, 0),))
+    second = PartitionRewrite(P0, (c,), (), (erased(4, 5),))
+    assert core.rewrite_verdict(state, m, [first, second]) is core.Verdict.OK
+    entry = core.rewrite_entry(state, m, [first, second])
+    after = core.fold(state, entry)
+    st = after.partitions[P0]
+    assert st.objects == (obj(1, 1, gen=1, records=1), b)
+    assert st.removed == (erased(0, 0), erased(4, 5)) and st.end == 6
+    data = encode_entry(entry)
+    assert json.loads(data)["version"] == 4 and decode_entry(data) == entry
+    doc = json.loads(data)
+    doc["version"] = FORMAT_VERSION + 1
+    with pytest.raises(LogFormatError, match="upgrade"):
+        decode_entry(json.dumps(doc).encode())
+    # Overlapping rewrites of one partition in one entry stay refused.
+    again = PartitionRewrite(P0, (a,), (obj(1, 1, gen=2, records=1),), (erased(0, 0),))
+    assert core.rewrite_verdict(state, m, [first, again]) is core.Verdict.STALE
+    with pytest.raises(core.InvalidEntry):
+        core.fold(state, core.rewrite_entry(state, m, [first, again]))
