@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -214,7 +215,7 @@ class CommitLog:
                 continue
             refs |= tl.claimed
             while True:
-                entry = core.claim_entry(tl.state, self.run_id, sorted(refs))
+                entry = core.claim_entry(tl.state, self.run_id, sorted(refs), at=time.time())
                 if drive(_create_entry(tl.head, entry), tl.store):
                     tl.state = core.fold(tl.state, entry)
                     tl.me, tl.claimed = entry.writer, frozenset(refs)
@@ -301,7 +302,7 @@ class CommitLog:
                     "this run's claim",
                     hint="Run again",
                 )
-            entry = core.commit_entry(tl.state, tl.me, commits)
+            entry = core.commit_entry(tl.state, tl.me, commits, at=time.time())
             if drive(_create_entry(tl.head, entry), tl.store):
                 tl.state = core.fold(tl.state, entry)
                 if entry.seq % CHECKPOINT_EVERY == 0:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -235,7 +236,7 @@ class _Target:
 
     def _claim(self, refs: Sequence[PartitionRef]) -> None:
         while True:
-            entry = core.claim_entry(self.tl.state, self.run_id, refs)
+            entry = core.claim_entry(self.tl.state, self.run_id, refs, at=time.time())
             if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
                 self.tl.state = core.fold(self.tl.state, entry)
                 self.tl.me, self.tl.claimed = entry.writer, frozenset(refs)
@@ -350,7 +351,7 @@ class _Target:
                     )
                 if verdict is core.Verdict.STALE:
                     return False
-                entry = core.rewrite_entry(self.tl.state, self.tl.me, rewrites)
+                entry = core.rewrite_entry(self.tl.state, self.tl.me, rewrites, at=time.time())
                 if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
                     self.tl.state = core.fold(self.tl.state, entry)
                     self.result.entries += 1
