@@ -355,7 +355,8 @@ class Session:
             states=self.commit_log is None,
         )
         if self.commit_log is not None:
-            units = self.commit_log.units(self.plan, work.units)
+            idle = [s for s in work.skipped if s.reason == "nothing new"]
+            units = self.commit_log.units(self.plan, work.units, idle, work.gaps)
             work = dataclasses.replace(work, units=tuple(units))
         # Until this batch ends well, attempts of its units may outlive it (a speculative
         # copy, a task on an executor the scheduler gave up on): same run, epoch and lease.
