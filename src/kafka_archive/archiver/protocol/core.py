@@ -53,8 +53,9 @@ class LogState:
         return None if st is None else st.holder
 
     def named(self) -> dict[str, ObjectRef]:
-        """Every object a commit names, by key."""
-        return {o.key: o for st in self.partitions.values() for o in st.objects}
+        """Every object a commit names, by key (side objects included: block indexes, dead
+        letters)."""
+        return {o.key: o for st in self.partitions.values() for o in (*st.objects, *st.sides)}
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.seq, self.max_epoch, dict(self.partitions))
@@ -95,6 +96,12 @@ def fold(state: LogState, entry: Entry) -> LogState:
         return _fold_import(state, entry)
     if entry.claims or entry.imports or entry.rewrites or not entry.commits:
         raise InvalidEntry(f"entry {entry.seq}: a commit with claims or without ranges")
+    named = state.named()
+    for c in entry.commits:
+        for o in c.sides:
+            if o.key in named:
+                raise InvalidEntry(f"entry {entry.seq}: side object {o.key} named before")
+            named[o.key] = o
     for c in entry.commits:
         old = parts.get(c.ref)
         if old is None or old.holder != entry.writer:
@@ -111,6 +118,7 @@ def fold(state: LogState, entry: Entry) -> LogState:
             committed_at=_committed_at(old, entry),
             gaps=old.gaps + c.gaps,
             begin=c.start if c.begins else old.begin,
+            sides=old.sides + c.sides,
         )
     return LogState(entry.seq, state.max_epoch, parts)
 
@@ -179,6 +187,13 @@ def range_problem(committed_end: int, c: PartitionCommit, *, begun: bool = False
         if first < at or last < first or last >= c.end:
             return f"gap [{first}, {last}] outside [{at}, {c.end}) or out of order"
         at = last + 1
+    keys = {o.key for o in c.objects}
+    for o in c.sides:
+        if o.key in keys:
+            return f"side object {o.key} named twice"
+        if o.first < c.start or o.last < o.first or o.last >= c.end:
+            return f"side object {o.key} about [{o.first}, {o.last}], outside [{c.start}, {c.end})"
+        keys.add(o.key)
     if not c.tiled:
         return _interleaved_problem(c)
     at, gaps = c.start, list(c.gaps)

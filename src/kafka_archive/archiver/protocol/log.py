@@ -17,10 +17,11 @@ that was never rewritten stays readable by a reader of version 1, and one that w
 refused by it with "upgrade it" (it would not know which objects are replaced). Entries
 with a commit whose objects interleave (``tiled`` false: PARTITIONBY) are version 3, so a
 reader of version 2, which would check them as tiled, says "upgrade it" too. Entries with a
-commit that moves an end without objects (passed gaps, a partition's start past 0) and
-checkpoints with a partition begun past 0 are version 4: an older reader would find the log
-broken, or offsets missing below the start. Every entry carries its writer's wall-clock time
-(``at``; additive, no version: an older reader ignores it).
+commit that moves an end without objects (passed gaps, a partition's start past 0) or names
+side objects (block indexes, dead letters), and checkpoints with either, are version 4: an
+older reader would find the log broken, or offsets missing below the start, and an older
+vacuum would delete side objects. Every entry carries its writer's wall-clock time (``at``;
+additive, no version: an older reader ignores it).
 """
 
 from __future__ import annotations
@@ -126,7 +127,11 @@ class PartitionCommit:
     Ends that move without objects: `gaps` passed in [start, end) (allow_gaps: offsets gone
     from Kafka, in no object), and `begins`, the partition's first commit starting past its
     end 0 (``--start``: the partition begins at `start`; the offsets below it are before
-    the start, never archived). Either may come with no object at all."""
+    the start, never archived). Either may come with no object at all.
+
+    `sides`: objects that belong to the commit but hold none of its offsets (a gzip
+    object's block index, the partition's dead letters), each named by the offsets it is
+    about: named like the objects (vacuum keeps them), never counted as holding offsets."""
 
     ref: PartitionRef
     start: int
@@ -135,6 +140,7 @@ class PartitionCommit:
     tiled: bool = True
     gaps: Gaps = ()
     begins: bool = False
+    sides: tuple[ObjectRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -222,6 +228,7 @@ class PartitionState:
     gaps: Gaps = ()
     committed_at: float | None = None
     begin: int = 0  # where the partition began (--start): offsets below it never archived
+    sides: tuple[ObjectRef, ...] = ()  # block indexes and dead letters its commits named
 
 
 @dataclass(frozen=True)
@@ -338,7 +345,7 @@ def encode_entry(entry: Entry) -> bytes:
             **extra,
             "version": (
                 FORMAT_VERSION
-                if any(c.gaps or c.begins for c in entry.commits)
+                if any(c.gaps or c.begins or c.sides for c in entry.commits)
                 else _UNTILED_VERSION
                 if any(not c.tiled for c in entry.commits)
                 else _REWRITE_VERSION
@@ -360,6 +367,7 @@ def encode_entry(entry: Entry) -> bytes:
                     # Only where an end moves without objects (version 4).
                     **({"gaps": [list(g) for g in c.gaps]} if c.gaps else {}),
                     **({"begins": True} if c.begins else {}),
+                    **({"sides": [_object_json(o) for o in c.sides]} if c.sides else {}),
                 }
                 for c in entry.commits
             ],
@@ -404,6 +412,7 @@ def decode_entry(data: bytes) -> Entry:
                     tiled=bool(c.get("tiled", True)),
                     gaps=_gaps(c),
                     begins=bool(c.get("begins", False)),
+                    sides=tuple(_object(o) for o in c.get("sides", ())),
                 )
                 for c in doc["commits"]
             ),
@@ -426,7 +435,7 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
         {
             "version": (
                 FORMAT_VERSION
-                if any(st.begin for st in cp.partitions.values())
+                if any(st.begin or st.sides for st in cp.partitions.values())
                 else _REWRITE_VERSION
                 if rewritten
                 else _PLAIN_VERSION
@@ -450,6 +459,7 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
                     **({"gaps": [list(g) for g in st.gaps]} if st.gaps else {}),
                     **({} if st.committed_at is None else {"committed_at": st.committed_at}),
                     **({"begin": st.begin} if st.begin else {}),
+                    **({"sides": [_object_json(o) for o in st.sides]} if st.sides else {}),
                 }
                 for ref, st in sorted(cp.partitions.items())
             ],
@@ -473,6 +483,7 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
                     _gaps(p),
                     _at(p.get("committed_at")),
                     int(p.get("begin", 0)),
+                    tuple(_object(o) for o in p.get("sides", ())),
                 )
                 for p in doc["partitions"]
             },
