@@ -108,8 +108,6 @@ def unsupported_route(plan: Plan) -> str | None:
     for route in plan.routes:
         if route.iceberg is not None:
             why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.codecs.gzip_block_bytes:
-            why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
         elif route.error_policy is ErrorPolicy.DEAD_LETTER:
             why = f"{route.topic}: dead letters are not named by the commit log yet"
     return why
@@ -528,6 +526,12 @@ def _partition(
         if refs:  # the last object's range reaches the end of what its units read
             end = max(cut, at)
             refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
+    # Each gzip object's block index, named beside it (about the offsets its object holds).
+    sides = tuple(
+        ObjectRef(o.index[0], r.first, r.last, 0, 0, o.index[1])
+        for o, r in zip(written, refs, strict=True)
+        if o.index is not None
+    )
     spent = total_requests(requests_of(r) for _, r in group)
     result = UnitResult(
         route_index=first.route_index,
@@ -546,7 +550,9 @@ def _partition(
     tiled = not interleaved(first.route)
     gaps, begins = (move.gaps, move.begins) if move is not None else ((), False)
     commit = (
-        PartitionCommit(ref, start, end, tuple(refs), tiled=tiled, gaps=gaps, begins=begins)
+        PartitionCommit(
+            ref, start, end, tuple(refs), tiled=tiled, gaps=gaps, begins=begins, sides=sides
+        )
         if refs or gaps or begins
         else None
     )

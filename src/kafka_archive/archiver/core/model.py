@@ -162,6 +162,9 @@ class ObjectWritten:
     columns: str | None = None
     # commit_protocol=log: the ETag its create returned, which the log entry names.
     etag: str | None = None
+    # commit_protocol=log: its gzip block index (key, ETag its create returned), which the
+    # log entry names beside it (a side object).
+    index: tuple[str, str] | None = None
 
 
 class CommittedState(Protocol):

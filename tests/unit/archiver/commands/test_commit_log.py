@@ -179,3 +179,22 @@ def test_a_partitions_objects_after_a_passed_gap_are_committed_with_it() -> None
     )
     assert begun is not None and (begun.start, begun.end, begun.objects) == (7, 7, ())
     assert core.fold(state, core.commit_entry(state, e.writer, [begun])).end(ref) == 7
+
+
+def test_each_objects_block_index_is_named_beside_it_as_a_side_object() -> None:
+    state = claimed(0)
+    done = result(0, 6, [(0, 2), (3, 5)])
+    indexed = (
+        dataclasses.replace(done.objects[0], index=("k0.index.json", "i0")),
+        done.objects[1],
+    )
+    done = dataclasses.replace(done, objects=indexed)
+    _, commit = _partition([(piece(0, 6), done)], state)
+    assert commit is not None
+    assert [(o.key, o.first, o.last, o.checksum) for o in commit.sides] == [
+        ("k0.index.json", 0, 2, "i0")
+    ]
+    assert core.fold(state, core.commit_entry(state, ME, [commit])).named().keys() >= {
+        "k0",
+        "k0.index.json",
+    }
