@@ -78,8 +78,9 @@ from kafka_archive.archiver.read.migrate import migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.write.deadletter import DIRECTORY
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
-from kafka_archive.kcql.plan import ErrorPolicy, Plan, Route, Target
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,6 @@ def unsupported_route(plan: Plan) -> str | None:
     for route in plan.routes:
         if route.iceberg is not None:
             why = f"{route.topic}: Iceberg routes are not wired to the commit log yet"
-        elif route.error_policy is ErrorPolicy.DEAD_LETTER:
-            why = f"{route.topic}: dead letters are not named by the commit log yet"
     return why
 
 
@@ -379,9 +378,13 @@ def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
 
 
 def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
-    """Whether ``key`` is under one of the target's routes' objects (as keys name topics)."""
+    """Whether ``key`` is under one of the target's routes' objects (as keys name topics) or
+    their dead letters."""
     name = key.rsplit("/", 1)[-1]
-    return any(key.startswith(f"{head}{s}/") or name.startswith(f"{s}(") for s in segments)
+    return any(
+        key.startswith((f"{head}{s}/", f"{head}{DIRECTORY}/{s}/")) or name.startswith(f"{s}(")
+        for s in segments
+    )
 
 
 def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
@@ -526,11 +529,16 @@ def _partition(
         if refs:  # the last object's range reaches the end of what its units read
             end = max(cut, at)
             refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
-    # Each gzip object's block index, named beside it (about the offsets its object holds).
+    # Each gzip object's block index, named beside it (about the offsets its object holds),
+    # and the dead letters of the units taken (about their refused records' offsets).
     sides = tuple(
         ObjectRef(o.index[0], r.first, r.last, 0, 0, o.index[1])
         for o, r in zip(written, refs, strict=True)
         if o.index is not None
+    ) + tuple(
+        ObjectRef(d.key, d.first_offset, d.last_offset, d.records, d.size, d.etag or "")
+        for r in taken
+        if (d := r.dead_letter_object) is not None
     )
     spent = total_requests(requests_of(r) for _, r in group)
     result = UnitResult(
@@ -543,6 +551,8 @@ def _partition(
         objects=tuple(written),
         seconds=max((r.seconds for r in taken), default=0.0),
         skipped_records=sum(r.skipped_records for r in taken),
+        dead_letters=sum(r.dead_letters for r in taken),
+        dead_letter_key=next((r.dead_letter_key for r in taken if r.dead_letter_key), None),
         s3_retries=sum(r.s3_retries for r in taken),
         s3_requests=spent,
         tasks=len(group),

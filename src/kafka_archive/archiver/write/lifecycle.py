@@ -170,7 +170,7 @@ class Lifecycle:
         send: Callable[[], None],
         written: ObjectWritten | None = None,
         of: ObjectWritten | None = None,
-    ) -> None:
+    ) -> str | None:
         """Upload a marked object by calling ``send``, create-only and behind a lease proof;
         ``written`` describes a data object (offsets, records, size), ``of`` the data object
         another one (its block index) is made from."""
@@ -192,6 +192,7 @@ class Lifecycle:
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)
+        return etag
 
     def uploaded(self) -> tuple[ObjectWritten, ...]:
         """The data objects uploaded so far (committed since or not), in upload order."""

@@ -125,7 +125,11 @@ def settings_with(**kwargs: object) -> Settings:
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("INSERT INTO bkt:p SELECT * FROM t PROPERTIES('error.policy'='dead-letter')", "dead"),
+        (
+            "INSERT INTO bkt:p SELECT * FROM t STOREAS PARQUET "
+            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.t')",
+            "Iceberg",
+        ),
     ],
 )
 def test_what_log_mode_cannot_record_is_refused_with_one_line(text: str, why: str) -> None:
@@ -135,7 +139,14 @@ def test_what_log_mode_cannot_record_is_refused_with_one_line(text: str, why: st
 
 @pytest.mark.parametrize(
     "text",
-    ["INSERT INTO bkt:p SELECT * FROM t", "INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k"],
+    [
+        "INSERT INTO bkt:p SELECT * FROM t",
+        "INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k",
+        # Named by the log as side objects since issue 37:
+        "INSERT INTO bkt:p SELECT * FROM t PROPERTIES('error.policy'='dead-letter')",
+        "INSERT INTO bkt:p SELECT * FROM t PROPERTIES('store.compression'='gzip', "
+        "'store.gzip.block.bytes'=4096)",
+    ],
 )
 def test_plain_and_partitioned_routes_are_not_refused(text: str) -> None:
     refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
@@ -198,3 +209,17 @@ def test_each_objects_block_index_is_named_beside_it_as_a_side_object() -> None:
         "k0",
         "k0.index.json",
     }
+
+
+def test_a_units_dead_letters_are_named_as_a_side_object_of_its_partition() -> None:
+    state = claimed(0)
+    letters = ObjectWritten("_dead-letter/t/0/000000000001.e1a1.json", 1, 4, 2, 80, etag="L")
+    done = dataclasses.replace(result(0, 6, [(0, 5)]), dead_letters=2, dead_letter_key=letters.key)
+    done = dataclasses.replace(done, dead_letter_object=letters)
+    merged, commit = _partition([(piece(0, 6), done)], state)
+    assert commit is not None
+    assert [(o.key, o.first, o.last, o.records, o.checksum) for o in commit.sides] == [
+        (letters.key, 1, 4, 2, "L")
+    ]
+    assert isinstance(merged, UnitResult) and merged.dead_letters == 2
+    assert merged.dead_letter_key == letters.key
