@@ -95,14 +95,26 @@ Group = tuple[PartitionRef, tuple[maintenance.CommittedObject, ...]]
 
 def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactResult:
     """Compact every target of ``plan`` (the module's doc)."""
-    why = commit_log.unsupported_route(plan) or next(
-        (
-            f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, which "
-            "a rewrite entry cannot replace yet"
-            for r in plan.routes
-            if commit_log.interleaved(r)
-        ),
-        None,
+    why = (
+        commit_log.unsupported_route(plan)
+        or next(
+            (
+                f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
+                "which a rewrite entry cannot replace yet"
+                for r in plan.routes
+                if commit_log.interleaved(r)
+            ),
+            None,
+        )
+        or next(
+            (
+                f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
+                "indexes yet (vacuum would take them)"
+                for r in plan.routes
+                if r.codecs.gzip_block_bytes
+            ),
+            None,
+        )
     )
     if why is not None:
         raise ConfigError(f"compact: {why}", hint="compact works on what commit_protocol=log runs")
