@@ -190,9 +190,6 @@ class UnitResult:
     skipped_records: int = 0
     dead_letters: int = 0
     dead_letter_key: str | None = None
-    # commit_protocol=log: the dead-letter object as created (offsets of its first and last
-    # refused record, their count, its size and create ETag), which the log entry names.
-    dead_letter_object: ObjectWritten | None = None
     # S3 requests of this unit that botocore retried.
     s3_retries: int = 0
     # S3 requests of this unit, by type (retried attempts included).
@@ -207,6 +204,9 @@ class UnitResult:
     # Intent markers of the objects the unit committed: stale, cleared by the driver in one
     # bulk delete per batch (``session.clear_markers``), not one request per unit.
     committed_markers: tuple[str, ...] = ()
+    # commit_protocol=log: the dead-letter object as created (offsets of its first and last
+    # refused record, their count, its size and create ETag), which the log entry names.
+    dead_letter_object: ObjectWritten | None = None
 
 
 @dataclass(frozen=True, slots=True)
