@@ -312,31 +312,6 @@ def test_requests_per_object_log_mode_against_states_mode(
     assert per_object["log"] < per_object["states"]
 
 
-def test_log_mode_refuses_dead_letters_up_front_and_writes_nothing(
-    log_mode: None,
-    broker: str,
-    produce: Callable[..., None],
-    s3_endpoint: str,
-    s3_client: Any,
-    topic: Callable[..., str],
-    bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """Dead letters are objects no log entry names yet: refused, exit 2, one line.
-    (PARTITIONBY and gzip block indexes, refused here before, are archived in log mode:
-    test_commit_log_partitionby.py, test_commit_log_gzip_index.py.)"""
-    name, bkt = topic(partitions=P), bucket()
-    kcql = (
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` PROPERTIES("
-        "'error.policy'='dead-letter')"
-    )
-    produce(name, 10, partitions=P)
-    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
-    assert code == 2
-    assert "commit_protocol=log" in err and "dead letters" in err and "Traceback" not in err
-    assert not [k for k in listing(s3_client, bkt) if not k.startswith("arch/.kafka-archive/probe")]
-
-
 def test_a_log_mode_run_over_an_archive_of_states_migrates_it_and_carries_on_exactly_once(
     broker: str,
     produce: Callable[..., None],
