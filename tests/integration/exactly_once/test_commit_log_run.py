@@ -265,31 +265,6 @@ def test_requests_per_object_log_mode_against_states_mode(
     assert per_object["log"] < per_object["states"]
 
 
-def test_log_mode_refuses_gzip_block_indexes_up_front_and_writes_nothing(
-    log_mode: None,
-    broker: str,
-    produce: Callable[..., None],
-    s3_endpoint: str,
-    s3_client: Any,
-    topic: Callable[..., str],
-    bucket: Callable[..., str],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """A gzip block index is an object no log entry names (vacuum would take it): refused,
-    exit 2, one line. (PARTITIONBY, refused here before, is archived in log mode:
-    test_commit_log_partitionby.py.)"""
-    name, bkt = topic(partitions=P), bucket()
-    kcql = (
-        f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` PROPERTIES("
-        "'store.compression'='gzip', 'store.gzip.block.bytes'=4096)"
-    )
-    produce(name, 10, partitions=P)
-    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
-    assert code == 2
-    assert "commit_protocol=log" in err and "gzip block" in err and "Traceback" not in err
-    assert not [k for k in listing(s3_client, bkt) if not k.startswith("arch/.kafka-archive/probe")]
-
-
 def test_a_log_mode_run_over_an_archive_of_states_migrates_it_and_carries_on_exactly_once(
     broker: str,
     produce: Callable[..., None],

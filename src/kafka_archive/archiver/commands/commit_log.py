@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,7 +32,9 @@ from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
 from kafka_archive.archiver.core.model import (
+    Gap,
     ObjectWritten,
+    PartitionSkip,
     S3Requests,
     TopicPartition,
     UnitResult,
@@ -43,6 +46,7 @@ from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     Entry,
+    Gaps,
     ObjectRef,
     PartitionCommit,
     PartitionRef,
@@ -74,8 +78,9 @@ from kafka_archive.archiver.read.migrate import mark, migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
+from kafka_archive.archiver.write.deadletter import DIRECTORY
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
-from kafka_archive.kcql.plan import ErrorPolicy, Plan, Route, Target
+from kafka_archive.kcql.plan import Plan, Route, Target
 
 log = logging.getLogger(__name__)
 
@@ -87,30 +92,6 @@ Known = dict[tuple[int, TopicPartition], checkpoint.LoadedState]
 
 def is_log(settings: Settings) -> bool:
     return settings.commit_protocol == "log"
-
-
-def refuse_unsupported(settings: Settings, plan: Plan) -> None:
-    """What log mode cannot do yet, refused before anything is written (exit 2)."""
-    why = unsupported_route(plan)
-    if settings.given("start") and str(settings.start) != "earliest":
-        why = "--start other than earliest cannot be recorded in the commit log yet"
-    if settings.allow_gaps:
-        why = "a passed gap (--allow-gaps) cannot be recorded in the commit log yet"
-    if why is not None:
-        raise ConfigError(
-            f"commit_protocol=log: {why}", hint="Run with commit_protocol=states (the default)"
-        )
-
-
-def unsupported_route(plan: Plan) -> str | None:
-    """Why a route of ``plan`` is not wired to the commit log yet (None: all are)."""
-    why = None
-    for route in plan.routes:
-        if route.codecs.gzip_block_bytes:
-            why = f"{route.topic}: gzip block indexes are not named by the commit log yet"
-        elif route.error_policy is ErrorPolicy.DEAD_LETTER:
-            why = f"{route.topic}: dead letters are not named by the commit log yet"
-    return why
 
 
 def migrate_states(
@@ -184,6 +165,9 @@ class CommitLog:
         self.run_id = run_id
         self.targets: dict[Target, TargetLog] = {}
         self.batches = 0
+        # Where each partition of the batch moves without objects: (commit start, gaps passed,
+        # begins) by (route index, partition), from the plan (:meth:`units`).
+        self._moves: dict[tuple[int, TopicPartition], Move] = {}
 
     def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]], job: str) -> int:
         """At the session's start: each target's log read (an archive of states migrated onto
@@ -218,7 +202,7 @@ class CommitLog:
                 continue
             refs |= tl.claimed
             while True:
-                entry = core.claim_entry(tl.state, self.run_id, sorted(refs))
+                entry = core.claim_entry(tl.state, self.run_id, sorted(refs), at=time.time())
                 if drive(_create_entry(tl.head, entry), tl.store):
                     tl.state = core.fold(tl.state, entry)
                     tl.me, tl.claimed = entry.writer, frozenset(refs)
@@ -244,35 +228,57 @@ class CommitLog:
         out: Known = {}
         for number, target, tp in wanted:
             st = self.targets[target].state.partitions.get(partition_ref(tp))
-            if st is None or not st.objects:
+            if st is None or not (st.objects or st.begin or st.end):
                 out[(number, tp)] = checkpoint.LoadedState(None, None)
             else:
                 state = checkpoint.PartitionState(st.end, self.run_id, "")
                 out[(number, tp)] = checkpoint.LoadedState(state, None)
         return out
 
-    def units(self, plan: Plan, units: Sequence[WorkUnit]) -> list[WorkUnit]:
-        """The batch's units in log mode (its number, the claim's epoch); a unit that would
-        start anywhere but its partition's committed end is refused (exit 2)."""
+    def units(
+        self,
+        plan: Plan,
+        units: Sequence[WorkUnit],
+        idle: Sequence[PartitionSkip] = (),
+        gaps: Sequence[Gap] = (),
+    ) -> list[WorkUnit]:
+        """The batch's units in log mode (its number, the claim's epoch). A unit starts at its
+        partition's committed end, or past it: at ``--start`` on a partition the log has not
+        begun, or past a gap it passes (``--allow-gaps``), which its commit records. ``idle``
+        partitions (nothing new) that move so are committed now, with no object, so that the
+        next run resumes there. Any other start is refused (exit 2)."""
         self.batches += 1
+        self._moves = {}
+        passed = {(g.route_index, g.tp): g for g in gaps if g.passed}
         out = []
         for unit in units:
             tl = self.targets[unit.route.target]
-            end = tl.state.end(partition_ref(unit.tp))
             # (An Iceberg route's table is its state, and its commit checks the table's.)
-            iceberg = unit.route.iceberg is not None
-            if (unit.part_start if unit.part_start is not None else unit.start) != end and (
-                not iceberg
-            ):
-                raise ConfigError(
-                    f"commit_protocol=log: {unit.tp} would start at offset {unit.start}, past "
-                    f"its committed end {end} (retention deleted records, or --start): the "
-                    "commit log cannot record that yet",
-                    hint="Run with commit_protocol=states (the default)",
-                )
+            if unit.route.iceberg is None:
+                start = unit.part_start if unit.part_start is not None else unit.start
+                move = _move(tl.state, unit.tp, start, passed.get((unit.route_index, unit.tp)))
+                if move is not None:
+                    self._moves[(unit.route_index, unit.tp)] = move
             out.append(
                 dataclasses.replace(unit, log_batch=self.batches, epoch=self.epoch(tl.target))
             )
+        moved: dict[Target, list[PartitionCommit]] = {}
+        for skip in idle:
+            if plan.routes[skip.route_index].iceberg is not None:
+                continue  # (a table is its own state)
+            target = plan.routes[skip.route_index].target
+            st = self.targets[target].state
+            gap = passed.get((skip.route_index, skip.tp))
+            move = _move(st, skip.tp, skip.next_offset, gap)
+            if move is not None and (move.gaps or move.begins):
+                ref = partition_ref(skip.tp)
+                moved.setdefault(target, []).append(
+                    PartitionCommit(
+                        ref, move.start, skip.next_offset, (), gaps=move.gaps, begins=move.begins
+                    )
+                )
+        for target, partition_commits in moved.items():
+            self._commit(self.targets[target], partition_commits)
         return out
 
     def commit(self, units: Sequence[WorkUnit], results: Sequence[Outcome]) -> list[Outcome]:
@@ -294,7 +300,10 @@ class CommitLog:
             target = group[0][0].route.target
             if number not in tiled:
                 tiled[number] = not interleaved(group[0][0].route)
-            outcome, commit = _partition(group, self.targets[target].state, tiled[number])
+            move = self._moves.get((group[0][0].route_index, group[0][0].tp))
+            outcome, commit = _partition(
+                group, self.targets[target].state, move, tiled=tiled[number]
+            )
             merged.append(outcome)
             if commit is not None:
                 commits.setdefault(target, []).append(commit)
@@ -318,7 +327,7 @@ class CommitLog:
                     "this run's claim",
                     hint="Run again",
                 )
-            entry = core.commit_entry(tl.state, tl.me, commits)
+            entry = core.commit_entry(tl.state, tl.me, commits, at=time.time())
             if drive(_create_entry(tl.head, entry), tl.store):
                 tl.state = core.fold(tl.state, entry)
                 if entry.seq % CHECKPOINT_EVERY == 0:
@@ -418,9 +427,13 @@ def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
 
 
 def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
-    """Whether ``key`` is under one of the target's routes' objects (as keys name topics)."""
+    """Whether ``key`` is under one of the target's routes' objects (as keys name topics) or
+    their dead letters."""
     name = key.rsplit("/", 1)[-1]
-    return any(key.startswith(f"{head}{s}/") or name.startswith(f"{s}(") for s in segments)
+    return any(
+        key.startswith((f"{head}{s}/", f"{head}{DIRECTORY}/{s}/")) or name.startswith(f"{s}(")
+        for s in segments
+    )
 
 
 def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
@@ -483,6 +496,41 @@ def _checkpoint(head: str, state: core.LogState) -> Steps[None]:
 # -- a partition's results -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Move:
+    """A partition's commit that moves its end without objects first: it starts at ``start``
+    (the committed end, or the offset it ``begins`` at), ``gaps`` passed from there."""
+
+    start: int
+    gaps: Gaps = ()
+    begins: bool = False
+
+    @property
+    def objects_from(self) -> int:
+        """Where its objects start: past the gaps."""
+        return self.gaps[-1][1] + 1 if self.gaps else self.start
+
+
+def _move(state: core.LogState, tp: TopicPartition, start: int, gap: Gap | None) -> Move | None:
+    """How a partition planned to start at ``start`` moves (None: from its committed end, as
+    usual). A gap passed (``--allow-gaps``) from the committed end to ``start`` is recorded;
+    a partition the log has not begun begins at ``start`` (``--start``). Anything else is a
+    plan the log cannot commit: refused (exit 2)."""
+    ref = partition_ref(tp)
+    end = state.end(ref)
+    if start == end:
+        return None
+    st = state.partitions.get(ref)
+    if gap is not None and gap.first == end and gap.last == start - 1:
+        return Move(end, ((gap.first, gap.last),))
+    if start > end == 0 and not (st is not None and (st.objects or st.begin)):
+        return Move(start, (), True)
+    raise ConfigError(
+        f"commit_protocol=log: {tp} would start at offset {start}, its committed end is {end}",
+        hint="Run with commit_protocol=states (the default)",
+    )
+
+
 def interleaved(route: Route) -> bool:
     """Whether a route's objects of a partition may interleave (PARTITIONBY, time layouts:
     one object open per group), so that its commits name them untiled."""
@@ -491,21 +539,26 @@ def interleaved(route: Route) -> bool:
 
 
 def _partition(
-    group: list[tuple[WorkUnit, Outcome]], state: core.LogState, tiled: bool | None = None
+    group: list[tuple[WorkUnit, Outcome]],
+    state: core.LogState,
+    move: Move | None = None,
+    *,
+    tiled: bool | None = None,
 ) -> tuple[Outcome, PartitionCommit | None]:
     """A partition's units (or pieces) in offset order: the contiguous prefix from its
     committed end that finished, as one merged result and the commit naming its objects.
     Objects are named as ranges that cover ``[start, end)`` in order (an object's range runs
     from where the one before ended: offsets without records, a transaction's markers, are
-    inside one), so that the log's fold accepts them. ``tiled``: the route's objects of a
-    partition do not interleave (not :func:`interleaved`; decided once per route by the
-    caller, here when not given)."""
+    inside one), so that the log's fold accepts them; after the gaps ``move`` passes, or from
+    the offset it begins the partition at (with no object when nothing was written).
+    ``tiled``: the route's objects of a partition do not interleave (not :func:`interleaved`;
+    decided once per route by the caller, here when not given)."""
     first = group[0][0]
     if tiled is None:
         tiled = not interleaved(first.route)
     ref = partition_ref(first.tp)
-    start = state.end(ref)
-    cut = start
+    start = state.end(ref) if move is None else move.start
+    cut = begin = start if move is None else move.objects_from
     taken: list[UnitResult] = []
     for unit, result in group:
         done = result.committed if isinstance(result, UnitFailure) else result
@@ -516,7 +569,7 @@ def _partition(
             break
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     refs: list[ObjectRef] = []
-    end = start
+    end = begin  # (past the gaps or at the start a move records, with no object)
     if not tiled:
         # Several objects open at once (one per group): each named by its own first and last
         # record, the range [start, cut) as far as the units read.
@@ -524,31 +577,51 @@ def _partition(
             ObjectRef(o.key, o.first_offset, o.last_offset, o.records, o.size, o.etag or "")
             for o in written
         ]
-        end = cut if refs else start
+        end = cut if refs else begin
     else:
-        at = start
+        at = begin
         for o in written:
             refs.append(ObjectRef(o.key, at, o.last_offset, o.records, o.size, o.etag or ""))
             at = o.last_offset + 1
         if refs:  # the last object's range reaches the end of what its units read
             end = max(cut, at)
             refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
+    # Each gzip object's block index, named beside it (about the offsets its object holds),
+    # and the dead letters of the units taken (about their refused records' offsets).
+    sides = tuple(
+        ObjectRef(o.index[0], r.first, r.last, 0, 0, o.index[1])
+        for o, r in zip(written, refs, strict=True)
+        if o.index is not None
+    ) + tuple(
+        ObjectRef(d.key, d.first_offset, d.last_offset, d.records, d.size, d.etag or "")
+        for r in taken
+        if (d := r.dead_letter_object) is not None
+    )
     spent = total_requests(requests_of(r) for _, r in group)
     result = UnitResult(
         route_index=first.route_index,
         tp=first.tp,
-        start=start,
+        start=begin,
         next_offset=end,
         records=sum(o.records for o in written),
         bytes=sum(o.size for o in written),
         objects=tuple(written),
         seconds=max((r.seconds for r in taken), default=0.0),
         skipped_records=sum(r.skipped_records for r in taken),
+        dead_letters=sum(r.dead_letters for r in taken),
+        dead_letter_key=next((r.dead_letter_key for r in taken if r.dead_letter_key), None),
         s3_retries=sum(r.s3_retries for r in taken),
         s3_requests=spent,
         tasks=len(group),
     )
-    commit = PartitionCommit(ref, start, end, tuple(refs), tiled=tiled) if refs else None
+    gaps, begins = (move.gaps, move.begins) if move is not None else ((), False)
+    commit = (
+        PartitionCommit(
+            ref, start, end, tuple(refs), tiled=tiled, gaps=gaps, begins=begins, sides=sides
+        )
+        if refs or gaps or begins
+        else None
+    )
     failures = [r for _, r in group if isinstance(r, UnitFailure)]
     fenced = [f for f in failures if f.failure.is_a(errors.FencedError)]
     failure = next(iter(fenced or failures), None)

@@ -131,15 +131,18 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
 
 def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
     """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
-    why = commit_log.unsupported_route(plan) or next(
+    why = next(
         (
-            f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, which "
-            "a rewrite entry cannot replace yet"
-            if r.iceberg is None
-            else f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
+            f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
             "maintenance (e.g. Spark's rewrite_data_files), not by compact"
+            if r.iceberg is not None
+            else f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
+            "which a rewrite entry cannot replace yet"
+            if commit_log.interleaved(r)
+            else f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
+            "indexes yet (vacuum would take them)"
             for r in plan.routes
-            if r.iceberg is not None or commit_log.interleaved(r)
+            if r.iceberg is not None or commit_log.interleaved(r) or r.codecs.gzip_block_bytes
         ),
         None,
     )
@@ -320,7 +323,7 @@ class _Target:
 
     def _claim(self, refs: Sequence[PartitionRef]) -> None:
         while True:
-            entry = core.claim_entry(self.tl.state, self.run_id, refs)
+            entry = core.claim_entry(self.tl.state, self.run_id, refs, at=time.time())
             if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
                 self.tl.state = core.fold(self.tl.state, entry)
                 self.tl.me, self.tl.claimed = entry.writer, frozenset(refs)
@@ -449,7 +452,7 @@ class _Target:
                     )
                 if verdict is core.Verdict.STALE:
                     return False
-                entry = core.rewrite_entry(self.tl.state, self.tl.me, rewrites)
+                entry = core.rewrite_entry(self.tl.state, self.tl.me, rewrites, at=time.time())
                 if drive(commit_log._create_entry(self.tl.head, entry), self.tl.store):
                     self.tl.state = core.fold(self.tl.state, entry)
                     self.result.entries += 1

@@ -375,7 +375,8 @@ class Session:
             states=self.commit_log is None,
         )
         if self.commit_log is not None:
-            units = self.commit_log.units(self.plan, work.units)
+            idle = [s for s in work.skipped if s.reason == "nothing new"]
+            units = self.commit_log.units(self.plan, work.units, idle, work.gaps)
             work = dataclasses.replace(work, units=tuple(units))
         # Until this batch ends well, attempts of its units may outlive it (a speculative
         # copy, a task on an executor the scheduler gave up on): same run, epoch and lease.
@@ -512,9 +513,8 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
 
 
 def _log_session(archiver: Session, settings: Settings, plan: Plan) -> Iterator[Session]:
-    """The rest of :func:`session` under commit_protocol=log: what is not wired refused, each
-    target's log read and claimed, vacuum (:mod:`.commit_log`); no lock, fences or states."""
-    commit_log.refuse_unsupported(settings, archiver.plan)
+    """The rest of :func:`session` under commit_protocol=log: each target's log read and
+    claimed, vacuum (:mod:`.commit_log`); no lock, fences or states."""
     archiver.commit_log = commit_log.CommitLog(archiver.store, settings, archiver.run_id)
     archiver.commit_log.open(archiver.plan, archiver.partitions, archiver.job)
     with driver.spark_on_demand(settings, f"kafka-archive {archiver.job}") as archiver.spark:

@@ -186,8 +186,7 @@ OPTIONS: tuple[Option, ...] = (
         "how a run commits what it archived: states (a lease, per-partition states and intent "
         "markers) or log (experimental: one claim per session and one create-only commit-log "
         "entry per batch under <prefix>/.kafka-archive/log/, about one S3 request per object; "
-        "refused for gzip block indexes, --start other than earliest, "
-        "--allow-gaps, and targets that hold partition states but no log; each attempt's "
+        "refused for targets that hold partition states but no log; each attempt's "
         "objects are its own: its run, epoch and attempt in Parquet or Avro file metadata or "
         "the gzip header, else in the key, <first offset>.e<epoch>a<attempt>.<ext>)",
     ),

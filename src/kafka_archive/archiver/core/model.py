@@ -165,6 +165,9 @@ class ObjectWritten:
     columns: str | None = None
     # commit_protocol=log: the ETag its create returned, which the log entry names.
     etag: str | None = None
+    # commit_protocol=log: its gzip block index (key, ETag its create returned), which the
+    # log entry names beside it (a side object).
+    index: tuple[str, str] | None = None
 
 
 class CommittedState(Protocol):
@@ -204,6 +207,9 @@ class UnitResult:
     # Intent markers of the objects the unit committed: stale, cleared by the driver in one
     # bulk delete per batch (``batch_end.clear_markers``), not one request per unit.
     committed_markers: tuple[str, ...] = ()
+    # commit_protocol=log: the dead-letter object as created (offsets of its first and last
+    # refused record, their count, its size and create ETag), which the log entry names.
+    dead_letter_object: ObjectWritten | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,5 +21,5 @@ def has_place(route: Route) -> bool:
     """Whether ``route``'s objects carry a stamp in their bytes."""
     if route.format in (Format.PARQUET, Format.AVRO):
         return True
-    gzip_blocks = route.codecs.gzip_block_bytes  # (refused in log mode: not stamped)
+    gzip_blocks = route.codecs.gzip_block_bytes  # (log mode: at the attempt's own key)
     return route.codecs.compression.value == "gzip" and not gzip_blocks

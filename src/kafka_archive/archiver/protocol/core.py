@@ -53,8 +53,9 @@ class LogState:
         return None if st is None else st.holder
 
     def named(self) -> dict[str, ObjectRef]:
-        """Every object a commit names, by key."""
-        return {o.key: o for st in self.partitions.values() for o in st.objects}
+        """Every object a commit names, by key (side objects included: block indexes, dead
+        letters)."""
+        return {o.key: o for st in self.partitions.values() for o in (*st.objects, *st.sides)}
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(self.seq, self.max_epoch, dict(self.partitions))
@@ -95,17 +96,37 @@ def fold(state: LogState, entry: Entry) -> LogState:
         return _fold_import(state, entry)
     if entry.claims or entry.imports or entry.rewrites or not entry.commits:
         raise InvalidEntry(f"entry {entry.seq}: a commit with claims or without ranges")
+    named = state.named()
+    for c in entry.commits:
+        for o in c.sides:
+            if o.key in named:
+                raise InvalidEntry(f"entry {entry.seq}: side object {o.key} named before")
+            named[o.key] = o
     for c in entry.commits:
         old = parts.get(c.ref)
         if old is None or old.holder != entry.writer:
             raise InvalidEntry(
                 f"entry {entry.seq}: {c.ref} committed by {entry.writer}, which does not hold it"
             )
-        problem = range_problem(old.end, c)
+        problem = range_problem(old.end, c, begun=bool(old.objects or old.begin))
         if problem:
             raise InvalidEntry(f"entry {entry.seq}: {c.ref}: {problem}")
-        parts[c.ref] = replace(old, end=c.end, objects=old.objects + c.objects)
+        parts[c.ref] = replace(
+            old,
+            end=c.end,
+            objects=old.objects + c.objects,
+            committed_at=_committed_at(old, entry),
+            gaps=old.gaps + c.gaps,
+            begin=c.start if c.begins else old.begin,
+            sides=old.sides + c.sides,
+        )
     return LogState(entry.seq, state.max_epoch, parts)
+
+
+def _committed_at(old: PartitionState, entry: Entry) -> float | None:
+    """A partition's last commit time after `entry` committed to it (an entry without a
+    time, from a version before commit times, leaves the one known)."""
+    return old.committed_at if entry.at is None else entry.at
 
 
 def _fold_import(state: LogState, entry: Entry) -> LogState:
@@ -131,7 +152,13 @@ def _fold_import(state: LogState, entry: Entry) -> LogState:
         problem = import_problem(i)
         if problem:
             raise InvalidEntry(f"entry {entry.seq}: {i.ref}: {problem}")
-        parts[i.ref] = replace(old, end=i.end, objects=i.objects, gaps=i.gaps)
+        parts[i.ref] = replace(
+            old,
+            end=i.end,
+            objects=i.objects,
+            gaps=i.gaps,
+            committed_at=_committed_at(old, entry),
+        )
     return LogState(entry.seq, state.max_epoch, parts)
 
 
@@ -141,19 +168,45 @@ def fold_all(state: LogState, entries: Iterable[Entry]) -> LogState:
     return state
 
 
-def range_problem(committed_end: int, c: PartitionCommit) -> str | None:
-    """Why `c` cannot follow a partition committed up to `committed_end` (None: it can)."""
-    if c.start != committed_end:
+def range_problem(committed_end: int, c: PartitionCommit, *, begun: bool = False) -> str | None:
+    """Why `c` cannot follow a partition committed up to `committed_end` (None: it can).
+    `begun`: the partition has a commit already (objects, or a start), so `c` cannot begin
+    it. Every offset of [start, end) is in exactly one object or in exactly one of `c.gaps`;
+    a range that only begins the partition (no object, no gap) may be empty."""
+    if c.begins:
+        if committed_end != 0 or begun or c.start < 0:
+            return f"a start at {c.start} where the partition has begun (end {committed_end})"
+    elif c.start != committed_end:
         return f"range starts at {c.start}, committed end is {committed_end}"
-    if c.end <= c.start or not c.objects:
+    if c.end < c.start or (c.end == c.start and (c.objects or c.gaps or not c.begins)):
         return f"empty range [{c.start}, {c.end})"
+    if c.end > c.start and not c.objects and not c.gaps:
+        return f"empty range [{c.start}, {c.end}): in no object and no gap"
+    at = c.start
+    for first, last in c.gaps:
+        if first < at or last < first or last >= c.end:
+            return f"gap [{first}, {last}] outside [{at}, {c.end}) or out of order"
+        at = last + 1
+    keys = {o.key for o in c.objects}
+    for o in c.sides:
+        if o.key in keys:
+            return f"side object {o.key} named twice"
+        if o.first < c.start or o.last < o.first or o.last >= c.end:
+            return f"side object {o.key} about [{o.first}, {o.last}], outside [{c.start}, {c.end})"
+        keys.add(o.key)
     if not c.tiled:
         return _interleaved_problem(c)
-    at = c.start
+    at, gaps = c.start, list(c.gaps)
     for o in c.objects:
+        while gaps and gaps[0][0] == at:
+            at = gaps.pop(0)[1] + 1
         if o.first != at or o.last < o.first:
             return f"object {o.key} holds [{o.first}, {o.last}], expected to start at {at}"
         at = o.last + 1
+    while gaps and gaps[0][0] == at:
+        at = gaps.pop(0)[1] + 1
+    if gaps:
+        return f"gap [{gaps[0][0]}, {gaps[0][1]}] inside an object"
     if at != c.end:
         return f"objects end at {at}, range at {c.end}"
     return None
@@ -168,6 +221,8 @@ def _interleaved_problem(c: PartitionCommit) -> str | None:
     for o in c.objects:
         if o.last < o.first:
             return f"object {o.key} holds [{o.first}, {o.last}]"
+        if any(first <= o.last and o.first <= last for first, last in c.gaps):
+            return f"object {o.key} holds [{o.first}, {o.last}], over a gap"
         if o.first < c.start:
             return f"object {o.key} holds [{o.first}, {o.last}], before the start {c.start}"
         if o.last >= c.end:
@@ -178,8 +233,9 @@ def _interleaved_problem(c: PartitionCommit) -> str | None:
             return f"object {o.key} named twice"
         keys.add(o.key)
     records = sum(o.records for o in c.objects)
-    if records > c.end - c.start:
-        return f"objects hold {records} records in a range of {c.end - c.start}"
+    offsets = c.end - c.start - sum(last - first + 1 for first, last in c.gaps)
+    if records > offsets:
+        return f"objects hold {records} records in a range of {offsets} offsets"
     return None
 
 
@@ -209,6 +265,7 @@ def _fold_rewrite(state: LogState, entry: Entry) -> LogState:
             objects=old.objects[:at] + rw.objects + old.objects[at + len(rw.replaced) :],
             removed=tuple(sorted(old.removed + rw.removed)),
             rewritten=entry.seq,
+            committed_at=_committed_at(old, entry),
         )
     return LogState(entry.seq, state.max_epoch, parts)
 
@@ -304,13 +361,17 @@ def committed_any(state: LogState) -> bool:
 # -- writers' decisions -------------------------------------------------------------------
 
 
-def claim_entry(state: LogState, run_id: str, refs: Sequence[PartitionRef]) -> Entry:
-    """The claim a writer that read the log up to `state` creates next: the lease."""
+def claim_entry(
+    state: LogState, run_id: str, refs: Sequence[PartitionRef], *, at: float | None = None
+) -> Entry:
+    """The claim a writer that read the log up to `state` creates next: the lease. `at`, in
+    every kind of entry: the writer's wall-clock time (shown, never decided on)."""
     return Entry(
         state.seq + 1,
         EntryKind.CLAIM,
         WriterId(run_id, state.max_epoch + 1),
         claims=tuple(sorted(refs)),
+        at=at,
     )
 
 
@@ -345,13 +406,24 @@ def commit_verdict(
         return Verdict.FENCED
     if any(state.holder(c.ref) != writer for c in commits):
         return Verdict.FENCED
-    if any(range_problem(state.end(c.ref), c) for c in commits):
+    if any(range_problem(state.end(c.ref), c, begun=_begun(state, c.ref)) for c in commits):
         return Verdict.STALE
     return Verdict.OK
 
 
-def commit_entry(state: LogState, writer: WriterId, commits: Sequence[PartitionCommit]) -> Entry:
-    return Entry(state.seq + 1, EntryKind.COMMIT, writer, commits=tuple(commits))
+def _begun(state: LogState, ref: PartitionRef) -> bool:
+    st = state.partitions.get(ref)
+    return st is not None and bool(st.objects or st.begin)
+
+
+def commit_entry(
+    state: LogState,
+    writer: WriterId,
+    commits: Sequence[PartitionCommit],
+    *,
+    at: float | None = None,
+) -> Entry:
+    return Entry(state.seq + 1, EntryKind.COMMIT, writer, commits=tuple(commits), at=at)
 
 
 def rewrite_verdict(
@@ -371,12 +443,24 @@ def rewrite_verdict(
     return Verdict.OK
 
 
-def rewrite_entry(state: LogState, writer: WriterId, rewrites: Sequence[PartitionRewrite]) -> Entry:
-    return Entry(state.seq + 1, EntryKind.REWRITE, writer, rewrites=tuple(rewrites))
+def rewrite_entry(
+    state: LogState,
+    writer: WriterId,
+    rewrites: Sequence[PartitionRewrite],
+    *,
+    at: float | None = None,
+) -> Entry:
+    return Entry(state.seq + 1, EntryKind.REWRITE, writer, rewrites=tuple(rewrites), at=at)
 
 
-def import_entry(state: LogState, writer: WriterId, imports: Sequence[PartitionImport]) -> Entry:
-    return Entry(state.seq + 1, EntryKind.IMPORT, writer, imports=tuple(imports))
+def import_entry(
+    state: LogState,
+    writer: WriterId,
+    imports: Sequence[PartitionImport],
+    *,
+    at: float | None = None,
+) -> Entry:
+    return Entry(state.seq + 1, EntryKind.IMPORT, writer, imports=tuple(imports), at=at)
 
 
 class Outcome(Enum):

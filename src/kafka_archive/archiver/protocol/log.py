@@ -16,9 +16,14 @@ Documents that carry rewrites are format version 2; the others stay version 1, s
 that was never rewritten stays readable by a reader of version 1, and one that was is
 refused by it with "upgrade it" (it would not know which objects are replaced). Entries
 with a commit whose objects interleave (``tiled`` false: PARTITIONBY) are version 3, so a
-reader of version 2, which would check them as tiled, says "upgrade it" too. A rewrite
-entry that rewrites one partition more than once (separate runs of its objects: erase) is
-version 4, which readers up to 3 (they refuse it as a broken log) refuse with "upgrade it".
+reader of version 2, which would check them as tiled, says "upgrade it" too. Entries with a
+commit that moves an end without objects (passed gaps, a partition's start past 0) or names
+side objects (block indexes, dead letters), and checkpoints with either, are version 4: an
+older reader would find the log broken, or offsets missing below the start, and an older
+vacuum would delete side objects. A rewrite entry that rewrites one partition more than once
+(separate runs of its objects: erase) is version 5, which readers up to 4 (they refuse it as
+a broken log) refuse with "upgrade it". Every entry carries its writer's wall-clock time
+(``at``; additive, no version: an older reader ignores it).
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-FORMAT_VERSION = 4  # the newest this reads and writes
-_REWRITES_VERSION = 4  # entries rewriting one partition more than once (issue 38: erase)
-_UNTILED_VERSION = 3  # entries with an untiled commit (PARTITIONBY)
+FORMAT_VERSION = 5  # the newest this reads and writes
+_REWRITES_VERSION = 5  # entries rewriting one partition more than once (issue 38: erase)
+_MOVES_VERSION = 4  # commits with gaps, a start past 0 or side objects; such checkpoints
+_UNTILED_VERSION = 3  # entries with commits whose objects interleave (PARTITIONBY)
 _REWRITE_VERSION = 2  # documents with rewrites (issue 38)
 _PLAIN_VERSION = 1  # documents without rewrites: readable by every version
 LOG_DIR = ".kafka-archive/log/"
@@ -110,23 +116,35 @@ class ObjectRef:
     checksum: str
 
 
+Gaps = tuple[tuple[int, int], ...]
+"""(first, last) offsets of each gap a run passed (allow_gaps: records Kafka deleted before
+they were archived), oldest first: in no object, and not a hole."""
+
+
 @dataclass(frozen=True)
 class PartitionCommit:
     """A partition's committed range moving from `start` to `end` by `objects`: in order,
     each one's range running from where the one before ended (`tiled`), or else objects
     whose offsets interleave within the range (PARTITIONBY, time layouts: several objects
-    of a partition open at once), each one's [first, last] its first and last record."""
+    of a partition open at once), each one's [first, last] its first and last record.
+
+    Ends that move without objects: `gaps` passed in [start, end) (allow_gaps: offsets gone
+    from Kafka, in no object), and `begins`, the partition's first commit starting past its
+    end 0 (``--start``: the partition begins at `start`; the offsets below it are before
+    the start, never archived). Either may come with no object at all.
+
+    `sides`: objects that belong to the commit but hold none of its offsets (a gzip
+    object's block index, the partition's dead letters), each named by the offsets it is
+    about: named like the objects (vacuum keeps them), never counted as holding offsets."""
 
     ref: PartitionRef
     start: int
     end: int
     objects: tuple[ObjectRef, ...]
     tiled: bool = True
-
-
-Gaps = tuple[tuple[int, int], ...]
-"""(first, last) offsets of each gap a run passed (allow_gaps: records Kafka deleted before
-they were archived), oldest first: in no object, and not a hole."""
+    gaps: Gaps = ()
+    begins: bool = False
+    sides: tuple[ObjectRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,6 +210,9 @@ class Entry:
     commits: tuple[PartitionCommit, ...] = ()
     rewrites: tuple[PartitionRewrite, ...] = ()  # kind REWRITE: by the holder, end unmoved
     imports: tuple[PartitionImport, ...] = ()
+    # The writer's wall-clock time of the entry, seconds since the epoch (None: written by a
+    # version before commit times). Additive: a reader that does not know it ignores it.
+    at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +220,9 @@ class PartitionState:
     """A partition as the log left it: committed end, claim holder, committed objects; the
     offsets rewrites removed (sorted) and the seq of the last rewrite (0: none), from whose
     time vacuum counts the grace of the objects it replaced; the gaps passed below the end
-    (imported from the states)."""
+    (imported from the states, or passed by commits) and the offset it began at (--start);
+    the time of the last entry that committed to it (commit, rewrite, import: its writer's
+    clock; None: none carried a time)."""
 
     end: int
     holder: WriterId | None
@@ -207,6 +230,9 @@ class PartitionState:
     removed: tuple[Removed, ...] = ()
     rewritten: int = 0
     gaps: Gaps = ()
+    committed_at: float | None = None
+    begin: int = 0  # where the partition began (--start): offsets below it never archived
+    sides: tuple[ObjectRef, ...] = ()  # block indexes and dead letters its commits named
 
 
 @dataclass(frozen=True)
@@ -289,6 +315,10 @@ def _gaps(doc: Mapping[str, Any]) -> Gaps:
     return tuple((int(g[0]), int(g[1])) for g in doc.get("gaps", ()))
 
 
+def _at(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _dump(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
@@ -320,6 +350,8 @@ def encode_entry(entry: Entry) -> bytes:
             "version": (
                 _REWRITES_VERSION
                 if len({rw.ref for rw in entry.rewrites}) < len(entry.rewrites)
+                else _MOVES_VERSION
+                if any(c.gaps or c.begins or c.sides for c in entry.commits)
                 else _UNTILED_VERSION
                 if any(not c.tiled for c in entry.commits)
                 else _REWRITE_VERSION
@@ -338,6 +370,10 @@ def encode_entry(entry: Entry) -> bytes:
                     "objects": [_object_json(o) for o in c.objects],
                     # Only where objects interleave, so that tiled commits encode as before.
                     **({} if c.tiled else {"tiled": False}),
+                    # Only where an end moves without objects (version 4).
+                    **({"gaps": [list(g) for g in c.gaps]} if c.gaps else {}),
+                    **({"begins": True} if c.begins else {}),
+                    **({"sides": [_object_json(o) for o in c.sides]} if c.sides else {}),
                 }
                 for c in entry.commits
             ],
@@ -357,6 +393,8 @@ def encode_entry(entry: Entry) -> bytes:
                 if entry.imports
                 else {}
             ),
+            # Only when given (additive: older readers ignore it; no version bump).
+            **({} if entry.at is None else {"at": entry.at}),
         }
     )
 
@@ -378,6 +416,9 @@ def decode_entry(data: bytes) -> Entry:
                     int(c["end"]),
                     tuple(_object(o) for o in c["objects"]),
                     tiled=bool(c.get("tiled", True)),
+                    gaps=_gaps(c),
+                    begins=bool(c.get("begins", False)),
+                    sides=tuple(_object(o) for o in c.get("sides", ())),
                 )
                 for c in doc["commits"]
             ),
@@ -388,6 +429,7 @@ def decode_entry(data: bytes) -> Entry:
                 )
                 for i in doc.get("imports", ())
             ),
+            at=_at(doc.get("at")),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise LogFormatError(f"damaged log entry: {e!r}") from None
@@ -397,7 +439,13 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
     rewritten = any(st.rewritten for st in cp.partitions.values())
     return _dump(
         {
-            "version": _REWRITE_VERSION if rewritten else _PLAIN_VERSION,
+            "version": (
+                _MOVES_VERSION
+                if any(st.begin or st.sides for st in cp.partitions.values())
+                else _REWRITE_VERSION
+                if rewritten
+                else _PLAIN_VERSION
+            ),
             "seq": cp.seq,
             "max_epoch": cp.max_epoch,
             "partitions": [
@@ -415,6 +463,9 @@ def encode_checkpoint(cp: Checkpoint) -> bytes:
                         else {}
                     ),
                     **({"gaps": [list(g) for g in st.gaps]} if st.gaps else {}),
+                    **({} if st.committed_at is None else {"committed_at": st.committed_at}),
+                    **({"begin": st.begin} if st.begin else {}),
+                    **({"sides": [_object_json(o) for o in st.sides]} if st.sides else {}),
                 }
                 for ref, st in sorted(cp.partitions.items())
             ],
@@ -436,6 +487,9 @@ def decode_checkpoint(data: bytes) -> Checkpoint:
                     tuple(_removed(r) for r in p.get("removed", ())),
                     int(p.get("rewritten", 0)),
                     _gaps(p),
+                    _at(p.get("committed_at")),
+                    int(p.get("begin", 0)),
+                    tuple(_object(o) for o in p.get("sides", ())),
                 )
                 for p in doc["partitions"]
             },

@@ -41,8 +41,8 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
@@ -61,7 +61,13 @@ from kafka_archive.archiver.protocol.steps import (
     drive,
     execute,
 )
-from kafka_archive.archiver.protocol.writer import GROUPED_MUTATIONS, MUTATIONS, Attempt, Writer
+from kafka_archive.archiver.protocol.writer import (
+    GROUPED_MUTATIONS,
+    MOVING_MUTATIONS,
+    MUTATIONS,
+    Attempt,
+    Writer,
+)
 
 PREFIX = "archive/t"
 
@@ -106,9 +112,13 @@ class Kafka:
     size: int = 1
     prefix: str = PREFIX
     stamps: bool = True
+    lows: Mapping[PartitionRef, int] = field(default_factory=dict)  # retention (moving mode)
 
     def high(self, ref: PartitionRef) -> int:
         return self.highs[ref]
+
+    def low(self, ref: PartitionRef) -> int:
+        return self.lows.get(ref, 0)
 
     def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
         last = min(first + self.size, high) - 1
@@ -201,9 +211,14 @@ class Simulation:
         mutations: frozenset[str] = frozenset(),
         steps: int = 250,
         interleaved: bool = False,
+        moving: bool = False,
     ):
         self.seed = seed
         self.interleaved = interleaved  # a PARTITIONBY route: objects of two groups interleave
+        # Ends that move without objects: retention moves Kafka's low past what was archived
+        # (runs pass the gap, --allow-gaps) and runs begin partitions at Kafka's end (--start
+        # latest), each run drawing its options.
+        self.moving = moving
         self.rng = random.Random(seed)
         self.mutations = mutations
         self.max_steps = steps
@@ -220,6 +235,7 @@ class Simulation:
         n = self.rng.randint(2, 3)
         self.refs = [PartitionRef("r", "t", p) for p in range(self.rng.randint(1, 3))]
         self.highs = {r: self.rng.randint(2, 8) for r in self.refs}
+        self.lows = {r: 0 for r in self.refs}
         self.stamps = self.rng.random() < 0.5  # the route's format has a place for a stamp
         self.grace = 60.0
         self.skew: dict[str, float] = {}  # each run's clock minus the store's
@@ -231,6 +247,8 @@ class Simulation:
         ]  # formatted when read
         if interleaved:
             self.moves.append("interleaved objects: two groups per partition")
+        if moving:
+            self.moves.append("moving ends: retention, --start latest, --allow-gaps")
         for _ in range(n):
             self._spawn()
 
@@ -248,8 +266,11 @@ class Simulation:
         source = (
             GroupedKafka(self.highs, size, stamps=self.stamps)
             if self.interleaved
-            else Kafka(self.highs, size, stamps=self.stamps)
+            else Kafka(self.highs, size, stamps=self.stamps, lows=self.lows)
         )
+        latest = self.moving and self.rng.random() < 0.5
+        # Runs after the faults pass every gap (liveness: each partition reaches Kafka's end).
+        gaps = self.moving and (every_partition or self.rng.random() < 0.7)
         writer = Writer(
             PREFIX,
             f"run-{self.runs}",
@@ -263,12 +284,15 @@ class Simulation:
             part_size=self.rng.choice((20, 40)),
             mutations=self.mutations,
             groups=source if isinstance(source, GroupedKafka) else None,
+            start_latest=latest,
+            allow_gaps=gaps,
         )
         self.writers[writer.run_id] = writer
         live = _Live(name, writer, writer.session())
         self.live.append(live)
+        options = (", --start latest" if latest else "") + (", --allow-gaps" if gaps else "")
         self.moves.append(
-            f"spawn {name} of {[r.partition for r in refs]}, clock {self.skew[name]:+g}"
+            f"spawn {name} of {[r.partition for r in refs]}, clock {self.skew[name]:+g}{options}"
         )
         return live
 
@@ -365,6 +389,11 @@ class Simulation:
 
     def _move(self, tick: int) -> None:
         self.store.now += 0.5
+        if self.moving and self.rng.random() < 0.04:  # retention deletes Kafka's oldest
+            ref = self.rng.choice(self.refs)
+            self.lows[ref] = min(self.highs[ref], self.lows[ref] + self.rng.randint(1, 4))
+            self.moves.append(f"kafka {ref.partition} low -> {self.lows[ref]}")
+            return
         runnable = [
             w for w in self.live if not w.done and w.paused_until <= tick and not w.waiting()
         ]
@@ -503,8 +532,9 @@ def simulate(
     mutations: frozenset[str] = frozenset(),
     steps: int = 250,
     interleaved: bool = False,
+    moving: bool = False,
 ) -> Result:
-    return Simulation(seed, mutations, steps, interleaved).run()
+    return Simulation(seed, mutations, steps, interleaved, moving).run()
 
 
 def first_failure(
@@ -512,12 +542,13 @@ def first_failure(
     mutations: frozenset[str] = frozenset(),
     steps: int = 250,
     interleaved: bool = False,
+    moving: bool = False,
 ) -> tuple[Result | None, int]:
     """The first schedule of `seeds` that violates an invariant, and how many ran."""
     ran = 0
     for seed in seeds:
         ran += 1
-        result = simulate(seed, mutations, steps, interleaved)
+        result = simulate(seed, mutations, steps, interleaved, moving)
         if result.violation is not None:
             return result, ran
     return None, ran
@@ -558,22 +589,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="the first seed")
     p.add_argument("--steps", type=int, default=250, help="moves before faults stop")
     p.add_argument(
-        "--mutation", choices=sorted({*MUTATIONS, *GROUPED_MUTATIONS}), action="append", default=[]
+        "--mutation",
+        choices=sorted({*MUTATIONS, *GROUPED_MUTATIONS, *MOVING_MUTATIONS}),
+        action="append",
+        default=[],
     )
     p.add_argument(
         "--interleaved", action="store_true", help="a PARTITIONBY route: objects interleave"
     )
+    p.add_argument("--moving", action="store_true", help="retention, --start latest, --allow-gaps")
     p.add_argument("--replay", action="store_true", help="print the moves of --seed")
     args = p.parse_args(argv)
     mutations = frozenset(args.mutation)
     if args.replay:
-        result = simulate(args.seed, mutations, args.steps, args.interleaved)
+        result = simulate(args.seed, mutations, args.steps, args.interleaved, args.moving)
         print("\n".join(result.moves))
         print(f"seed {args.seed}: {result.violation or 'no violation'}")
         return 1 if result.violation else 0
     started = time.monotonic()
     seeds = range(args.seed, args.seed + args.schedules)
-    failure, ran = first_failure(seeds, mutations, args.steps, args.interleaved)
+    failure, ran = first_failure(seeds, mutations, args.steps, args.interleaved, args.moving)
     took = time.monotonic() - started
     print(f"{ran} schedules in {took:.1f} s ({ran / took:.0f}/s)")
     if failure is not None:
@@ -583,6 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"replay: python -m kafka_archive.archiver.protocol.simulation --replay "
             f"--seed {failure.seed} --steps {args.steps}"
             + (" --interleaved" if args.interleaved else "")
+            + (" --moving" if args.moving else "")
             + "".join(f" --mutation {m}" for m in args.mutation)
         )
         return 1

@@ -20,6 +20,7 @@ prove it catches each; production passes none.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     Entry,
     EntryKind,
+    Gaps,
     ObjectRef,
     PartitionCommit,
     PartitionRef,
@@ -97,6 +99,15 @@ MUTATIONS: Mapping[str, str] = {
     "ETag (the identical_bytes hole, for those formats)",
 }
 # Bugs only a source whose objects interleave (`Writer.groups`) can show.
+MOVING_MUTATIONS: Mapping[str, str] = {
+    "gap_over_object": "a passed gap is recorded, yet the partition's task still reads from the "
+    "committed end (its low read stale), and the objects are named by ranges from the gap's "
+    "end: the gap's offsets are also in an object (recorded gone and archived)",
+    "gap_unrecorded": "the task reads from Kafka's low but the commit records no gap, its "
+    "objects named by ranges from the committed end (as a range runs from where the one "
+    "before ended): offsets in no object and no gap, lost without a word",
+}
+
 GROUPED_MUTATIONS: Mapping[str, str] = {
     "partial_groups": "a commit of a range names only one group's objects of it (PARTITIONBY: "
     "the other groups' records below the new end are lost; the fold's count check passes)",
@@ -111,6 +122,10 @@ class Source(Protocol):
 
     def high(self, ref: PartitionRef) -> int:
         """The partition's end offset now."""
+        ...
+
+    def low(self, ref: PartitionRef) -> int:
+        """The partition's first offset Kafka still has (retention moves it)."""
         ...
 
     def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
@@ -227,6 +242,11 @@ class Writer:
     mutations: frozenset[str] = frozenset()
     # Objects that interleave (cut from here instead of `source.cut`), committed untiled.
     groups: GroupedSource | None = None
+    # --start latest: a partition the log has not begun begins at Kafka's end (no objects).
+    start_latest: bool = False
+    # --allow-gaps: offsets below Kafka's low that the log has not committed are passed, as a
+    # gap the commit records; without it such a partition is not written (exit 16).
+    allow_gaps: bool = False
     state: core.LogState = field(default_factory=core.LogState)
     me: WriterId | None = None
     outcome: str | None = None  # "done" | "fenced"
@@ -402,10 +422,23 @@ class Writer:
     def _write_batch(self) -> Steps[list[PartitionCommit]]:
         """Plans a task per partition with records, launches an attempt of each and waits
         until each task has an attempt's objects (or one found the plan stale)."""
+        moves: dict[PartitionRef, tuple[int, Gaps, bool]] = {}
         for ref in self.refs:
             start, high = self.state.end(ref), self.source.high(ref)
-            if start < high:
-                self.tasks[Task(ref, start, high, self.batch_objects)] = []
+            st = self.state.partitions.get(ref)
+            begins = self.start_latest and not (st and (st.end or st.objects or st.begin))
+            if begins and high > 0:
+                moves[ref] = (high, (), True)  # begins at Kafka's end, nothing archived
+                continue
+            low, plan = self.source.low(ref), start
+            if start < low:  # Kafka deleted [start, low) before it was archived
+                if not self.allow_gaps:
+                    continue
+                plan = start if self._mut("gap_over_object") else low
+                gaps: Gaps = () if self._mut("gap_unrecorded") else ((start, low - 1),)
+                moves[ref] = (start, gaps, False)
+            if plan < high:
+                self.tasks[Task(ref, plan, high, self.batch_objects)] = []
         for task in list(self.tasks):
             self._launch(task)
         while not self._ready():
@@ -419,7 +452,19 @@ class Writer:
             assert isinstance(a.outcome, tuple)
             if self.groups is None:
                 end = a.outcome[-1].last + 1
-                commits.append(PartitionCommit(task.ref, task.start, end, a.outcome))
+                start, gaps, begins = moves.pop(task.ref, (task.start, (), False))
+                named = list(a.outcome)
+                if named and task.start != start + sum(g[1] - g[0] + 1 for g in gaps):
+                    # (mutations) the ranges named from where the gap, or the end, was
+                    at = gaps[-1][1] + 1 if gaps else start
+                    while named and named[0].last < at:
+                        named.pop(0)
+                    if named:
+                        named[0] = dataclasses.replace(named[0], first=at)
+                    end = named[-1].last + 1 if named else at
+                commits.append(
+                    PartitionCommit(task.ref, start, end, tuple(named), gaps=gaps, begins=begins)
+                )
                 continue
             # A chunk ends at a record (the source's high never ends at an offset it lacks).
             end = max(o.last for o in a.outcome) + 1
@@ -427,6 +472,10 @@ class Writer:
             if self._mut("partial_groups"):  # one group's objects of the range, not all
                 objects = tuple(o for o in objects if "/g0/" in o.key) or objects[:1]
             commits.append(PartitionCommit(task.ref, task.start, end, objects, tiled=False))
+        for ref, (start, gaps, begins) in moves.items():  # ends that move without objects
+            end = gaps[-1][1] + 1 if gaps else start
+            if gaps or begins:
+                commits.append(PartitionCommit(ref, start, end, (), gaps=gaps, begins=begins))
         return commits
 
     def _attempt(self, a: Attempt) -> Steps[None]:

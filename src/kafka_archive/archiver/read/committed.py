@@ -12,6 +12,7 @@ objects a listing finds below each committed offset (:mod:`.listing`).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -140,7 +141,7 @@ class CommittedView:
             state = PartitionState(
                 next_offset=st.end,
                 run_id=st.holder.run_id if st.holder is not None else "",
-                committed_at="",
+                committed_at=iso_time(st.committed_at),
                 records=sum(o.records for o in st.objects),
                 bytes=sum(o.size for o in st.objects),
                 objects=len(st.objects),
@@ -149,6 +150,13 @@ class CommittedView:
             )
             out[naming.topic_partition(ref)] = LoadedState(state, None)
         return out
+
+
+def iso_time(at: float | None) -> str:
+    """A log's commit time as the states write theirs (UTC, to the second; "": none)."""
+    if at is None:
+        return ""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stored_objects(

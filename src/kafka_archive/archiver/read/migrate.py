@@ -22,6 +22,7 @@ superseded by a new claim, whose epoch fences it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -195,12 +196,12 @@ def migrate(
         log = read_log(store, target)
         if core.committed_any(log) or not parts:
             return Migration(tuple(created), 0)
-        claim = core.claim_entry(log, run_id, [p.ref for p in parts])
+        claim = core.claim_entry(log, run_id, [p.ref for p in parts], at=time.time())
         if not _create(bucket, claim, head):
             continue  # another writer's entry took the seq: read the log again
         created.append(entry_key(head, claim.seq))
         log = core.fold(log, claim)
-        entry = core.import_entry(log, claim.writer, parts)
+        entry = core.import_entry(log, claim.writer, parts, at=time.time())
         if _create(bucket, entry, head):
             created.append(entry_key(head, entry.seq))
             return Migration(tuple(created), len(parts))

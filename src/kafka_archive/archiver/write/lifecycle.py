@@ -170,7 +170,7 @@ class Lifecycle:
         send: Callable[[], None],
         written: ObjectWritten | None = None,
         of: ObjectWritten | None = None,
-    ) -> None:
+    ) -> str | None:
         """Upload a marked object by calling ``send``, create-only and behind a lease proof;
         ``written`` describes a data object (offsets, records, size), ``of`` the data object
         another one (its block index) is made from."""
@@ -184,9 +184,15 @@ class Lifecycle:
         etag = self._fencing.create(key, send, content)
         if written is not None and etag is not None and self._unit.log_batch:
             written = dataclasses.replace(written, etag=etag)
+        if of is not None and etag is not None and self._unit.log_batch:
+            # A block index: the log names it beside its data object (uploaded before it).
+            made = self._objects.get(of.key)
+            if made is not None and made.written is not None:
+                made.written = dataclasses.replace(made.written, index=(key, etag))
         self._move(key, Stage.UPLOADED).written = written
         if written is not None:
             self._uploaded.append(key)
+        return etag
 
     def uploaded(self) -> tuple[ObjectWritten, ...]:
         """The data objects uploaded so far (committed since or not), in upload order."""

@@ -10,13 +10,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
-from kafka_archive.archiver.commands.commit_log import _partition, refuse_unsupported
+from kafka_archive.archiver.commands import commit_log
+from kafka_archive.archiver.commands.commit_log import _partition
 from kafka_archive.archiver.config.settings import KafkaSettings, Settings
 from kafka_archive.archiver.core.errors import ConfigError, FencedError
 from kafka_archive.archiver.core.failure import TaskFailure, kind_of
-from kafka_archive.archiver.core.model import ObjectWritten, TopicPartition, UnitResult, WorkUnit
+from kafka_archive.archiver.core.model import (
+    Gap,
+    ObjectWritten,
+    TopicPartition,
+    UnitResult,
+    WorkUnit,
+)
 from kafka_archive.archiver.protocol import core
-from kafka_archive.archiver.protocol.log import Entry, EntryKind, WriterId
+from kafka_archive.archiver.protocol.log import (
+    Entry,
+    EntryKind,
+    ObjectRef,
+    PartitionCommit,
+    WriterId,
+)
 from kafka_archive.archiver.protocol.naming import partition_ref
 from kafka_archive.archiver.write.task import UnitFailure
 
@@ -109,30 +122,6 @@ def settings_with(**kwargs: object) -> Settings:
     return dataclasses.replace(Settings(kafka=KafkaSettings("b:9092")), **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        ("INSERT INTO bkt:p SELECT * FROM t PROPERTIES('error.policy'='dead-letter')", "dead"),
-    ],
-)
-def test_what_log_mode_cannot_record_is_refused_with_one_line(text: str, why: str) -> None:
-    with pytest.raises(ConfigError, match=why):
-        refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
-
-
-@pytest.mark.parametrize(
-    "text",
-    ["INSERT INTO bkt:p SELECT * FROM t", "INSERT INTO bkt:p SELECT * FROM t PARTITIONBY k"],
-)
-def test_plain_and_partitioned_routes_are_not_refused(text: str) -> None:
-    refuse_unsupported(settings_with(commit_protocol="log"), kcql.parse(text))
-    with pytest.raises(ConfigError, match="allow-gaps"):
-        refuse_unsupported(
-            settings_with(commit_protocol="log", allow_gaps=True),
-            kcql.parse("INSERT INTO bkt:p SELECT * FROM t"),
-        )
-
-
 ICEBERG = (
     "INSERT INTO bkt:tables/orders SELECT * FROM t STOREAS PARQUET "
     "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')"
@@ -146,7 +135,77 @@ def test_an_iceberg_route_is_archived_in_log_mode_and_refused_by_compact() -> No
     from kafka_archive.archiver.commands.compact import CompactOptions, compact
 
     plan = kcql.parse(ICEBERG)
-    refuse_unsupported(settings_with(commit_protocol="log"), plan)
     with pytest.raises(ConfigError, match="Iceberg") as refused:
         compact(settings_with(commit_protocol="log"), plan, CompactOptions())
     assert "\n" not in str(refused.value)
+
+
+def test_a_partition_moves_past_a_passed_gap_or_begins_at_its_start_else_is_refused() -> None:
+    ref = partition_ref(TP)
+    e = core.claim_entry(core.LogState(), "run", [ref])
+    state = core.fold(core.LogState(), e)
+    assert commit_log._move(state, TP, 0, None) is None
+    assert commit_log._move(state, TP, 7, None) == commit_log.Move(7, (), True)  # --start
+    gap = Gap(0, TP, 0, 6, passed=True)
+    assert commit_log._move(state, TP, 7, gap) == commit_log.Move(0, ((0, 6),))  # added
+    state = core.fold(
+        state,
+        core.commit_entry(
+            state, e.writer, [PartitionCommit(ref, 0, 3, (ObjectRef("k", 0, 2, 3, 1, "c"),))]
+        ),
+    )
+    assert commit_log._move(state, TP, 9, Gap(0, TP, 3, 8, passed=True)) == commit_log.Move(
+        3, ((3, 8),)
+    )
+    with pytest.raises(ConfigError, match="would start at offset 9"):
+        commit_log._move(state, TP, 9, None)  # past the end, no gap passed: not recordable
+
+
+def test_a_partitions_objects_after_a_passed_gap_are_committed_with_it() -> None:
+    ref = partition_ref(TP)
+    e = core.claim_entry(core.LogState(), "run", [ref])
+    state = core.fold(core.LogState(), e)
+    move = commit_log.Move(0, ((0, 4),))
+    _, commit = commit_log._partition([(piece(5, 9), result(5, 9, [(5, 8)]))], state, move)
+    assert commit is not None and (commit.start, commit.end, commit.gaps) == (0, 9, ((0, 4),))
+    assert [(o.first, o.last) for o in commit.objects] == [(5, 8)]
+    assert core.fold(state, core.commit_entry(state, e.writer, [commit])).end(ref) == 9
+    # A start with nothing written: the partition begins there, no object.
+    _, begun = commit_log._partition(
+        [(piece(7, 7), result(7, 7, []))], state, commit_log.Move(7, (), True)
+    )
+    assert begun is not None and (begun.start, begun.end, begun.objects) == (7, 7, ())
+    assert core.fold(state, core.commit_entry(state, e.writer, [begun])).end(ref) == 7
+
+
+def test_each_objects_block_index_is_named_beside_it_as_a_side_object() -> None:
+    state = claimed(0)
+    done = result(0, 6, [(0, 2), (3, 5)])
+    indexed = (
+        dataclasses.replace(done.objects[0], index=("k0.index.json", "i0")),
+        done.objects[1],
+    )
+    done = dataclasses.replace(done, objects=indexed)
+    _, commit = _partition([(piece(0, 6), done)], state)
+    assert commit is not None
+    assert [(o.key, o.first, o.last, o.checksum) for o in commit.sides] == [
+        ("k0.index.json", 0, 2, "i0")
+    ]
+    assert core.fold(state, core.commit_entry(state, ME, [commit])).named().keys() >= {
+        "k0",
+        "k0.index.json",
+    }
+
+
+def test_a_units_dead_letters_are_named_as_a_side_object_of_its_partition() -> None:
+    state = claimed(0)
+    letters = ObjectWritten("_dead-letter/t/0/000000000001.e1a1.json", 1, 4, 2, 80, etag="L")
+    done = dataclasses.replace(result(0, 6, [(0, 5)]), dead_letters=2, dead_letter_key=letters.key)
+    done = dataclasses.replace(done, dead_letter_object=letters)
+    merged, commit = _partition([(piece(0, 6), done)], state)
+    assert commit is not None
+    assert [(o.key, o.first, o.last, o.records, o.checksum) for o in commit.sides] == [
+        (letters.key, 1, 4, 2, "L")
+    ]
+    assert isinstance(merged, UnitResult) and merged.dead_letters == 2
+    assert merged.dead_letter_key == letters.key

@@ -131,7 +131,7 @@ def test_an_interleaved_commit_is_refused_by_older_readers_with_upgrade_it() -> 
     )
     assert json.loads(encode_entry(untiled))["version"] == 3
     doc = json.loads(encode_entry(untiled))
-    doc["version"] = FORMAT_VERSION + 1
+    doc["version"] = FORMAT_VERSION + 1  # a reader of version 2 meets version 3 alike
     with pytest.raises(LogFormatError, match="upgrade"):
         decode_entry(json.dumps(doc).encode())
     tiled = Entry(

@@ -269,7 +269,7 @@ def test_one_entry_rewrites_two_separate_runs_of_one_partition_and_older_readers
     assert st.objects == (obj(1, 1, gen=1, records=1), b)
     assert st.removed == (erased(0, 0), erased(4, 5)) and st.end == 6
     data = encode_entry(entry)
-    assert json.loads(data)["version"] == 4 and decode_entry(data) == entry
+    assert json.loads(data)["version"] == 5 and decode_entry(data) == entry
     doc = json.loads(data)
     doc["version"] = FORMAT_VERSION + 1
     with pytest.raises(LogFormatError, match="upgrade"):
