@@ -72,7 +72,7 @@ test-integration: $(STAMP)
 # nightly size; make test runs a few hundred schedules. A failure prints its seed and moves;
 # replay one: .venv/bin/python -m kafka_archive.archiver.protocol.simulation --replay --seed N
 # [--steps M] (SIM_STEPS: moves of each schedule before faults stop) [--mutation NAME] (a
-# historical bug reintroduced, writer.MUTATIONS: the run must find a violating seed); then the
+# historical bug reintroduced, mutations.MUTATIONS: the run must find a violating seed); then the
 # same with maintenance sessions among the writers (issue 38, protocol/rewritesim.py)
 SIM_SCHEDULES ?= 100000
 SIM_SEED ?= 0

@@ -31,7 +31,7 @@ from faultproxy import FaultProxy
 from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.protocol.log import PartitionRef, entry_key
 from kafka_archive.archiver.protocol.s3 import BucketStore
-from kafka_archive.archiver.protocol.simulation import Kafka
+from kafka_archive.archiver.protocol.simworld import Kafka
 from kafka_archive.archiver.protocol.steps import drive
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.protocol.writer import Writer

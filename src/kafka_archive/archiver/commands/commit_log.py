@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kafka_archive.archiver.commands import target_log
+from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core import errors
 from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
@@ -49,36 +51,28 @@ from kafka_archive.archiver.protocol.log import (
     Gaps,
     ObjectRef,
     PartitionCommit,
-    PartitionRef,
-    WriterId,
     checkpoint_key,
     decode_entry,
     encode_checkpoint,
     encode_entry,
     entry_key,
-    entry_seq,
     log_prefix,
 )
 from kafka_archive.archiver.protocol.naming import log_head, partition_ref
 from kafka_archive.archiver.protocol.s3 import BucketStore
 from kafka_archive.archiver.protocol.steps import (
-    Head,
-    List,
     Put,
     Steps,
     drive,
     get_or_none,
     read_log,
     send,
-    send_read,
 )
-from kafka_archive.archiver.protocol.store import Ambiguous, NotFound, PreconditionFailed
-from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.read.migrate import mark, migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import S3Store
-from kafka_archive.archiver.write.deadletter import DIRECTORY
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
 from kafka_archive.kcql.plan import Plan, Route, Target
 
@@ -132,28 +126,6 @@ def refuse_logged(target: Target, keys: Iterable[str]) -> None:
             "commit_protocol=log), which commit_protocol=states does not read",
             hint="Run with commit_protocol=log",
         )
-
-
-@dataclass
-class TargetLog:
-    """One target's log as this session knows it, and its claim there."""
-
-    target: Target
-    store: BucketStore
-    state: core.LogState
-    me: WriterId | None = None
-    claimed: frozenset[PartitionRef] = frozenset()
-    claim_seq: int = 0  # the entry of this session's latest claim
-
-    @property
-    def head(self) -> str:
-        return log_head(self.target)
-
-    def run(self, steps: Steps[core.LogState]) -> core.LogState:
-        return drive(steps, self.store)
-
-    def read(self) -> None:
-        self.state = drive(read_log(self.head, self.state), self.store)
 
 
 class CommitLog:
@@ -351,7 +323,7 @@ class CommitLog:
     def _vacuum(self, tl: TargetLog, plan: Plan) -> int:
         """Deletes (If-Match) the objects of the target's routes that no entry names, written
         by a fenced writer, older than the grace by the store's clock; returns how many. At
-        most once a grace period (:func:`vacuum_due`)."""
+        most once a grace period (:func:`.target_log.vacuum_due`)."""
         segments = {
             topic_segment(r.topic)
             for r in plan.routes
@@ -360,108 +332,11 @@ class CommitLog:
         if not segments:
             return 0  # only Iceberg routes: nothing to list (a table's prefix holds its files)
         grace = float(self._settings.log_vacuum_grace_seconds)
-        if not vacuum_due(tl, grace):
+        if not target_log.vacuum_due(tl, grace):
             return 0
-        deleted = vacuum(tl, segments, grace)
-        drive(_note_vacuumed(tl), tl.store)
+        deleted = target_log.vacuum(tl, segments, grace)
+        drive(target_log.note_vacuumed(tl), tl.store)
         return deleted
-
-
-def vacuumed_key(head: str) -> str:
-    """The target's note of its last session-start vacuum (beside the log, not in it)."""
-    return f"{log_prefix(head)[: -len('log/')]}vacuumed.json"
-
-
-def vacuum_due(tl: TargetLog, grace: float) -> bool:
-    """Whether a session's vacuum is due: its listing reads every object of the target (a
-    page a thousand), so it runs at most once a grace period, by the store's clock (this
-    session's claim entry's LastModified against the note's, :func:`vacuumed_key`). What it
-    skips is not lost: an object is a candidate only once older than the grace, and the
-    next vacuum, at most a grace after this one, lists it. Always due with a grace of 0."""
-    if grace <= 0 or not tl.claim_seq:
-        return True
-    return drive(_due_steps(tl, grace), tl.store)
-
-
-def _due_steps(tl: TargetLog, grace: float) -> Steps[bool]:
-    try:
-        noted = yield from send_read(Head(vacuumed_key(tl.head)))
-    except NotFound:
-        return True
-    try:
-        claim = yield from send_read(Head(entry_key(tl.head, tl.claim_seq)))
-    except NotFound:
-        return True
-    return bool(claim.last_modified - noted.last_modified >= grace)
-
-
-def _note_vacuumed(tl: TargetLog) -> Steps[None]:
-    """Best effort (a lost note costs the next session a listing)."""
-    with contextlib.suppress(PreconditionFailed, Ambiguous):
-        yield from send(Put(vacuumed_key(tl.head), b"{}", {}))
-
-
-def vacuum(tl: TargetLog, segments: set[str], grace: float) -> int:
-    """Deletes (If-Match) the objects under ``segments`` (the routes' topics) of ``tl``'s
-    target that no entry names, written by a fenced writer or by ``tl``'s own session, older
-    than ``grace`` by the store's clock (a partition a rewrite touched: its last rewrite
-    entry too); returns how many."""
-    if tl.me is None:
-        return 0
-    doomed = drive(_vacuum_steps(tl, segments, grace), tl.store)
-    deleted = 0
-    for o in doomed:
-        try:
-            tl.store.delete(o.key, if_match=o.etag)
-            deleted += 1
-        except (PreconditionFailed, NotFound, Ambiguous):
-            pass
-    if deleted:
-        log.info(
-            "vacuum: removed %d object(s) no commit names under s3://%s/%s",
-            deleted,
-            tl.target.bucket,
-            tl.target.prefix,
-        )
-    return deleted
-
-
-def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
-    """Whether ``key`` is under one of the target's routes' objects (as keys name topics) or
-    their dead letters."""
-    name = key.rsplit("/", 1)[-1]
-    return any(
-        key.startswith((f"{head}{s}/", f"{head}{DIRECTORY}/{s}/")) or name.startswith(f"{s}(")
-        for s in segments
-    )
-
-
-def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
-    assert tl.me is not None
-    tl.state = yield from read_log(tl.head, tl.state)
-    named = tl.state.named()
-    listed = yield from send_read(List(tl.head))
-    # The store's clock: the newest LastModified listed, the log (this session's claim) included.
-    now = max((item.last_modified for item in listed), default=0.0)
-    found = []
-    for item in listed:
-        if item.key.startswith(log_prefix(tl.head)) or item.key in named:
-            continue
-        if not _ours(item.key, tl.head, segments) or now - item.last_modified < grace:
-            continue
-        try:
-            got = yield from send_read(Head(item.key))
-        except NotFound:
-            continue
-        writer, _, ref = object_writer(got.metadata)
-        found.append(core.Listed(item.key, got.etag, got.last_modified, writer, ref))
-    # When each entry landed (a rewrite's replaced objects wait for its entry's age too).
-    times = {
-        seq: item.last_modified
-        for item in listed
-        if (seq := entry_seq(tl.head, item.key)) is not None
-    }
-    return core.vacuum_candidates(tl.state, tl.me, found, now, grace, times)
 
 
 # -- entries ---------------------------------------------------------------------------------
@@ -538,6 +413,39 @@ def interleaved(route: Route) -> bool:
     return bool(layout.fields or layout.times)
 
 
+def _contiguous(
+    group: Sequence[tuple[WorkUnit, Outcome]], cut: int
+) -> tuple[list[UnitResult], int]:
+    """The results of ``group`` (in offset order) that follow each other from ``cut`` on, up
+    to the first that failed or stopped short, and where they end."""
+    taken: list[UnitResult] = []
+    for unit, result in group:
+        done = result.committed if isinstance(result, UnitFailure) else result
+        if done is not None and done.start == cut and unit.start == cut:
+            taken.append(done)
+            cut = done.next_offset
+        if isinstance(result, UnitFailure) or cut < unit.stop:
+            break
+    return taken, cut
+
+
+def _sides(
+    written: Sequence[ObjectWritten], refs: Sequence[ObjectRef], taken: Sequence[UnitResult]
+) -> tuple[ObjectRef, ...]:
+    """The side objects a partition's commit names: each gzip object's block index beside it
+    (about the offsets its object holds), and the dead letters of the units taken (about
+    their refused records' offsets)."""
+    return tuple(
+        ObjectRef(o.index[0], r.first, r.last, 0, 0, o.index[1])
+        for o, r in zip(written, refs, strict=True)
+        if o.index is not None
+    ) + tuple(
+        ObjectRef(d.key, d.first_offset, d.last_offset, d.records, d.size, d.etag or "")
+        for r in taken
+        if (d := r.dead_letter_object) is not None
+    )
+
+
 def _partition(
     group: list[tuple[WorkUnit, Outcome]],
     state: core.LogState,
@@ -559,14 +467,7 @@ def _partition(
     ref = partition_ref(first.tp)
     start = state.end(ref) if move is None else move.start
     cut = begin = start if move is None else move.objects_from
-    taken: list[UnitResult] = []
-    for unit, result in group:
-        done = result.committed if isinstance(result, UnitFailure) else result
-        if done is not None and done.start == cut and unit.start == cut:
-            taken.append(done)
-            cut = done.next_offset
-        if isinstance(result, UnitFailure) or cut < unit.stop:
-            break
+    taken, cut = _contiguous(group, cut)
     written: list[ObjectWritten] = [o for r in taken for o in r.objects]
     refs: list[ObjectRef] = []
     end = begin  # (past the gaps or at the start a move records, with no object)
@@ -586,17 +487,7 @@ def _partition(
         if refs:  # the last object's range reaches the end of what its units read
             end = max(cut, at)
             refs[-1] = dataclasses.replace(refs[-1], last=end - 1)
-    # Each gzip object's block index, named beside it (about the offsets its object holds),
-    # and the dead letters of the units taken (about their refused records' offsets).
-    sides = tuple(
-        ObjectRef(o.index[0], r.first, r.last, 0, 0, o.index[1])
-        for o, r in zip(written, refs, strict=True)
-        if o.index is not None
-    ) + tuple(
-        ObjectRef(d.key, d.first_offset, d.last_offset, d.records, d.size, d.etag or "")
-        for r in taken
-        if (d := r.dead_letter_object) is not None
-    )
+    sides = _sides(written, refs, taken)
     spent = total_requests(requests_of(r) for _, r in group)
     result = UnitResult(
         route_index=first.route_index,

@@ -36,8 +36,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver.commands import commit_log
-from kafka_archive.archiver.commands.commit_log import TargetLog
+from kafka_archive.archiver.commands import commit_log, target_log
+from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
 from kafka_archive.archiver.core.model import S3Requests, TopicPartition
@@ -216,7 +216,7 @@ class _Target:
         self._claim(refs)
         segments = {topic_segment(topic) for topic in self.routes}
         grace = float(self.settings.log_vacuum_grace_seconds)
-        self.result.vacuumed += commit_log.vacuum(self.tl, segments, grace)
+        self.result.vacuumed += target_log.vacuum(self.tl, segments, grace)
         before = {ref: self.tl.state.partitions[ref].objects for ref in refs}
         for _ in range(REPLANS):
             groups = self._plan(set(refs))

@@ -37,7 +37,8 @@ from kafka_archive.archiver.protocol.maintenance import (
     RewritePlan,
     generation_key,
 )
-from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, Result, Simulation, _Live
+from kafka_archive.archiver.protocol.simulation import Result, Simulation, _Live
+from kafka_archive.archiver.protocol.simworld import PREFIX, Kafka
 
 
 @dataclass

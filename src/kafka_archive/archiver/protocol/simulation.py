@@ -36,22 +36,24 @@ prints the seed and the moves.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.invariants import Checker, Violation
-from kafka_archive.archiver.protocol.log import (
-    PartitionRef,
-    log_prefix,
+from kafka_archive.archiver.protocol.log import PartitionRef, log_prefix
+from kafka_archive.archiver.protocol.memstore import Fate, MemStore
+from kafka_archive.archiver.protocol.mutations import (
+    GROUPED_MUTATIONS,
+    MOVING_MUTATIONS,
+    MUTATIONS,
 )
-from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
+from kafka_archive.archiver.protocol.simworld import PREFIX, GroupedKafka, Kafka, SimFaults
 from kafka_archive.archiver.protocol.steps import (
     List,
     ListUploads,
@@ -61,113 +63,7 @@ from kafka_archive.archiver.protocol.steps import (
     drive,
     execute,
 )
-from kafka_archive.archiver.protocol.writer import (
-    GROUPED_MUTATIONS,
-    MOVING_MUTATIONS,
-    MUTATIONS,
-    Attempt,
-    Writer,
-)
-
-PREFIX = "archive/t"
-
-
-@dataclass
-class SimFaults(Faults):
-    rng: random.Random
-    lose: float = 0.04
-    delay: float = 0.06
-    stale: float = 0.3
-    lose_read: float = 0.02
-    on: bool = True
-    cut: Fate | None = None  # the sender's run is cut off: every request of it gets this
-
-    def fate(self, op: str, key: str) -> Fate:
-        if self.cut is not None:
-            return self.cut
-        if not self.on:
-            return Fate.DELIVER
-        r = self.rng.random()
-        if op in ("GET", "HEAD", "LIST"):  # no answer: the reader sends it again
-            return Fate.LOSE_RESPONSE if r < self.lose_read else Fate.DELIVER
-        if r < self.lose:
-            return Fate.LOSE_RESPONSE
-        if r < self.lose + self.delay:
-            return Fate.DELAY
-        return Fate.DELIVER
-
-    def stale_by(self) -> int:
-        if self.on and self.rng.random() < self.stale:
-            return self.rng.randint(1, 3)
-        return 0
-
-
-@dataclass
-class Kafka:
-    """The source: end offsets that grow; objects cut every `size` records (per writer), JSON
-    bodies naming their offsets, under `prefix`. `stamps` False: a format with no place for
-    a stamp (TEXT, BYTES, CSV, uncompressed JSON): `stamp` is the identity."""
-
-    highs: dict[PartitionRef, int]
-    size: int = 1
-    prefix: str = PREFIX
-    stamps: bool = True
-    lows: Mapping[PartitionRef, int] = field(default_factory=dict)  # retention (moving mode)
-
-    def high(self, ref: PartitionRef) -> int:
-        return self.highs[ref]
-
-    def low(self, ref: PartitionRef) -> int:
-        return self.lows.get(ref, 0)
-
-    def cut(self, ref: PartitionRef, first: int, high: int) -> tuple[str, int, bytes]:
-        last = min(first + self.size, high) - 1
-        key = f"{self.prefix}/{ref.topic}/{ref.partition}/{first:020d}.json"
-        body = json.dumps({"partition": ref.partition, "offsets": list(range(first, last + 1))})
-        return key, last, body.encode()
-
-    def stamp(self, body: bytes, nonce: str) -> bytes:
-        if not self.stamps:
-            return body
-        return json.dumps({**json.loads(body), "writer": nonce}).encode()
-
-
-@dataclass
-class GroupedKafka(Kafka):
-    """The source of a PARTITIONBY route: each chunk of about `size` offsets cut into one
-    object per group (`groups`; an offset's group is fixed by the record, as a field's value
-    is), so a partition's objects interleave. Offsets with ``offset % 5 == 3`` Kafka never
-    had (a transaction's markers): in no object; the high never ends on one (a marker is
-    seen with the record after it), so every chunk holds a record."""
-
-    groups: int = 2
-
-    def had(self, offset: int) -> bool:
-        return offset % 5 != 3
-
-    def high(self, ref: PartitionRef) -> int:
-        h = self.highs[ref]
-        return h - 1 if h > 0 and not self.had(h - 1) else h
-
-    def group(self, ref: PartitionRef, offset: int) -> int:
-        return (offset + offset // 4 + ref.partition) % self.groups
-
-    def cut_groups(
-        self, ref: PartitionRef, first: int, high: int
-    ) -> tuple[int, tuple[tuple[str, int, int, int, bytes], ...]]:
-        last = min(first + self.size, high) - 1
-        while not any(self.had(x) for x in range(first, last + 1)) and last + 1 < high:
-            last += 1
-        by_group: dict[int, list[int]] = {}
-        for x in range(first, last + 1):
-            if self.had(x):
-                by_group.setdefault(self.group(ref, x), []).append(x)
-        cuts = []
-        for g, offsets in sorted(by_group.items()):
-            key = f"{self.prefix}/{ref.topic}/g{g}/{ref.partition}/{offsets[0]:020d}.json"
-            body = json.dumps({"partition": ref.partition, "offsets": offsets})
-            cuts.append((key, offsets[0], offsets[-1], len(offsets), body.encode()))
-        return last, tuple(cuts)
+from kafka_archive.archiver.protocol.writer import Attempt, Writer
 
 
 @dataclass

@@ -9,7 +9,7 @@ from kafka_archive.archiver.core.errors import S3UnavailableError
 from kafka_archive.archiver.protocol.invariants import Checker
 from kafka_archive.archiver.protocol.log import PartitionRef
 from kafka_archive.archiver.protocol.memstore import Fate, Faults, MemStore
-from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka
+from kafka_archive.archiver.protocol.simworld import PREFIX, Kafka
 from kafka_archive.archiver.protocol.steps import drive
 from kafka_archive.archiver.protocol.writer import Writer
 

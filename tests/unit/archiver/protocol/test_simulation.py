@@ -31,9 +31,11 @@ from kafka_archive.archiver.protocol.log import (
     entry_key,
 )
 from kafka_archive.archiver.protocol.memstore import MemStore
-from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, first_failure, simulate
+from kafka_archive.archiver.protocol.mutations import MUTATIONS
+from kafka_archive.archiver.protocol.simulation import first_failure, simulate
+from kafka_archive.archiver.protocol.simworld import PREFIX, Kafka
 from kafka_archive.archiver.protocol.steps import drive
-from kafka_archive.archiver.protocol.writer import MUTATIONS, Writer, checksum
+from kafka_archive.archiver.protocol.writer import Writer, checksum
 
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "400"))
 MUTATION_BOUND = 1000

@@ -20,15 +20,11 @@ from kafka_archive.archiver.protocol.log import (
     entry_key,
 )
 from kafka_archive.archiver.protocol.memstore import MemStore
-from kafka_archive.archiver.protocol.simulation import (
-    PREFIX,
-    GroupedKafka,
-    Simulation,
-    first_failure,
-    simulate,
-)
+from kafka_archive.archiver.protocol.mutations import GROUPED_MUTATIONS
+from kafka_archive.archiver.protocol.simulation import Simulation, first_failure, simulate
+from kafka_archive.archiver.protocol.simworld import PREFIX, GroupedKafka
 from kafka_archive.archiver.protocol.steps import drive
-from kafka_archive.archiver.protocol.writer import GROUPED_MUTATIONS, Writer, checksum
+from kafka_archive.archiver.protocol.writer import Writer, checksum
 
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "200"))
 REF = PartitionRef("r", "t", 0)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from kafka_archive.archiver.protocol.mutations import MOVING_MUTATIONS
 from kafka_archive.archiver.protocol.simulation import Simulation, first_failure
-from kafka_archive.archiver.protocol.writer import MOVING_MUTATIONS
 
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "200"))
 

@@ -6,7 +6,8 @@ import pytest
 
 from kafka_archive.archiver.protocol.log import PartitionRef, decode_entry, entry_key
 from kafka_archive.archiver.protocol.memstore import MemStore
-from kafka_archive.archiver.protocol.simulation import PREFIX, Kafka, steady_state_requests
+from kafka_archive.archiver.protocol.simulation import steady_state_requests
+from kafka_archive.archiver.protocol.simworld import PREFIX, Kafka
 from kafka_archive.archiver.protocol.steps import Put, Wait, drive, execute
 from kafka_archive.archiver.protocol.writer import Writer, attempt_key
 
