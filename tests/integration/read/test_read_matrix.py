@@ -62,6 +62,12 @@ def valid(c: Combo) -> bool:
     return not (c["compression"] == "gzip-blocks" and c["fmt"] not in ("JSON", "TEXT", "BYTES"))
 
 
+def _no_cost(result: tuple[int, str, str]) -> tuple[int, str, str]:
+    """A command's (exit code, stdout, stderr) without its S3 requests line."""
+    code, out, err = result
+    return code, out, "".join(line for line in err.splitlines(True) if not line.startswith("S3: "))
+
+
 def full_product() -> list[Combo]:
     names = [n for n in DIMENSIONS if n != "damage"]
     combos = [
@@ -419,7 +425,9 @@ def run_matrix(
                     plain = cli(capsys, *args)
                     if csv and (plain[0] != 2 or "--kcql" not in plain[2]):
                         failures.append(f"cat {a.combo} without --kcql: {plain}")
-                    if not csv and plain != (code, out, err):
+                    # The same records and messages; its S3 line counts one LIST more
+                    # (the layout guessed from a listing).
+                    if not csv and _no_cost(plain) != _no_cost((code, out, err)):
                         failures.append(
                             f"cat {a.combo} without --kcql: {plain} differs from {(code, out, err)}"
                         )
