@@ -20,6 +20,14 @@ from kafka_archive.archiver.plan.maintenance import DEFAULT_TARGET_SIZE
 from kafka_archive.cli.options import RunFlags, run_options
 from kafka_archive.cli.output import render_requests
 
+# The summary as JSON, of each maintenance command.
+report_option = click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the summary as JSON to this file.",
+)
+
 _SIZE = re.compile(r"(\d+)\s*(B|KB|MB|GB|KIB|MIB|GIB)?", re.IGNORECASE)
 _SIZE_UNITS = {
     "B": 1,
@@ -72,12 +80,7 @@ def parse_duration(text: str) -> float:
     help="Leave alone each partition's objects from its first one written less than "
     "DURATION ago (7d, 12h, 30m, 45s): the still-growing end.",
 )
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the summary as JSON to this file.",
-)
+@report_option
 def compact(
     flags: RunFlags, target_size: str, older_than: str | None, report_path: Path | None
 ) -> None:
@@ -172,12 +175,7 @@ def read_keys(keys: tuple[str, ...], key_file: Path | None) -> list[bytes]:
     help="The key is the stored value's field FIELD (a dotted path), for archives without "
     "the envelope.",
 )
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the summary as JSON to this file.",
-)
+@report_option
 def erase(
     flags: RunFlags,
     keys: tuple[str, ...],
@@ -212,12 +210,7 @@ def erase(
     metavar="DURATION",
     help="Remove every record older than DURATION (90d, 12h, 30m, 45s) by this machine's clock.",
 )
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the summary as JSON to this file.",
-)
+@report_option
 def expire(
     flags: RunFlags, before: str | None, older_than: str | None, report_path: Path | None
 ) -> None:
