@@ -32,13 +32,13 @@ KAFKA_CALLS = (
 )
 
 
-@pytest.fixture
 def partition_rows(status: str) -> list[list[str]]:
     """The archived and end columns of each partition row of ``status``'s table (after the
     job and header lines, before its S3 requests line)."""
     return [line.split()[1:3] for line in status.splitlines()[2:] if not line.startswith("S3:")]
 
 
+@pytest.fixture
 def kafka_calls(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
     """Counts the calls of each of KafkaAdmin's lookups in this process."""
     counts: collections.Counter[str] = collections.Counter()
