@@ -12,6 +12,7 @@ from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.verify import VerifyResult
 from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
 from kafka_archive.archiver.core.model import BatchTimings, RunResult, S3Requests, TopicPartition
+from kafka_archive.archiver.read.verdict import offset_ranges
 
 
 def human_bytes(size: int) -> str:
@@ -244,9 +245,8 @@ def render_status(report: JobStatus, prices: S3Prices = LIST_PRICES) -> str:
 
 def removal_text(what: str, ranges: Sequence[tuple[int, int]]) -> str:
     """``erased offsets 3..4, 9 (3 records)``: offsets erase or expire removed."""
-    shown = ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in ranges)
     count = sum(b - a + 1 for a, b in ranges)
-    return f"{what} offsets {shown} ({count} records, kafka-archive {what[:-1]})"
+    return f"{what} offsets {offset_ranges(ranges)} ({count} records, kafka-archive {what[:-1]})"
 
 
 def gap_line(row: PartitionStatus) -> str:

@@ -249,6 +249,11 @@ def allowed_gap_notes(passed_gaps: Iterable[tuple[int, int]]) -> list[str]:
     ]
 
 
+def offset_ranges(ranges: Iterable[tuple[int, int]]) -> str:
+    """``3..4, 9``: inclusive offset ranges as the notes and ``status`` name them."""
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in ranges)
+
+
 def removed_notes(removed: Iterable[tuple[int, int, str]]) -> list[str]:
     """Name the offsets erase and expire removed (the commit log's record), in no object:
     one note per reason."""
@@ -256,7 +261,7 @@ def removed_notes(removed: Iterable[tuple[int, int, str]]) -> list[str]:
     for first, last, reason in sorted(removed, key=lambda r: (r[2], r[0])):
         by_reason.setdefault(reason, []).append((first, last))
     return [
-        f"offsets {', '.join(str(a) if a == b else f'{a}..{b}' for a, b in ranges)}: "
+        f"offsets {offset_ranges(ranges)}: "
         f"{reason} by kafka-archive {reason[:-1]} (recorded in the commit log): not a hole"
         for reason, ranges in sorted(by_reason.items())
     ]
