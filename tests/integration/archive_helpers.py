@@ -6,6 +6,7 @@ plain boto3 + json (never our own readers), and the installed command for subpro
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import json
 import os
 import signal
@@ -241,6 +242,24 @@ def wait_lease_expired(s3: Any, bucket: str, prefix: str = "", timeout: float = 
             return
         assert time.monotonic() < deadline, f"the lease did not run out in {timeout} s"
         time.sleep(min(0.2, left / 1000 + 0.01))
+
+
+def wait_presence_expired(s3: Any, bucket: str, prefix: str = "arch", timeout: float = 120) -> None:
+    """Until the commit_protocol=log presence under ``prefix`` (``presence.json``) has not
+    been renewed for its holder's ``ttl_seconds`` by the store's clock (its Last-Modified
+    against the Date of the response that read it), as the next run judges it; read again
+    each time (a renewal sent before its session was frozen may land late)."""
+    key = f"{prefix}/.kafka-archive/presence.json"
+    deadline = time.monotonic() + timeout
+    while True:
+        got = s3.get_object(Bucket=bucket, Key=key)
+        ttl = json.loads(got["Body"].read())["ttl_seconds"]
+        served = email.utils.parsedate_to_datetime(got["ResponseMetadata"]["HTTPHeaders"]["date"])
+        left = ttl - (served - got["LastModified"]).total_seconds()
+        if left <= 0:
+            return
+        assert time.monotonic() < deadline, f"the presence did not expire in {timeout} s"
+        time.sleep(min(0.5, left + 0.05))
 
 
 def create_topic(admin: AdminClient, partitions: int = 1, prefix: str = "t-") -> str:

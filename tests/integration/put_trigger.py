@@ -44,14 +44,15 @@ class Trigger:
 
 
 @contextlib.contextmanager
-def log_mode_process(args: Sequence[str]) -> Iterator[subprocess.Popen[bytes]]:
-    """`kafka-archive <args>` with commit_protocol=log in its own process group; what is left
-    of it (stopped or not) killed at the end."""
+def log_mode_process(args: Sequence[str], **extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`kafka-archive <args>` with commit_protocol=log (and the environment ``extra``) in its
+    own process group; what is left of it (stopped or not) killed at the end."""
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "KAFKA_ARCHIVE_COMMIT_PROTOCOL": "log",
+        **extra,
     }
     process = subprocess.Popen(
         [KAFKA_ARCHIVE, *args],
@@ -70,7 +71,7 @@ def log_mode_process(args: Sequence[str]) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def log_mode_run(
-    kcql: str, broker: str, endpoint: str
+    kcql: str, broker: str, endpoint: str, **extra: str
 ) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """A log-mode `kafka-archive run` of ``kcql`` on two local task slots (see above)."""
-    return log_mode_process([*run_args(kcql, broker, endpoint), "--master", "local[2]"])
+    return log_mode_process([*run_args(kcql, broker, endpoint), "--master", "local[2]"], **extra)

@@ -29,6 +29,7 @@ from archive_helpers import (
     process_group,
     run_args,
     run_command,
+    wait_presence_expired,
 )
 from faultproxy import FaultProxy
 from iceberg_helpers import data_keys, kcql_for, reader_table, referenced, table_ids
@@ -212,10 +213,13 @@ def test_a_driver_frozen_inside_its_commit_while_a_newer_run_commits_is_refused(
     with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
         proxy.drop_response = hold
         command = run_command(kcql, broker, proxy.url)
-        with process_group(command, process_env(**LOG_MODE)) as a:
+        # (A short ttl: A's presence expires while it is frozen, and B takes it over.)
+        env = process_env(**LOG_MODE, KAFKA_ARCHIVE_LOCK_TTL_SECONDS="6")
+        with process_group(command, env) as a:
             assert entered.wait(180), a.communicate()
             os.killpg(a.pid, signal.SIGSTOP)
             release.set()
+            wait_presence_expired(s3_client, bkt, "tables/orders")
             b_code = main(run_args(kcql, broker, s3_endpoint))
             b_err = capsys.readouterr().err
             os.killpg(a.pid, signal.SIGCONT)

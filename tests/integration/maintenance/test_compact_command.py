@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import cli, run_args
+from archive_helpers import cli, run_args, wait_presence_expired
 from commit_log_reader import CommitLog, read_log
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_process
@@ -282,12 +283,21 @@ def test_a_run_that_claims_meanwhile_fences_compact_exit_18_nothing_swapped(
     assert code == 0, err
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.hold = lambda method, path, _: method == "PUT" and "/.kafka-archive/" not in path
-        with log_mode_process(compact_args(kcql, proxy.url)) as process:
+        # (A short ttl: compact's presence expires once it is frozen.)
+        ttl = {"KAFKA_ARCHIVE_LOCK_TTL_SECONDS": "6"}
+        with log_mode_process(compact_args(kcql, proxy.url), **ttl) as process:
             assert proxy.held.wait(120), "compact never created an object"
             produce(name, 9, first=36, partitions=P)
+            # Live, compact keeps the run out (its presence); frozen past its ttl, it is
+            # taken over, and the run's claim fences it.
+            code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+            assert code == 8 and "compact is writing" in err, err
+            os.killpg(process.pid, signal.SIGSTOP)
+            wait_presence_expired(s3_client, bkt)
             code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
             assert code == 0, err
             proxy.release.set()
+            os.killpg(process.pid, signal.SIGCONT)
             assert process.wait(timeout=120) == 18
             assert process.stderr is not None
             lines = process.stderr.read().decode().strip().splitlines()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from archive_helpers import cli, kafka_records, run_args
+from archive_helpers import cli, kafka_records, run_args, wait_presence_expired
 from faultproxy import FaultProxy
 from put_trigger import Trigger, log_mode_process
 
@@ -379,12 +380,20 @@ def test_a_run_that_claims_meanwhile_fences_erase_exit_18_nothing_swapped(
     with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
         proxy.hold = lambda method, path, _: method == "PUT" and "/.kafka-archive/" not in path
         erase = args("erase", kcql, proxy.url, "--key", ERASED[0])
-        with log_mode_process(erase) as process:
+        # (A short ttl: erase's presence expires once it is frozen.)
+        with log_mode_process(erase, KAFKA_ARCHIVE_LOCK_TTL_SECONDS="6") as process:
             assert proxy.held.wait(120), "erase never created an object"
             produce(name, 9, first=36, partitions=P, key=key_of, timestamp=BASE)
+            # Live, erase keeps the run out (its presence); frozen past its ttl, it is
+            # taken over, and the run's claim fences it.
+            code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+            assert code == 8 and "erase is writing" in err, err
+            os.killpg(process.pid, signal.SIGSTOP)
+            wait_presence_expired(s3_client, bkt)
             code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
             assert code == 0, err
             proxy.release.set()
+            os.killpg(process.pid, signal.SIGCONT)
             assert process.wait(timeout=120) == 18
             assert process.stderr is not None
             lines = process.stderr.read().decode().strip().splitlines()

@@ -36,7 +36,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver.commands import commit_log, target_log
+from kafka_archive.archiver.commands import commit_log, presence, target_log
 from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
@@ -157,9 +157,18 @@ def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
     targets = sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix))
     # every target checked before any write
     logs = {t: _logged(store, t, job.command) for t in targets}
-    for target in targets:
-        routes = [r for r in plan.routes if r.target == target]
-        _Target(store, settings, target, routes, logs[target], run_id, job, result).run()
+    # A live session's presence on a target stops the command (exit 8) before it claims.
+    with presence.present(
+        store,
+        targets,
+        run_id=run_id,
+        job=settings.job_name or "",
+        command=job.command,
+        ttl_seconds=settings.lock_ttl_seconds,
+    ):
+        for target in targets:
+            routes = [r for r in plan.routes if r.target == target]
+            _Target(store, settings, target, routes, logs[target], run_id, job, result).run()
     result.s3_requests = store.requests.read()
     return result
 

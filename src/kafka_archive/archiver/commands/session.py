@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.commands import batch_end, commit_log
+from kafka_archive.archiver.commands import batch_end, commit_log, presence
 from kafka_archive.archiver.commands.locks import held_locks
 from kafka_archive.archiver.commands.outcome import Outcome, batch_error
 from kafka_archive.archiver.config.settings import Settings
@@ -514,10 +514,22 @@ def session(settings: Settings, plan: Plan, progress: Progress) -> Iterator[Sess
 
 def _log_session(archiver: Session, settings: Settings, plan: Plan) -> Iterator[Session]:
     """The rest of :func:`session` under commit_protocol=log: each target's log read and
-    claimed, vacuum (:mod:`.commit_log`); no lock, fences or states."""
-    archiver.commit_log = commit_log.CommitLog(archiver.store, settings, archiver.run_id)
-    archiver.commit_log.open(archiver.plan, archiver.partitions, archiver.job)
-    with driver.spark_on_demand(settings, f"kafka-archive {archiver.job}") as archiver.spark:
+    claimed, vacuum (:mod:`.commit_log`); no lock, fences or states. The session's presence
+    on each target (:mod:`.presence`) first: a live session's there stops this one (exit 8)
+    before it claims, and this one's is removed at its end."""
+    with (
+        presence.present(
+            archiver.store,
+            (r.target for r in archiver.plan.routes),
+            run_id=archiver.run_id,
+            job=archiver.job,
+            command="run",
+            ttl_seconds=settings.lock_ttl_seconds,
+        ),
+        driver.spark_on_demand(settings, f"kafka-archive {archiver.job}") as archiver.spark,
+    ):
+        archiver.commit_log = commit_log.CommitLog(archiver.store, settings, archiver.run_id)
+        archiver.commit_log.open(archiver.plan, archiver.partitions, archiver.job)
         aborted = jobs.abort_stale_uploads(archiver.store, plan.routes)
         if aborted:
             log.info("aborted %d incomplete multipart upload(s) of earlier runs", aborted)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import email.utils
 import hashlib
 import json
 import os
@@ -71,6 +72,10 @@ class Document:
 
     body: dict[str, Any]
     etag: str
+    # By the store's clock (seconds since the epoch; 0: not told): when the document was
+    # written (Last-Modified) and when it was read (the response's Date).
+    modified: float = 0.0
+    served: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,15 @@ def _is_changed_or_gone(exc: ClientError) -> bool:
 def _is_upload_gone(exc: ClientError) -> bool:
     """An abort of a multipart upload that is no more (moto answers 500 for some)."""
     return error_code(exc) == "NoSuchUpload" or error_status(exc) in (404, 500)
+
+
+def _served(response: Mapping[str, Any]) -> float:
+    """When the store answered, by its clock (the Date header; 0 when missing)."""
+    date = response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return email.utils.parsedate_to_datetime(str(date)).timestamp() if date else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class S3Store:
@@ -368,7 +382,13 @@ class S3Store:
                 f"s3://{bucket}/{key} is not valid JSON",
                 hint="It is kafka-archive's own state; restore it from versioning or remove it",
             ) from None
-        return Document(body=body, etag=str(response["ETag"]))
+        modified = response.get("LastModified")
+        return Document(
+            body=body,
+            etag=str(response["ETag"]),
+            modified=modified.timestamp() if modified is not None else 0.0,
+            served=_served(response),
+        )
 
     def put_document(
         self, bucket: str, key: str, body: dict[str, Any], *, if_match: str | None
