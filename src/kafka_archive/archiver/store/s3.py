@@ -17,7 +17,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -72,10 +72,9 @@ class Document:
 
     body: dict[str, Any]
     etag: str
-    # By the store's clock (seconds since the epoch; 0: not told): when the document was
-    # written (Last-Modified) and when it was read (the response's Date).
-    modified: float = 0.0
-    served: float = 0.0
+    # By the store's clock (0: not told): Last-Modified, and the Date it was read at.
+    modified: float = field(default=0.0, repr=False, compare=False)
+    served: float = field(default=0.0, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,13 +381,8 @@ class S3Store:
                 f"s3://{bucket}/{key} is not valid JSON",
                 hint="It is kafka-archive's own state; restore it from versioning or remove it",
             ) from None
-        modified = response.get("LastModified")
-        return Document(
-            body=body,
-            etag=str(response["ETag"]),
-            modified=modified.timestamp() if modified is not None else 0.0,
-            served=_served(response),
-        )
+        modified = response["LastModified"].timestamp() if "LastModified" in response else 0.0
+        return Document(body, str(response["ETag"]), modified, _served(response))
 
     def put_document(
         self, bucket: str, key: str, body: dict[str, Any], *, if_match: str | None
