@@ -24,7 +24,7 @@ from kafka_archive.cli.commands.cluster import submit
 from kafka_archive.cli.commands.connector import import_connector
 from kafka_archive.cli.commands.foreign import adopt
 from kafka_archive.cli.commands.inspect import cat_command, status, verify
-from kafka_archive.cli.commands.maintenance import compact, erase, expire
+from kafka_archive.cli.commands.maintenance import compact, erase, expire, export_states
 from kafka_archive.cli.commands.restore import restore
 from kafka_archive.cli.invocation import CurrentStderr, Invocation, JsonFormatter, json_requested
 
@@ -63,6 +63,7 @@ for _command in (
     compact,
     erase,
     expire,
+    export_states,
     submit,
     import_connector,
     adopt,

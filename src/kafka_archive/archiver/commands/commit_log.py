@@ -58,7 +58,7 @@ from kafka_archive.archiver.protocol.log import (
     entry_key,
     log_prefix,
 )
-from kafka_archive.archiver.protocol.naming import log_head, partition_ref
+from kafka_archive.archiver.protocol.naming import exported, log_head, partition_ref
 from kafka_archive.archiver.protocol.s3 import BucketStore
 from kafka_archive.archiver.protocol.steps import (
     Put,
@@ -69,6 +69,7 @@ from kafka_archive.archiver.protocol.steps import (
     send,
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
+from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.read.migrate import mark, migrate
 from kafka_archive.archiver.state import checkpoint
 from kafka_archive.archiver.state.paths import state_root
@@ -115,16 +116,31 @@ def migrate_states(
     return True
 
 
-def refuse_logged(target: Target, keys: Iterable[str]) -> None:
+def refuse_logged(store: S3Store, target: Target, keys: Iterable[str]) -> None:
     """commit_protocol=states over a target whose ``.kafka-archive/`` listing (``keys``) has
     a commit log: its progress is in the log, which states mode does not read; it would
-    archive every partition again (exit 2)."""
+    archive every partition again (exit 2). Unless ``export-states`` wrote the log's
+    progress back into the states (:func:`.naming.exported`; the log is read only here)."""
     head = log_prefix(log_head(target))
     if any(key.startswith(head) for key in keys):
+        if exported(read_committed_log(store, target)):
+            return
         raise ConfigError(
             f"s3://{target.bucket}/{target.prefix} holds a commit log (written with "
             "commit_protocol=log), which commit_protocol=states does not read",
             hint="Run with commit_protocol=log",
+        )
+
+
+def refuse_exported(target: Target, state: core.LogState) -> None:
+    """commit_protocol=log over a target ``export-states`` moved back to partition states
+    (exit 2): the log would not see what states runs archived since."""
+    if exported(state):
+        raise ConfigError(
+            f"s3://{target.bucket}/{target.prefix} was moved back to partition states by "
+            "export-states: its commit log does not hold what commit_protocol=states runs "
+            "archived since",
+            hint="Run with commit_protocol=states",
         )
 
 
@@ -148,6 +164,7 @@ class CommitLog:
         for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
             tl = TargetLog(target, BucketStore(self._s3, target.bucket), core.LogState())
             tl.state = drive(read_log(tl.head), tl.store)
+            refuse_exported(target, tl.state)
             routes = [r for r in plan.routes if r.target == target]
             if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
                 tl.read()

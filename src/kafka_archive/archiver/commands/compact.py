@@ -177,6 +177,7 @@ def _logged(store: S3Store, target: Target, command: str) -> core.LogState:
     """The target's log; a target whose log commits nothing is refused (exit 2)."""
     state = read_committed_log(store, target)
     if core.committed_any(state):
+        commit_log.refuse_exported(target, state)
         return state
     where = f"s3://{target.bucket}/{target.prefix}"
     if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is not None:

@@ -551,7 +551,7 @@ def _open_targets(
     etags: dict[Target, dict[TopicPartition, str]] = {}
     for target, lock in locks.items():
         listing = list(store.list_etags(target.bucket, f"{state_root(target)}/"))
-        commit_log.refuse_logged(target, [key for key, _ in listing])
+        commit_log.refuse_logged(store, target, [key for key, _ in listing])
         found = legacy.scan(store, target, [key for key, _ in listing])
         legacy.retire_locks(store, target, found, run_id, lock.epoch)
         topics = {r.topic for r in plan.routes if r.target == target}

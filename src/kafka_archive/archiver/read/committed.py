@@ -175,9 +175,11 @@ def stored_objects(
 
 def committed_view(store: S3Store, target: Target) -> CommittedView:
     """``target``'s committed view: its log when the log commits anything, else its
-    states (one LIST and one GET more than the states alone on a target without a log)."""
+    states (one LIST and one GET more than the states alone on a target without a log);
+    its states too once ``export-states`` moved it back to them (:func:`.naming.exported`)."""
     log = read_log(store, target)
-    return CommittedView(target, log if core.committed_any(log) else None)
+    logged = core.committed_any(log) and not naming.exported(log)
+    return CommittedView(target, log if logged else None)
 
 
 def logged_views(

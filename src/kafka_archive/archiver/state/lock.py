@@ -86,6 +86,12 @@ class JobLock:
             "released": released,
         }
 
+    def released_body(self) -> dict[str, object]:
+        """This run's lock at its epoch, released: what ``export-states`` puts in the place of
+        the commit log's migrated marker, so that the next states run takes it over at once
+        (with an epoch above it)."""
+        return self._body(0, released=True)
+
     def acquire(self) -> None:
         bucket = self.target.bucket
         sent = time.monotonic()

@@ -1,5 +1,5 @@
 """``compact``, ``erase``, ``expire``: archive maintenance (issue 38) on targets that keep a
-commit log."""
+commit log; ``export-states``: such a target back to partition states (issue 37)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import click
 
 from kafka_archive.archiver.commands import compact as compacting
 from kafka_archive.archiver.commands import erase as erasing
+from kafka_archive.archiver.commands import export_states as exporting
 from kafka_archive.archiver.commands.compact import CompactResult
 from kafka_archive.archiver.config.positions import parse_timestamp
 from kafka_archive.archiver.config.settings import S3Prices
@@ -233,3 +234,22 @@ def expire(
     result = erasing.expire(settings, plan, cut_ms)
     click.echo(_removal("expire", "expired", result))
     _tail(result, settings.prices, "expire", report_path)
+
+
+@click.command("export-states")
+@run_options
+def export_states(flags: RunFlags) -> None:
+    """Write the partition states of an archive that keeps a commit log back from its log,
+    so that commit_protocol=states continues it exactly once: the downgrade.
+
+    Needs no Kafka and no Spark. Exits 2 on a target without a commit log, or whose log
+    holds what partition states cannot (offsets erase or expire removed; objects no commit
+    names, until vacuum removes them); 8 while another run writes the target.
+    """
+    loaded = flags.load()
+    plan = flags.plan(loaded)
+    settings = loaded.settings
+    result = exporting.export_states(settings, plan)
+    click.echo(exporting.render(result))
+    if result.s3_requests.total:
+        click.echo(render_requests(result.s3_requests, settings.prices))
