@@ -227,7 +227,8 @@ def test_a_request_sent_before_a_read_ended_does_not_prove_it(monkeypatch: Any) 
     first.read()
     one = threading.Thread(target=first.confirm)
     one.start()
-    time.sleep(0.1)  # the first request is on its way
+    while not sent:  # the first request is on its way
+        time.sleep(0.005)
     second.read()
     read_at = time.monotonic()
     second.confirm()
