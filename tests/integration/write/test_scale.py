@@ -169,6 +169,9 @@ class _StubAdmin:
     def offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Watermarks]:
         return {tp: Watermarks(0, 100, 100) for tp in tps}
 
+    def topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        return {}  # a cluster that tells no ids: not checked
+
     def offset_for_time(self, tp: TopicPartition, timestamp_ms: int) -> int | None:
         raise AssertionError("a job starting at the earliest offset looks up no time")
 

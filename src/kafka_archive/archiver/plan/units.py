@@ -379,15 +379,32 @@ class _Run:
 SMALL_UNIT = 10_000
 # Small units per Spark task at most (run on task.UNIT_THREADS threads).
 SMALL_PER_TASK = 32
+# What a unit's round trips (a fetch, a topic id request, an object's PUT) weigh in offsets,
+# when small units are shared out by their work (:func:`pack`).
+UNIT_WEIGHT = 1_000
 
 
 def pack(units: Sequence[WorkUnit], parallelism: int) -> list[list[WorkUnit]]:
-    """Units grouped into Spark tasks, largest first: a task per large unit and per piece of
-    a split partition, small units shared out over ``max(parallelism, n / SMALL_PER_TASK)``
-    tasks (a thousand partitions of a few records each must not cost a thousand tasks'
-    start-up and round trips in a row)."""
+    """Units grouped into Spark tasks: a task per large unit and per piece of a split
+    partition, largest first; small units in ``max(parallelism, n / SMALL_PER_TASK)`` tasks
+    at most (a thousand partitions of a few records each must not cost a thousand tasks'
+    start-up and round trips in a row), each a run of consecutive partitions in (route,
+    topic, partition) order, cut where the work (offsets, plus UNIT_WEIGHT a unit) reaches
+    an equal share. A task's units so share few topics: its workers' consumers learn few
+    topics' metadata, and units confirming a topic at once share one topic id request
+    (:class:`.state.identity.TopicProof`)."""
     ordered = sorted(units, key=lambda u: u.stop - u.start, reverse=True)
     large = [[u] for u in ordered if u.stop - u.start > SMALL_UNIT or u.deferred]
-    small = [u for u in ordered if u.stop - u.start <= SMALL_UNIT and not u.deferred]
+    small = sorted(
+        (u for u in units if u.stop - u.start <= SMALL_UNIT and not u.deferred),
+        key=lambda u: (u.route_index, u.tp.topic, u.tp.partition, u.start),
+    )
     count = min(len(small), max(parallelism, -(-len(small) // SMALL_PER_TASK)))
-    return large + [small[i::count] for i in range(count)]
+    groups: list[list[WorkUnit]] = [[] for _ in range(count)]
+    weights = [u.stop - u.start + UNIT_WEIGHT for u in small]
+    share, done = sum(weights) / max(count, 1), 0
+    for unit, weight in zip(small, weights, strict=True):
+        # The task whose share holds the unit's middle: consecutive, in order.
+        groups[min(count - 1, int((done + weight / 2) // share))].append(unit)
+        done += weight
+    return large + [g for g in groups if g]

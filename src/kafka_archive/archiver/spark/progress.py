@@ -5,6 +5,11 @@ JSON lines over TCP to a listener on the driver (as PySpark's own accumulator se
 at most every :data:`SEND_EVERY` seconds while it reads, and once when its unit ends.
 Progress is best effort and never holds payload or settings: a task that cannot reach the
 listener archives all the same, and a listener that receives garbage ignores it.
+
+A worker keeps its connections to the listener from one unit to the next (:data:`LINKS`):
+a run of 10,000 small units opened 10,000 connections, each a thread on the driver, and
+with a backlog of 5 some connects timed out and their units' lines were lost. A listener
+that stops closes the connections it accepted, so a kept one to it is not used again.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
+
+from kafka_archive.archiver.core.pooling import Pool
 
 SEND_EVERY = 0.5
 _CONNECT_TIMEOUT = 2.0
@@ -60,6 +67,36 @@ class UnitProgress:
 Listener = Callable[[UnitProgress], None]
 
 
+def _connect(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    return socket.create_connection((host, int(port)), _CONNECT_TIMEOUT)
+
+
+def _check_open(sock: socket.socket) -> None:
+    """Raises when the listener closed ``sock`` (it never sends: anything readable is its
+    end of the stream, or an error)."""
+    sock.setblocking(False)
+    try:
+        sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return  # nothing to read: open
+    finally:
+        sock.settimeout(_CONNECT_TIMEOUT)
+    raise ConnectionResetError("the progress listener closed the connection")
+
+
+# A worker's connections to the driver's listener, by address, kept from unit to unit.
+LINKS: Pool[str, socket.socket] = Pool(
+    _connect,
+    lambda address: address,
+    reset=lambda sock: True,
+    close=lambda sock: sock.close(),
+    reuse=_check_open,
+    max_idle=16,
+    max_idle_seconds=60.0,
+)
+
+
 class ProgressListener:
     """The driver's end: accepts task connections and passes each update to ``on_update``."""
 
@@ -68,15 +105,19 @@ class ProgressListener:
         self._lock = threading.Lock()
         listener = self
 
+        self._accepted: set[socket.socket] = set()
+
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
+                with listener._lock:
+                    listener._accepted.add(self.request)
                 for line in self.rfile:
                     update = UnitProgress.from_line(line)
                     if update is not None:
                         with listener._lock:
                             listener._on_update(update)
 
-        self._server = socketserver.ThreadingTCPServer((host, 0), Handler)
+        self._server = _Server((host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), daemon=True, name="progress"
@@ -94,6 +135,15 @@ class ProgressListener:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+        with self._lock:  # workers keep connections (LINKS): this listener's end them
+            accepted, self._accepted = self._accepted, set()
+        for sock in accepted:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    request_queue_size = 128  # (5 by default: a worker's threads connect at once)
 
 
 @contextlib.contextmanager
@@ -116,12 +166,12 @@ class ProgressSender:
 
     def __init__(self, address: str | None, initial: UnitProgress) -> None:
         self._state = initial
+        self._address = address
         self._sock: socket.socket | None = None
         self._last = 0.0
         if address:
-            host, _, port = address.rpartition(":")
             try:
-                self._sock = socket.create_connection((host, int(port)), _CONNECT_TIMEOUT)
+                self._sock = LINKS.take(address)
             except (OSError, ValueError):
                 self._sock = None
         self._send()
@@ -142,10 +192,10 @@ class ProgressSender:
         self.close()
 
     def close(self) -> None:
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-            self._sock = None
+        """The connection back to :data:`LINKS` for the worker's next unit."""
+        if self._sock is not None and self._address:
+            LINKS.give(self._address, self._sock)
+        self._sock = None
 
     def _send(self) -> None:
         if self._sock is None:
@@ -153,7 +203,9 @@ class ProgressSender:
         try:
             self._sock.sendall(self._state.to_line())
         except OSError:
-            self.close()
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None
 
 
 class Progress(Protocol):

@@ -31,8 +31,10 @@ broker that does not report ids (before Kafka 2.8; the demo's) is not checked.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kafka_archive.archiver.core.errors import TopicRecreatedError
@@ -191,15 +193,17 @@ class TopicProof:
     def __init__(self, kafka: KafkaSettings, unit: WorkUnit, timeout: float) -> None:
         self._kafka, self._unit, self._timeout = kafka, unit, timeout
         self._stale = False
+        self._read_at = 0.0  # time.monotonic() when the last read ended
 
     def read(self) -> None:
         self._stale = self._unit.topic_id is not None
+        self._read_at = time.monotonic()
 
     def confirm(self) -> None:
         if not self._stale:
             return
         unit = self._unit
-        now = topic_id_now(self._kafka, unit.tp.topic, self._timeout)
+        now = _ASKED.since(self._kafka, unit.tp.topic, self._read_at, self._timeout)
         if now != "" and now != unit.topic_id:
             target = unit.route.target
             became = f"now {shown(now)}" if now is not None else "now none: deleted"
@@ -214,3 +218,59 @@ class TopicProof:
                 "topic's records up to its last commit",
             )
         self._stale = False
+
+
+@dataclass
+class _Request:
+    """One DescribeTopics request of a worker process (:class:`_Requests`)."""
+
+    sent: float  # time.monotonic() just before it was sent
+    done: threading.Event = field(default_factory=threading.Event)
+    topic_id: str | None = None
+    error: BaseException | None = None
+
+
+class _Requests:
+    """A worker's topic id requests, shared by the units that confirm a topic at once.
+
+    A proof needs an answer to a request sent after its read ended (:class:`TopicProof`):
+    it takes the last request's when that was sent after its read (waiting for it if it is
+    on its way), else it sends the next one, after the one on its way, for every proof that
+    waits by then (as a group commit). A task's units are mostly one topic's partitions
+    (:func:`.plan.units.pack`): its unit threads send a request or two where they sent one
+    each."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[tuple[KafkaSettings, str], _Request] = {}
+
+    def since(self, kafka: KafkaSettings, topic: str, read_at: float, timeout: float) -> str | None:
+        key = (kafka, topic)
+        while True:
+            with self._lock:
+                last = self._last.get(key)
+                lead = last is None or (last.done.is_set() and last.sent < read_at)
+                if lead:
+                    last = self._last[key] = _Request(time.monotonic())
+            assert last is not None
+            if lead:
+                try:
+                    last.topic_id = topic_id_now(kafka, topic, timeout)
+                except BaseException as exc:
+                    last.error = exc
+                    with self._lock:  # the next proof asks again
+                        if self._last.get(key) is last:
+                            del self._last[key]
+                    raise
+                finally:
+                    last.done.set()
+                return last.topic_id
+            last.done.wait()
+            if last.sent >= read_at:
+                if last.error is not None:
+                    raise last.error
+                return last.topic_id
+            # Sent before this proof's read ended: the next request, after it.
+
+
+_ASKED = _Requests()

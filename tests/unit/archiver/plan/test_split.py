@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kafka_archive import kcql
 from kafka_archive.archiver.core.model import TopicPartition, WorkUnit
 from kafka_archive.archiver.plan.split import piece_size, split
-from kafka_archive.archiver.plan.units import SMALL_PER_TASK, SMALL_UNIT, pack
+from kafka_archive.archiver.plan.units import SMALL_PER_TASK, SMALL_UNIT, UNIT_WEIGHT, pack
 
 
 def unit(kcql_text: str, start: int, stop: int, **kwargs: object) -> WorkUnit:
@@ -80,27 +80,41 @@ def test_routes_whose_objects_do_not_cut_on_offsets_are_not_split() -> None:
     assert split(bounded, 100) == [bounded]
 
 
-@settings(deadline=None, max_examples=50)
+@settings(deadline=None, max_examples=200)
 @given(
-    sizes=st.lists(st.integers(1, 50_000), min_size=1, max_size=300),
+    sizes=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 50_000)), min_size=1, max_size=300),
     parallelism=st.integers(1, 16),
 )
-def test_packing_runs_every_unit_once_large_ones_alone(sizes: list[int], parallelism: int) -> None:
+def test_packing_runs_every_unit_once_large_ones_alone(
+    sizes: list[tuple[int, int]], parallelism: int
+) -> None:
+    """Every unit in exactly one task; a large unit, or a piece, alone; small units in runs
+    of consecutive partitions of a topic (a task's units share its topics: their consumers'
+    metadata and topic id requests), in order, in tasks of about equal work (offsets, and
+    a unit's round trips as UNIT_WEIGHT offsets)."""
     units = [
-        WorkUnit(0, ROUTE, TopicPartition("t", i), 0, size, "run", "job", "group")
-        for i, size in enumerate(sizes)
+        WorkUnit(0, ROUTE, TopicPartition(f"t{topic}", i), 0, size, "run", "job", "group")
+        for i, (topic, size) in enumerate(sizes)
     ]
-    groups = pack(units, parallelism)
+    shuffled = units[1::2] + units[::2]
+    groups = pack(shuffled, parallelism)
     assert sorted(u.tp.partition for g in groups for u in g) == list(range(len(sizes)))
+    assert all(g for g in groups)
     assert all(len(g) == 1 for g in groups if g[0].stop > SMALL_UNIT)
     pieces = pack(
         [dataclasses.replace(u, part_start=0, part_stop=10**6) for u in units], parallelism
     )
     assert len(pieces) == len(units)  # a piece of a split partition is a task of its own
-    small = sum(1 for s in sizes if s <= SMALL_UNIT)
-    tasks_of_small = sum(1 for g in groups if g[0].stop <= SMALL_UNIT)
-    assert tasks_of_small == min(small, max(parallelism, -(-small // SMALL_PER_TASK)))
-    # Shared out evenly, never more than SMALL_PER_TASK to a task beyond the parallelism.
-    per_task = {len(g) for g in groups if g[0].stop <= SMALL_UNIT}
-    assert not per_task or max(per_task) - min(per_task) <= 1
-    assert not per_task or max(per_task) <= max(SMALL_PER_TASK, -(-small // parallelism))
+    small_units = [u for u in units if u.stop <= SMALL_UNIT]
+    small = [g for g in groups if g[0].stop <= SMALL_UNIT]
+    assert len(small) <= min(
+        len(small_units), max(parallelism, -(-len(small_units) // SMALL_PER_TASK))
+    )
+    order = sorted(small_units, key=lambda u: (u.route_index, u.tp.topic, u.tp.partition))
+    assert [u for g in small for u in g] == order  # consecutive runs, in order
+    weights = [u.stop - u.start + UNIT_WEIGHT for u in small_units]
+    if small:
+        share = sum(weights) / len(small)
+        assert all(
+            sum(u.stop - u.start + UNIT_WEIGHT for u in g) <= share + max(weights) for g in small
+        )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -180,3 +182,55 @@ def test_a_unit_without_a_planned_id_is_not_checked(monkeypatch: Any) -> None:
     proof.read()
     proof.confirm()
     assert asked == []
+
+
+def _proofs(count: int, monkeypatch: Any, *, delay: float = 0.0) -> tuple[list[Any], list[float]]:
+    """``count`` units' proofs of topic ``u``; the times (monotonic) each request was sent."""
+    sent: list[float] = []
+
+    def now(kafka: object, topic: str, timeout: float) -> str | None:
+        sent.append(time.monotonic())
+        time.sleep(delay)
+        return "id-1"
+
+    monkeypatch.setattr(identity, "topic_id_now", now)
+    route = kcql.parse("INSERT INTO bkt:arch SELECT * FROM u").routes[0]
+    units = [
+        WorkUnit(0, route, TopicPartition("u", p), 0, 10, "run", "job", "g", topic_id="id-1")
+        for p in range(count)
+    ]
+    return [identity.TopicProof(KafkaSettings("k:9092"), u, 5.0) for u in units], sent
+
+
+def test_units_that_confirm_at_once_share_a_request(monkeypatch: Any) -> None:
+    """A worker's unit threads confirming one topic at once (a task's units are a topic's
+    partitions) send one DescribeTopics request between them, not one each; every request
+    any proof takes was sent after that proof's read."""
+    proofs, sent = _proofs(8, monkeypatch, delay=0.2)
+    for proof in proofs:
+        proof.read()
+    read_at = time.monotonic()
+    threads = [threading.Thread(target=p.confirm) for p in proofs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 1 <= len(sent) <= 2, sent  # one each before: 8
+    assert all(at >= read_at for at in sent)
+
+
+def test_a_request_sent_before_a_read_ended_does_not_prove_it(monkeypatch: Any) -> None:
+    """A proof whose read ended while another's request was on its way waits for the next
+    request: the one on its way cannot tell whether the topic was deleted after it."""
+    proofs, sent = _proofs(2, monkeypatch, delay=0.3)
+    first, second = proofs
+    first.read()
+    one = threading.Thread(target=first.confirm)
+    one.start()
+    while not sent:  # the first request is on its way
+        time.sleep(0.005)
+    second.read()
+    read_at = time.monotonic()
+    second.confirm()
+    one.join()
+    assert len(sent) == 2 and sent[1] >= read_at
