@@ -8,7 +8,10 @@ archive of states (ends, objects and passed gaps as given, on partitions with no
 commits by the claim's holder from the partition's end, tiled (objects cover the range in
 order) or untiled (``"tiled": false``, PARTITIONBY: objects interleave, each inside the range)
 and rewrites (compact, erase, expire: consecutive named objects replaced, exactly as named, by
-objects inside their span that hold every offset of it but the removed ones).
+objects inside their span that hold every offset of it but the removed ones), tiled or
+untiled (``"tiled": false``, PARTITIONBY and time layouts: named objects of one group
+replaced exactly as named by objects inside [min first, max last] of them holding as many
+records less the removed ones; the partition's objects kept in first-offset order).
 """
 
 from __future__ import annotations
@@ -127,6 +130,9 @@ def _rewrite(log: CommitLog, n: int, writer: Writer, rw: dict[str, Any]) -> None
     assert log.holders.get(tp) == writer, f"entry {n}: {tp} rewritten by a non-holder"
     objs, replaced = log.objects.get(tp, []), rw["replaced"]
     plain = [{k: v for k, v in o.items() if k != "imported"} for o in objs]
+    if rw.get("tiled", True) is False:
+        _untiled_rewrite(log, n, tp, plain, rw)
+        return
     assert replaced and replaced[0] in plain, f"entry {n}: replaces an object not named"
     at = plain.index(replaced[0])
     assert plain[at : at + len(replaced)] == replaced, f"entry {n}: not as named, in order"
@@ -144,3 +150,30 @@ def _rewrite(log: CommitLog, n: int, writer: Writer, rw: dict[str, Any]) -> None
         held |= set(range(o["first"], o["last"] + 1))
     assert span - gone <= held, f"entry {n}: offsets of the span lost"
     log.objects[tp] = objs[:at] + rw["objects"] + objs[at + len(replaced) :]
+
+
+def _untiled_rewrite(
+    log: CommitLog, n: int, tp: Partition, plain: list[dict[str, Any]], rw: dict[str, Any]
+) -> None:
+    replaced = rw["replaced"]
+    keys = [o["key"] for o in replaced]
+    assert replaced and len(set(keys)) == len(keys), f"entry {n}: replaces nothing or twice"
+    assert all(o in plain for o in replaced), f"entry {n}: replaces an object not as named"
+    assert all(o["records"] > 0 for o in replaced), f"entry {n}: replaces an uncounted object"
+    lo, hi = min(o["first"] for o in replaced), max(o["last"] for o in replaced)
+    removed = log.removed.setdefault(tp, [])
+    for r in rw["removed"]:
+        assert lo <= r["first"] <= r["last"] <= hi, f"entry {n}: removes outside [{lo}, {hi}]"
+    removed += rw["removed"]
+    named = log.named() - set(keys)
+    for o in rw["objects"]:
+        assert o["key"] not in named, f"entry {n}: {o['key']} named twice"
+        named.add(o["key"])
+        assert lo <= o["first"] <= o["last"] <= hi, f"entry {n}: {o} outside [{lo}, {hi}]"
+        assert 0 < o["records"] <= o["last"] - o["first"] + 1, f"entry {n}: {o}"
+    gone = sum(r["last"] - r["first"] + 1 for r in rw["removed"])
+    held = sum(o["records"] for o in rw["objects"])
+    was = sum(o["records"] for o in replaced)
+    assert held == was - gone, f"entry {n}: {held} records for {was} less {gone} removed"
+    kept = [o for o in log.objects[tp] if o["key"] not in set(keys)]
+    log.objects[tp] = sorted(kept + rw["objects"], key=lambda o: o["first"])

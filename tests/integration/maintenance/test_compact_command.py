@@ -192,7 +192,6 @@ def test_compact_of_a_target_of_states_exits_2_and_writes_nothing(
 @pytest.mark.parametrize(
     ("tail", "why"),
     [
-        ("PARTITIONBY k STOREAS `JSON`", "PARTITIONBY"),
         # Archived in log mode since issue 37, but a rewrite entry does not name the new
         # objects' block indexes yet.
         (

@@ -21,6 +21,14 @@ groups); a 412 reads what was missed: fenced is exit 18, stale plans again, else
 A partition whose groups are not adjacent (an object that stays between them) is rewritten
 once per run of adjacent groups in that same entry (format version 4).
 
+PARTITIONBY and time layouts (``commit_log.interleaved``): a partition's objects of several
+groups interleave, so each planned group is consecutive objects of one group (the key's
+PARTITIONBY values and time folder, :func:`.partition.parse.parse_key`), merged up to the
+target where the records keep their offsets (the envelope's metadata; else only dense,
+contiguous objects), written into that group's folder, and swapped by an untiled rewrite
+(``PartitionRewrite.tiled`` false, format version 6: new records = replaced records).
+erase and expire still refuse these layouts (exit 2).
+
 The replaced objects are left to vacuum, which deletes them once the grace has passed for
 the object and for the partition's last rewrite entry (:func:`.core.vacuum_candidates`):
 our readers take the objects from the log; readers that list the prefix see the records of
@@ -39,8 +47,15 @@ from dataclasses import dataclass, field
 from kafka_archive.archiver.commands import commit_log, presence, target_log
 from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
-from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
+from kafka_archive.archiver.core.errors import (
+    ConfigError,
+    DamagedObjectError,
+    FencedError,
+    StateConflictError,
+)
 from kafka_archive.archiver.core.model import S3Requests, TopicPartition
+from kafka_archive.archiver.partition.layouts import Layout, layout_for
+from kafka_archive.archiver.partition.parse import parse_key
 from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.plan import maintenance
 from kafka_archive.archiver.plan.naming import new_run_id
@@ -136,13 +151,16 @@ def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
             f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
             "maintenance (e.g. Spark's rewrite_data_files), not by compact"
             if r.iceberg is not None
-            else f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
-            "which a rewrite entry cannot replace yet"
-            if commit_log.interleaved(r)
+            else f"{r.topic}: {job.command} of PARTITIONBY and time layouts is not built: "
+            "their objects interleave, so the offsets it removes would have to be named one "
+            "by one (a range would cover other groups' records)"
+            if commit_log.interleaved(r) and not isinstance(job.request, maintenance.Compact)
             else f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
             "indexes yet (vacuum would take them)"
             for r in plan.routes
-            if r.iceberg is not None or commit_log.interleaved(r) or r.codecs.gzip_block_bytes
+            if r.iceberg is not None
+            or (commit_log.interleaved(r) and not isinstance(job.request, maintenance.Compact))
+            or r.codecs.gzip_block_bytes
         ),
         None,
     )
@@ -263,23 +281,37 @@ class _Target:
         if not isinstance(request, maintenance.Compact):
             return self._plan_each(only, request)
         modified = self._modified() if self.job.older_than_seconds is not None else {}
-        request = dataclasses.replace(request, now_ms=max(modified.values(), default=0))
+        now_ms = max(modified.values(), default=0)
         out: list[Group] = []
         for ref, st in sorted(self.tl.state.partitions.items()):
             if ref.topic not in self.routes or (only is not None and ref not in only):
                 continue
+            route = self.routes[ref.topic]
+            grouped = commit_log.interleaved(route)
+            # Tiled: only dense, contiguous objects merge (the new spans tile the replaced).
+            # Interleaved (untiled rewrite: new records = replaced): any consecutive objects
+            # of one group, where the records keep their offsets (the envelope's metadata).
+            stored = grouped and route.envelope.enabled and route.envelope.metadata
+            planned = dataclasses.replace(request, now_ms=now_ms, offsets_stored=stored)
+            layout = layout_for(route)
             # Imported objects (records unknown) stay; runs between them are planned alone.
             segment: list[maintenance.CommittedObject] = []
             for o in (*st.objects, None):
                 if o is not None and o.records > 0:
                     segment.append(
                         maintenance.CommittedObject(
-                            o.key, o.first, o.last, o.records, o.size, (), modified.get(o.key)
+                            o.key,
+                            o.first,
+                            o.last,
+                            o.records,
+                            o.size,
+                            _key_group(layout, o.key) if grouped else (),
+                            modified.get(o.key),
                         )
                     )
                     continue
                 if len(segment) > 1:
-                    done = maintenance.plan(segment, request)
+                    done = maintenance.plan(segment, planned)
                     out += [(ref, g.objects) for g in done.rewrites]
                 segment = []
         return out
@@ -367,7 +399,11 @@ class _Target:
             replaced = tuple(named[o.key] for o in objects)
             removed = tuple(self._removed(first, last) for first, last in dropped)
             mine = chains.setdefault(ref, [])
-            if mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
+            if commit_log.interleaved(self.routes[ref.topic]):
+                # One group's objects, which interleave with the other groups': an untiled
+                # rewrite of its own (format version 6).
+                mine.append(PartitionRewrite(ref, replaced, news, removed, tiled=False))
+            elif mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
                 last = mine[-1]
                 mine[-1] = PartitionRewrite(
                     ref, last.replaced + replaced, last.objects + news, last.removed + removed
@@ -398,7 +434,7 @@ class _Target:
                     self.store,
                     route,
                     tp,
-                    (),
+                    objects[0].group if commit_log.interleaved(route) else (),
                     objects,
                     suffix=suffix,
                     drop=self.job.drop,
@@ -479,6 +515,18 @@ class _Target:
                     break
                 self.tl.read()
         return True
+
+
+def _key_group(layout: Layout, key: str) -> tuple[str | None, ...]:
+    """The group ``key`` places its object in (PARTITIONBY values, time folder): the planner
+    merges only objects of one group, and the rewriter writes into that group's folder."""
+    parsed = parse_key(layout, key)
+    if parsed is None:
+        raise DamagedObjectError(
+            f"{key}: named by the commit log, but not a key of its route's layout",
+            hint="Run kafka-archive verify on this archive",
+        )
+    return parsed.group
 
 
 def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:

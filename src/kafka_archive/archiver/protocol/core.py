@@ -27,8 +27,16 @@ from kafka_archive.archiver.protocol.log import (
     PartitionRef,
     PartitionRewrite,
     PartitionState,
-    Removed,
     WriterId,
+)
+from kafka_archive.archiver.protocol.rewrite_checks import (
+    replaced_at as replaced_at,
+)
+from kafka_archive.archiver.protocol.rewrite_checks import (
+    rewrite_problem as rewrite_problem,
+)
+from kafka_archive.archiver.protocol.rewrite_checks import (
+    untiled_objects,
 )
 
 
@@ -258,77 +266,20 @@ def _fold_rewrite(state: LogState, entry: Entry) -> LogState:
         problem = rewrite_problem(old, rw, named)
         if problem:
             raise InvalidEntry(f"entry {entry.seq}: {rw.ref}: {problem}")
-        at = replaced_at(old, rw)
-        assert at is not None
+        if rw.tiled:
+            at = replaced_at(old, rw)
+            assert at is not None
+            objects = old.objects[:at] + rw.objects + old.objects[at + len(rw.replaced) :]
+        else:
+            objects = untiled_objects(old.objects, rw)
         parts[rw.ref] = replace(
             old,
-            objects=old.objects[:at] + rw.objects + old.objects[at + len(rw.replaced) :],
+            objects=objects,
             removed=tuple(sorted(old.removed + rw.removed)),
             rewritten=entry.seq,
             committed_at=_committed_at(old, entry),
         )
     return LogState(entry.seq, state.max_epoch, parts)
-
-
-def replaced_at(st: PartitionState, rw: PartitionRewrite) -> int | None:
-    """Where `rw.replaced` stands in the partition's objects, exactly as named (None: not)."""
-    n = len(rw.replaced)
-    for i, o in enumerate(st.objects):
-        if o == rw.replaced[0]:
-            return i if st.objects[i : i + n] == rw.replaced else None
-    return None
-
-
-def _removed_count(removed: Sequence[Removed], first: int, last: int) -> int:
-    return sum(max(0, min(r.last, last) - max(r.first, first) + 1) for r in removed)
-
-
-def rewrite_problem(
-    st: PartitionState, rw: PartitionRewrite, named: Container[str] = ()
-) -> str | None:
-    """Why `rw` cannot apply to a partition in state `st` (None: it can). `named`: every key
-    the log names (a new object's key must be none of them).
-
-    The replaced objects must be consecutive committed objects exactly as the log names
-    them (key, offsets, checksum: a rewrite planned on a stale view is refused). Its span
-    [lo, hi] = [replaced[0].first, replaced[-1].last] is then held by the new objects
-    except the offsets removed before and those `rw.removed` removes now: new objects in
-    order inside the span, each starting and ending at an offset it holds, `records` the
-    offsets of its span not removed; what lies between them removed; the removals inside
-    the span, sorted, disjoint, of a known reason, none removed before. The committed end
-    does not move (the span is below it)."""
-    if not rw.replaced:
-        return "a rewrite that replaces nothing"
-    if replaced_at(st, rw) is None:
-        return "the replaced objects are not the committed ones (a stale view)"
-    lo, hi = rw.replaced[0].first, rw.replaced[-1].last
-    at = lo
-    for r in sorted(rw.removed):
-        if r.first < at or r.last < r.first or r.last > hi:
-            return f"removed [{r.first}, {r.last}] outside [{at}, {hi}] or overlapping"
-        if r.reason not in ("erased", "expired"):
-            return f"removed [{r.first}, {r.last}] for an unknown reason {r.reason!r}"
-        if _removed_count(st.removed, r.first, r.last):
-            return f"removed [{r.first}, {r.last}] holds offsets removed before"
-        at = r.last + 1
-    removed = tuple(st.removed) + tuple(rw.removed)
-    at = lo
-    for o in rw.objects:
-        if o.key in named:
-            return f"new object {o.key} has the key of a committed object"
-        if o.first < at or o.last < o.first or o.last > hi:
-            return f"new object {o.key} holds [{o.first}, {o.last}], outside [{at}, {hi}]"
-        gap = o.first - at
-        if gap and _removed_count(removed, at, o.first - 1) != gap:
-            return f"offsets [{at}, {o.first - 1}] in no new object and not removed"
-        if _removed_count(removed, o.first, o.first) or _removed_count(removed, o.last, o.last):
-            return f"new object {o.key} starts or ends at a removed offset"
-        if o.records != o.last - o.first + 1 - _removed_count(removed, o.first, o.last):
-            return f"new object {o.key} counts {o.records} records, its span holds others"
-        at = o.last + 1
-    if at <= hi and _removed_count(removed, at, hi) != hi - at + 1:
-        return f"offsets [{at}, {hi}] in no new object and not removed"
-    return None
 
 
 def import_problem(i: PartitionImport) -> str | None:

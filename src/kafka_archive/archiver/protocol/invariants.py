@@ -47,6 +47,8 @@ class Checker:
     grace: float = 60.0
     # Objects interleave (PARTITIONBY): offsets for which this is False Kafka never had.
     never_had: Callable[[int], bool] | None = None
+    # ... and whether the record at an offset belongs in the object at a key (its group).
+    in_group: Callable[[PartitionRef, int, str], bool] | None = None
 
     def check(self) -> None:
         """Checks what changed in the store since the last call (all of it, the first time)."""
@@ -166,9 +168,15 @@ class Checker:
 
     def _interleaved_coverage(self, had: Callable[[int], bool]) -> None:
         """Objects that interleave: every offset below the committed end that Kafka had in
-        exactly one committed object, each object's offsets inside its [first, last] and
-        counted by its records (read from the bodies)."""
+        exactly one committed object, of its own group, or recorded as removed by a
+        rewrite, never both; each object's offsets inside its [first, last] and counted by
+        its records (read from the bodies). A removed offset stays recorded removed."""
         for ref, st in self.state.partitions.items():
+            removed = frozenset(x for r in st.removed for x in range(r.first, r.last + 1))
+            if not self.removed_seen.get(ref, frozenset()) <= removed:
+                lost = sorted(self.removed_seen[ref] - removed)
+                raise Violation(f"{ref}: removed offsets {span(lost)} no longer recorded")
+            self.removed_seen[ref] = removed
             seen: dict[int, str] = {}
             for o in st.objects:
                 raw = self.store.raw(o.key)
@@ -187,8 +195,12 @@ class Checker:
                 for x in offsets:
                     if x in seen:
                         raise Violation(f"{ref}: offset {x} in {seen[x]} and {o.key}")
+                    if x in removed:
+                        raise Violation(f"{ref}: offset {x} removed and held by {o.key}")
+                    if self.in_group is not None and not self.in_group(ref, x, o.key):
+                        raise Violation(f"{ref}: offset {x} in {o.key}, not of its group")
                     seen[x] = o.key
-            missing = [x for x in range(st.end) if had(x) and x not in seen]
+            missing = [x for x in range(st.end) if had(x) and x not in seen and x not in removed]
             if missing:
                 raise Violation(
                     f"{ref}: offsets {span(missing)} below the committed end "

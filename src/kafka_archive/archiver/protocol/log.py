@@ -22,8 +22,11 @@ side objects (block indexes, dead letters), and checkpoints with either, are ver
 older reader would find the log broken, or offsets missing below the start, and an older
 vacuum would delete side objects. A rewrite entry that rewrites one partition more than once
 (separate runs of its objects: erase) is version 5, which readers up to 4 (they refuse it as
-a broken log) refuse with "upgrade it". Every entry carries its writer's wall-clock time
-(``at``; additive, no version: an older reader ignores it).
+a broken log) refuse with "upgrade it". A rewrite of a partition whose objects interleave
+(``tiled`` false: one PARTITIONBY group's objects replaced, compact) is version 6: a reader up
+to 5 would check it as tiled and call the log broken, so it says "upgrade it". Every entry
+carries its writer's wall-clock time (``at``; additive, no version: an older reader ignores
+it).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-FORMAT_VERSION = 5  # the newest this reads and writes
+FORMAT_VERSION = 6  # the newest this reads and writes
+_UNTILED_REWRITE_VERSION = 6  # rewrites of one group's interleaved objects (PARTITIONBY)
 _REWRITES_VERSION = 5  # entries rewriting one partition more than once (issue 38: erase)
 _MOVES_VERSION = 4  # commits with gaps, a start past 0 or side objects; such checkpoints
 _UNTILED_VERSION = 3  # entries with commits whose objects interleave (PARTITIONBY)
@@ -187,12 +191,19 @@ class PartitionRewrite:
     log names them: key, offsets and checksum) replaced by `objects`, which hold every offset
     of the replaced span [replaced[0].first, replaced[-1].last] except those removed before
     and those `removed` now. An object's [first, last] is its span: the offsets in it that
-    are removed are not in it (its `records` counts the others)."""
+    are removed are not in it (its `records` counts the others).
+
+    `tiled` false (PARTITIONBY, time layouts: the partition's objects interleave): `replaced`
+    are named objects of one group, consecutive among that group's objects, not among the
+    partition's; `objects` lie inside [min first, max last] of the replaced and hold as many
+    records as the replaced less the offsets `removed` now (which offsets Kafka had is not in
+    the log: coverage is proven from the bodies, by the simulation)."""
 
     ref: PartitionRef
     replaced: tuple[ObjectRef, ...]
     objects: tuple[ObjectRef, ...]
     removed: tuple[Removed, ...] = ()
+    tiled: bool = True
 
 
 @dataclass(frozen=True)
@@ -299,6 +310,8 @@ def _rewrite_json(rw: PartitionRewrite) -> dict[str, Any]:
         "replaced": [_object_json(o) for o in rw.replaced],
         "objects": [_object_json(o) for o in rw.objects],
         "removed": [_removed_json(r) for r in rw.removed],
+        # Only where objects interleave, so that tiled rewrites encode as before.
+        **({} if rw.tiled else {"tiled": False}),
     }
 
 
@@ -308,6 +321,7 @@ def _rewrite(d: Mapping[str, Any]) -> PartitionRewrite:
         tuple(_object(o) for o in d["replaced"]),
         tuple(_object(o) for o in d["objects"]),
         tuple(_removed(r) for r in d["removed"]),
+        tiled=bool(d.get("tiled", True)),
     )
 
 
@@ -348,7 +362,9 @@ def encode_entry(entry: Entry) -> bytes:
         {
             **extra,
             "version": (
-                _REWRITES_VERSION
+                _UNTILED_REWRITE_VERSION
+                if any(not rw.tiled for rw in entry.rewrites)
+                else _REWRITES_VERSION
                 if len({rw.ref for rw in entry.rewrites}) < len(entry.rewrites)
                 else _MOVES_VERSION
                 if any(c.gaps or c.begins or c.sides for c in entry.commits)

@@ -69,11 +69,14 @@ MUTATIONS: Mapping[str, str] = {
 @dataclass(frozen=True)
 class RewritePlan:
     """What to rewrite in one partition: `replaced`, consecutive committed objects as the log
-    names them, and `drop`, the offsets to remove (by reason, when), held by them."""
+    names them, and `drop`, the offsets to remove (by reason, when), held by them. `tiled`
+    false: the partition's objects interleave (PARTITIONBY), and `replaced` are consecutive
+    objects of one group (an untiled rewrite, `PartitionRewrite.tiled`)."""
 
     ref: PartitionRef
     replaced: tuple[ObjectRef, ...]
     drop: tuple[Removed, ...] = ()
+    tiled: bool = True
 
 
 Planner = Callable[[core.LogState], Sequence[RewritePlan]]
@@ -126,8 +129,11 @@ def generation_key(key: str, gen: int) -> str:
 
 def still_named(state: core.LogState, plan: RewritePlan) -> bool:
     st = state.partitions.get(plan.ref)
-    rw = PartitionRewrite(plan.ref, plan.replaced, ())
-    return st is not None and core.replaced_at(st, rw) is not None
+    if st is None:
+        return False
+    if not plan.tiled:
+        return set(plan.replaced) <= set(st.objects)
+    return core.replaced_at(st, PartitionRewrite(plan.ref, plan.replaced, ())) is not None
 
 
 @dataclass(kw_only=True)
@@ -200,7 +206,8 @@ class Maintainer(Writer):
                 parts.append((o, got.body))
             gen = 1 + max(generation(o.key) for o in plan.replaced)
             news = self.rewriter.rewrite(plan.ref, gen, parts, plan.drop)
-            lo, hi = plan.replaced[0].first, plan.replaced[-1].last
+            lo = min(o.first for o in plan.replaced)
+            hi = max(o.last for o in plan.replaced)
             self._attempts += 1
             a = Attempt(
                 self._attempts,
@@ -212,7 +219,11 @@ class Maintainer(Writer):
             for n in news:
                 made = yield from self._write_object(a, n.key, n.first, n.last, n.body)
                 objects.append(replace(made, records=n.records))
-            out.append(PartitionRewrite(plan.ref, plan.replaced, tuple(objects), plan.drop))
+            out.append(
+                PartitionRewrite(
+                    plan.ref, plan.replaced, tuple(objects), plan.drop, tiled=plan.tiled
+                )
+            )
         return out
 
     def _commit_rewrite(self, rewrites: Sequence[PartitionRewrite]) -> Steps[None]:

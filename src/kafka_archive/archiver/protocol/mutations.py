@@ -52,3 +52,14 @@ GROUPED_MUTATIONS: Mapping[str, str] = {
     "partial_groups": "a commit of a range names only one group's objects of it (PARTITIONBY: "
     "the other groups' records below the new end are lost; the fold's count check passes)",
 }
+
+# Rewrite bugs only a source whose objects interleave (PARTITIONBY: untiled rewrites) can show.
+GROUPED_REWRITE_MUTATIONS: Mapping[str, str] = {
+    "rewrite_two_groups": "a compaction plan takes consecutive objects of the partition, not "
+    "of one group: their records are written into the first one's group folder (a group's "
+    "reader misses them; the fold's count check passes)",
+    "rewrite_positional_offsets": "a rewrite of interleaved objects takes each record's offset "
+    "as its new object's first offset plus its position (as a format that stores no offsets "
+    "reads them back): the new objects hold as many records as the replaced, so the fold's "
+    "count passes, but the replaced records' own offsets are in none of them",
+}

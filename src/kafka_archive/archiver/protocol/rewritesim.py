@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.protocol import core
-from kafka_archive.archiver.protocol.log import ObjectRef, PartitionRef, Removed
+from kafka_archive.archiver.protocol.log import ObjectRef, PartitionRef, PartitionState, Removed
 from kafka_archive.archiver.protocol.maintenance import (
     MUTATIONS,
     Maintainer,
@@ -37,8 +37,9 @@ from kafka_archive.archiver.protocol.maintenance import (
     RewritePlan,
     generation_key,
 )
+from kafka_archive.archiver.protocol.mutations import GROUPED_REWRITE_MUTATIONS
 from kafka_archive.archiver.protocol.simulation import Result, Simulation, _Live
-from kafka_archive.archiver.protocol.simworld import PREFIX, Kafka
+from kafka_archive.archiver.protocol.simworld import PREFIX, GroupedKafka, Kafka, folder
 
 
 @dataclass
@@ -69,6 +70,40 @@ class RewritingKafka(Kafka):
 
 
 @dataclass
+class GroupedRewritingKafka(GroupedKafka):
+    """The format engine of a PARTITIONBY route: the records of the replaced bodies (one
+    group's objects), less those dropped, cut into objects of up to `merge` records in the
+    first replaced object's group folder (the rewriter keeps the group)."""
+
+    merge: int = 4
+    mutations: frozenset[str] = frozenset()
+
+    def rewrite(
+        self,
+        ref: PartitionRef,
+        generation: int,
+        replaced: Sequence[tuple[ObjectRef, bytes]],
+        drop: Sequence[Removed],
+    ) -> list[NewObject]:
+        dropped = {x for r in drop for x in range(r.first, r.last + 1)}
+        held = sorted(
+            x for _, body in replaced for x in json.loads(body)["offsets"] if x not in dropped
+        )
+        where = folder(replaced[0][0].key)
+        out = []
+        for i in range(0, len(held), self.merge):
+            chunk = held[i : i + self.merge]
+            if "rewrite_positional_offsets" in self.mutations:
+                chunk = list(range(chunk[0], chunk[0] + len(chunk)))
+            key = f"{self.prefix}/{ref.topic}/{where}/{ref.partition}/{chunk[0]:020d}.json"
+            body = json.dumps({"partition": ref.partition, "offsets": chunk}).encode()
+            out.append(
+                NewObject(generation_key(key, generation), chunk[0], chunk[-1], len(chunk), body)
+            )
+        return out
+
+
+@dataclass
 class RandomPlanner:
     """A plan drawn from its own seeded RNG (a replay draws the same): per partition picked,
     1–3 consecutive committed objects, compacted, erased (some offsets) or expired (a
@@ -76,6 +111,8 @@ class RandomPlanner:
 
     rng: random.Random
     clock: float = 0.0
+    grouped: GroupedKafka | None = None  # objects interleave: one group's objects a plan
+    mutations: frozenset[str] = frozenset()
 
     def __call__(self, state: core.LogState) -> list[RewritePlan]:
         refs = sorted(r for r, st in state.partitions.items() if st.objects)
@@ -83,6 +120,9 @@ class RandomPlanner:
         for ref in sorted(self.rng.sample(refs, min(len(refs), self.rng.randint(1, 2)))):
             st = state.partitions[ref]
             mode = self.rng.choice(("compact", "erase", "expire"))
+            if self.grouped is not None:
+                plans.append(self._grouped(self.grouped, ref, st, mode))
+                continue
             i = 0 if mode == "expire" else self.rng.randrange(len(st.objects))
             replaced = st.objects[i : i + self.rng.randint(1, 3)]
             removed = {x for r in st.removed for x in range(r.first, r.last + 1)}
@@ -96,6 +136,39 @@ class RandomPlanner:
             reason = "erased" if mode == "erase" else "expired"
             plans.append(RewritePlan(ref, replaced, _ranges(drop, reason, self.clock)))
         return plans
+
+    def _grouped(
+        self, source: GroupedKafka, ref: PartitionRef, st: PartitionState, mode: str
+    ) -> RewritePlan:
+        """1-3 consecutive objects of one group (in first-offset order); the offsets an
+        erase or expire drops are records they hold (the world's: as a real erase reads
+        its objects)."""
+        groups = sorted({folder(o.key) for o in st.objects})
+        g = self.rng.choice(groups)
+        mine = sorted(
+            (o for o in st.objects if "rewrite_two_groups" in self.mutations or folder(o.key) == g),
+            key=lambda o: o.first,
+        )
+        i = 0 if mode == "expire" else self.rng.randrange(len(mine))
+        replaced = tuple(mine[i : i + self.rng.randint(1, 3)])
+        removed = {x for r in st.removed for x in range(r.first, r.last + 1)}
+        folders = {folder(o.key) for o in replaced}
+        lo, hi = min(o.first for o in replaced), max(o.last for o in replaced)
+        held = [
+            x
+            for x in range(lo, hi + 1)
+            if source.had(x) and x not in removed and f"g{source.group(ref, x)}" in folders
+        ]
+        if mode == "erase":
+            drop = [x for x in held if self.rng.random() < 0.3]
+        elif mode == "expire":
+            drop = held[: self.rng.randint(1, len(held))]
+        else:
+            drop = []
+        reason = "erased" if mode == "erase" else "expired"
+        # single offsets: a range of consecutive offsets would cover other groups' records
+        removals = tuple(Removed(x, x, reason, self.clock) for x in drop)
+        return RewritePlan(ref, replaced, removals, tiled=False)
 
 
 def _ranges(offsets: Sequence[int], reason: str, at: float) -> tuple[Removed, ...]:
@@ -114,6 +187,15 @@ class RewriteSimulation(Simulation):
 
     maintainers = 0
 
+    def __init__(
+        self,
+        seed: int,
+        mutations: frozenset[str] = frozenset(),
+        steps: int = 250,
+        interleaved: bool = False,
+    ):
+        super().__init__(seed, mutations, steps, interleaved)
+
     def _move(self, tick: int) -> None:
         if self.maintainers < 3 and self.rng.random() < 0.02:
             self._spawn_maintainer()
@@ -126,7 +208,18 @@ class RewriteSimulation(Simulation):
         name = f"w{self.runs}"
         self.skew[name] = 0.0
         # (the route's format: a rewrite stamps as the runs do, in the bytes or in the key)
-        source = RewritingKafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps)
+        source: RewritingKafka | GroupedRewritingKafka = (
+            GroupedRewritingKafka(
+                self.highs,
+                self.rng.randint(1, 3),
+                stamps=self.stamps,
+                merge=self.rng.randint(2, 5),
+                mutations=self.mutations,
+            )
+            if self.interleaved
+            else RewritingKafka(self.highs, self.rng.randint(1, 3), stamps=self.stamps)
+        )
+        grouped = source if isinstance(source, GroupedRewritingKafka) else None
         m = Maintainer(
             PREFIX,
             f"run-{self.runs}",
@@ -136,7 +229,9 @@ class RewriteSimulation(Simulation):
             grace=self.grace,
             checkpoint_every=self.rng.choice((2, 3, 10)),
             mutations=self.mutations,
-            planner=RandomPlanner(random.Random(f"{self.seed}.{name}"), self.store.now),
+            planner=RandomPlanner(
+                random.Random(f"{self.seed}.{name}"), self.store.now, grouped, self.mutations
+            ),
             rewriter=source,
         )
         self.writers[m.run_id] = m
@@ -154,18 +249,26 @@ class RewriteSimulation(Simulation):
         return super()._spawn(every_partition)
 
 
-def simulate(seed: int, mutations: frozenset[str] = frozenset(), steps: int = 250) -> Result:
-    return RewriteSimulation(seed, mutations, steps).run()
+def simulate(
+    seed: int,
+    mutations: frozenset[str] = frozenset(),
+    steps: int = 250,
+    interleaved: bool = False,
+) -> Result:
+    return RewriteSimulation(seed, mutations, steps, interleaved).run()
 
 
 def first_failure(
-    seeds: range, mutations: frozenset[str] = frozenset(), steps: int = 250
+    seeds: range,
+    mutations: frozenset[str] = frozenset(),
+    steps: int = 250,
+    interleaved: bool = False,
 ) -> tuple[Result | None, int]:
     """The first schedule of `seeds` that violates an invariant, and how many ran."""
     ran = 0
     for seed in seeds:
         ran += 1
-        result = simulate(seed, mutations, steps)
+        result = simulate(seed, mutations, steps, interleaved)
         if result.violation is not None:
             return result, ran
     return None, ran
@@ -176,18 +279,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--schedules", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0, help="the first seed")
     p.add_argument("--steps", type=int, default=250, help="moves before faults stop")
-    p.add_argument("--mutation", choices=sorted(MUTATIONS), action="append", default=[])
+    p.add_argument(
+        "--mutation",
+        choices=sorted({*MUTATIONS, *GROUPED_REWRITE_MUTATIONS}),
+        action="append",
+        default=[],
+    )
+    p.add_argument(
+        "--interleaved", action="store_true", help="a PARTITIONBY route: objects interleave"
+    )
     p.add_argument("--replay", action="store_true", help="print the moves of --seed")
     args = p.parse_args(argv)
     mutations = frozenset(args.mutation)
     if args.replay:
-        result = simulate(args.seed, mutations, args.steps)
+        result = simulate(args.seed, mutations, args.steps, args.interleaved)
         print("\n".join(result.moves))
         print(f"seed {args.seed}: {result.violation or 'no violation'}")
         return 1 if result.violation else 0
     started = time.monotonic()
     seeds = range(args.seed, args.seed + args.schedules)
-    failure, ran = first_failure(seeds, mutations, args.steps)
+    failure, ran = first_failure(seeds, mutations, args.steps, args.interleaved)
     print(f"{ran} schedules in {time.monotonic() - started:.1f} s")
     if failure is not None:
         print("\n".join(failure.moves[-60:]))
@@ -195,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "replay: python -m kafka_archive.archiver.protocol.rewritesim --replay "
             f"--seed {failure.seed} --steps {args.steps}"
+            + (" --interleaved" if args.interleaved else "")
             + "".join(f" --mutation {m}" for m in args.mutation)
         )
         return 1

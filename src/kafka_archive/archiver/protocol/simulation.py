@@ -126,6 +126,7 @@ class Simulation:
             PREFIX,
             is_dead=lambda run, n: n in self.writers[run].dead,
             never_had=GroupedKafka({}).had if interleaved else None,
+            in_group=GroupedKafka({}).in_group if interleaved else None,
         )
         self.senders: dict[int, str] = {}  # id of a request in flight -> who sent it
         n = self.rng.randint(2, 3)

@@ -96,6 +96,10 @@ class GroupedKafka(Kafka):
     def group(self, ref: PartitionRef, offset: int) -> int:
         return (offset + offset // 4 + ref.partition) % self.groups
 
+    def in_group(self, ref: PartitionRef, offset: int, key: str) -> bool:
+        """Whether the record at `offset` belongs in the object at `key` (its group's folder)."""
+        return folder(key) == f"g{self.group(ref, offset)}"
+
     def cut_groups(
         self, ref: PartitionRef, first: int, high: int
     ) -> tuple[int, tuple[tuple[str, int, int, int, bytes], ...]]:
@@ -112,3 +116,8 @@ class GroupedKafka(Kafka):
             body = json.dumps({"partition": ref.partition, "offsets": offsets})
             cuts.append((key, offsets[0], offsets[-1], len(offsets), body.encode()))
         return last, tuple(cuts)
+
+
+def folder(key: str) -> str:
+    """The group folder of a `GroupedKafka` object's key (``<prefix>/<topic>/g<N>/<p>/...``)."""
+    return key[len(PREFIX) + 1 :].split("/")[1]
