@@ -131,21 +131,7 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
 
 def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
     """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
-    why = next(
-        (
-            f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
-            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
-            if r.iceberg is not None
-            else f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
-            "which a rewrite entry cannot replace yet"
-            if commit_log.interleaved(r)
-            else f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
-            "indexes yet (vacuum would take them)"
-            for r in plan.routes
-            if r.iceberg is not None or commit_log.interleaved(r) or r.codecs.gzip_block_bytes
-        ),
-        None,
-    )
+    why = next((w for r in plan.routes if (w := refusal(r)) is not None), None)
     if why is not None:
         raise ConfigError(
             f"{job.command}: {why}", hint=f"{job.command} works on what commit_protocol=log runs"
@@ -162,6 +148,26 @@ def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
         _Target(store, settings, target, routes, logs[target], run_id, job, result).run()
     result.s3_requests = store.requests.read()
     return result
+
+
+def refusal(route: Route) -> str | None:
+    """Why the maintenance session cannot rewrite ``route``'s objects (None: it can)."""
+    if route.iceberg is not None:
+        return (
+            f"{route.topic}: Iceberg table {route.iceberg.table} is compacted by Iceberg's own "
+            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
+        )
+    if commit_log.interleaved(route):
+        return (
+            f"{route.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
+            "which a rewrite entry cannot replace yet"
+        )
+    if route.codecs.gzip_block_bytes:
+        return (
+            f"{route.topic}: a rewrite entry does not name the new objects' gzip block "
+            "indexes yet (vacuum would take them)"
+        )
+    return None
 
 
 def _logged(store: S3Store, target: Target, command: str) -> core.LogState:

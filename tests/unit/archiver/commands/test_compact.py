@@ -1,0 +1,37 @@
+"""The maintenance session's refusals, per route (archiver.commands.compact.refusal): what
+compact, erase and expire cannot rewrite yet, each said in one line naming the topic."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_archive import kcql
+from kafka_archive.archiver.commands.compact import refusal
+
+_INTO = "INSERT INTO bkt:p SELECT * FROM t"
+
+
+@pytest.mark.parametrize(
+    ("statement", "reason"),
+    [
+        (
+            f"{_INTO} STOREAS PARQUET "
+            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')",
+            "t: Iceberg table db.orders is compacted by Iceberg's own maintenance",
+        ),
+        (f"{_INTO} PARTITIONBY region", "t: PARTITIONBY and time layouts interleave"),
+        (
+            f"{_INTO} PROPERTIES('store.compression'='gzip', 'store.gzip.block.bytes'=1024)",
+            "t: a rewrite entry does not name the new objects' gzip block indexes",
+        ),
+        (f"{_INTO} STOREAS JSON PROPERTIES('store.envelope'=true)", None),
+    ],
+)
+def test_each_route_is_refused_for_its_own_reason_or_not_at_all(
+    statement: str, reason: str | None
+) -> None:
+    why = refusal(kcql.parse(statement).routes[0])
+    if reason is None:
+        assert why is None
+    else:
+        assert why is not None and why.startswith(reason) and "\n" not in why, why
