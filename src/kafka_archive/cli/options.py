@@ -93,6 +93,15 @@ config_option = click.option(
     type=click.Path(path_type=Path, dir_okay=False),
     help="YAML file with kcql: and any run option.",
 )
+report_option = click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the summary as JSON to this file, with the S3 requests by type and their "
+    "estimated price.",
+)
+"""``--report FILE`` of every command but run (whose own says it is written on failure too):
+status, verify, cat, compact, erase, expire (:func:`.output.write_report`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kafka_archive.archiver.commands.follow import FollowResult
+from kafka_archive.archiver.commands.report import write_atomically
 from kafka_archive.archiver.commands.restore import RestoreRun
 from kafka_archive.archiver.commands.status import JobStatus, PartitionStatus
 from kafka_archive.archiver.commands.verify import VerifyResult
-from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices
+from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices, requests_json
 from kafka_archive.archiver.core.model import BatchTimings, RunResult, S3Requests, TopicPartition
 from kafka_archive.archiver.read.verdict import offset_ranges
 
@@ -64,6 +67,22 @@ def render_requests(requests: S3Requests, prices: S3Prices) -> str:
     as AWS bills them, and their estimated price."""
     kinds = ", ".join(f"{n} {kind}" for kind, n in requests.counts)
     return f"S3: {requests.total} requests ({kinds}), est. {usd(prices.cost(requests))}"
+
+
+def write_report(
+    path: Path | None,
+    command: str,
+    summary: Mapping[str, Any],
+    requests: S3Requests,
+    prices: S3Prices,
+) -> None:
+    """A command's ``--report FILE`` (nothing without one), in run's report format: the
+    summary as JSON with ``s3_requests`` by type and ``s3_cost_usd`` (``requests_json``),
+    written atomically (``report.write_atomically``). ``command`` names the command."""
+    if path is None:
+        return
+    document = {"command": command, **summary, **requests_json(requests, prices)}
+    write_atomically(path, json.dumps(document, indent=2) + "\n")
 
 
 def requests_lines(requests: S3Requests, prices: S3Prices) -> list[str]:

@@ -400,3 +400,66 @@ def test_a_run_that_claims_meanwhile_fences_erase_exit_18_nothing_swapped(
     assert "newer run claimed" in lines[-1] and not any("Traceback" in x for x in lines)
     folded = assert_exactly(s3_client, bkt, "JSON", set(range(45)), 45)
     assert folded.kinds == ["claim", "commit", "claim", "claim", "commit"]
+
+
+def test_expire_reads_only_the_objects_spanning_the_cut(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """30 objects (3 partitions of 10, 4 records each, record i at BASE + i ms); the log names
+    each one's record-time bounds, so expire at BASE + 45 drops the 9 objects wholly before
+    the cut without reading them, leaves the 18 wholly after it unread, and reads only the 3
+    that span it (offsets 12..15 of each partition): 3 data GETs, not 30."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = kcql_of(bkt, name, "JSON")
+    produce(name, 120, partitions=P, key=key_of, timestamp=BASE)
+    code, _, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 0, err
+    folded = assert_exactly(s3_client, bkt, "JSON", set(range(120)), 120)
+    assert sum(len(v) for v in folded.objects.values()) == 30
+    for p, objects in folded.objects.items():
+        for o in objects:  # the bounds the run named: its records' times
+            ids = [i for i in range(p, 120, P) if o["first"] <= i // P <= o["last"]]
+            assert (o["min_time_ms"], o["max_time_ms"]) == (BASE + ids[0], BASE + ids[-1]), o
+    by_partition = {p: list(v) for p, v in folded.objects.items()}
+    before = {o["key"]: o for v in by_partition.values() for o in v}
+
+    report = tmp_path / "report.json"
+    cut = ["--before", "2023-11-14T22:13:20.045Z", "--report", str(report)]
+    with FaultProxy(s3_endpoint, rate=0.0, seed=0) as proxy:
+        code, out, err = cli(capsys, *args("expire", kcql, proxy.url, *cut))
+        sent = list(proxy.requests)
+    assert code == 0, err
+    gets = [p for method, p, _ in sent if method == "GET" and "list-type" not in p]
+    lists = [p for method, p, _ in sent if method == "GET" and "list-type" in p]
+    data_gets = [path for path in gets if "/.kafka-archive/" not in path]
+    spanning = {o["key"] for o in before.values() if o["first"] == 12}
+    assert len(spanning) == 3
+    assert sorted(p.split("?")[0].split(f"/{bkt}/", 1)[1] for p in data_gets) == sorted(spanning)
+    document = json.loads(report.read_text())
+    assert document["s3_requests"]["GET"] == len(gets), (document, sent)
+    assert document["s3_requests"]["LIST"] == len(lists), (document, sent)
+    assert f"{len(gets)} GET" in out, out
+
+    kept = set(range(45, 120))
+    folded = assert_exactly(s3_client, bkt, "JSON", kept, 120)
+    assert folded.kinds == ["claim", "commit", "claim", "rewrite"]
+    for p in range(P):
+        assert folded.removed_offsets(p, "expired") == set(range(15)), p
+        after = {o["key"]: o for o in folded.objects[p]}
+        untouched = [o for o in by_partition[p] if o["first"] >= 16]
+        assert len(untouched) == 6 and all(after.get(o["key"]) == o for o in untouched)
+        (new,) = [o for o in folded.objects[p] if o["key"] not in before]
+        assert (new["first"], new["last"], new["records"]) == (15, 15, 1)
+        assert new["min_time_ms"] == new["max_time_ms"] == BASE + 45 + p, new
+    code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command="verify"))
+    assert code == 0, out + err
+    assert ": expired by kafka-archive expire" in out + err and "0..14" in out + err, out + err

@@ -197,3 +197,56 @@ def test_status_cat_and_compact_report_exactly_the_s3_requests_s3_received(
     assert "S3: " not in cat_out
     assert summary_requests(compact_out) == compact_seen, compact_seen
     assert compact_seen["PUT"] >= 2 and compact_seen["GET"] >= 8, compact_seen  # 8 objects read
+
+
+def test_status_cat_and_verify_report_their_s3_requests_as_run_and_compact_do(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``--report FILE`` on status, cat and verify (issue 38): the command's summary as JSON
+    with its S3 requests by type and their estimated price, in run's and compact's report
+    format, equal to the command's own S3 line and to what the proxy saw (retries
+    included)."""
+    name, bkt = topic(partitions=2), bucket()
+    produce(name, 40, partitions=2)
+    monkeypatch.setenv("KAFKA_ARCHIVE_S3_MAX_ATTEMPTS", "10")
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} WITH_FLUSH_COUNT = 10"
+    assert main(run_args(kcql, broker, s3_endpoint)) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(faultproxy, "FAULTS", ("503", "500"))
+    reports = {command: tmp_path / f"{command}.json" for command in ("status", "cat", "verify")}
+    cat = ("cat", "--from", f"{bkt}:arch", "--topic", name, "--partition", "0", "--offset", "3")
+    with FaultProxy(s3_endpoint, rate=0.05, seed=3) as proxy:
+        lines, saw = {}, {}
+        for command in ("status", "verify"):
+            proxy.requests = []
+            extra = ("--report", str(reports[command]))
+            code = main(run_args(kcql, broker, proxy.url, *extra, command=command))
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            lines[command], saw[command] = summary_requests(out), seen(proxy)
+        proxy.requests = []
+        where = ("--endpoint-url", proxy.url, "--kcql", kcql, "--report", str(reports["cat"]))
+        assert main([*cat, "--count", "12", *where]) == 0
+        out, err = capsys.readouterr()
+        assert [json.loads(line)["offset"] for line in out.splitlines()] == list(range(3, 15))
+        lines["cat"], saw["cat"] = summary_requests(err), seen(proxy)
+    assert sum(proxy.injected.values()) > 0, proxy.injected  # retries were sent
+
+    for command, path in reports.items():
+        document = json.loads(path.read_text())
+        assert document["command"] == command
+        requests = {kind: document["s3_requests"].get(kind, 0) for kind in TYPES}
+        assert requests == lines[command] == saw[command], (command, requests, saw[command])
+        assert document["s3_cost_usd"] == pytest.approx(list_price(saw[command]), rel=1e-9)
+    assert saw["verify"]["GET"] >= 4 and saw["cat"]["GET"] >= 2, saw  # objects read
+    assert json.loads(reports["verify"].read_text())["clean"] is True
+    assert len(json.loads(reports["status"].read_text())["partitions"]) == 2
+    assert json.loads(reports["cat"].read_text())["records"] == 12

@@ -446,6 +446,14 @@ def _contiguous(
     return taken, cut
 
 
+def _named(o: ObjectWritten, first: int) -> ObjectRef:
+    """How a commit names object ``o``, its range from ``first``: with its ETag and its
+    records' time bounds."""
+    return ObjectRef(
+        o.key, first, o.last_offset, o.records, o.size, o.etag or "", o.min_time_ms, o.max_time_ms
+    )
+
+
 def _sides(
     written: Sequence[ObjectWritten], refs: Sequence[ObjectRef], taken: Sequence[UnitResult]
 ) -> tuple[ObjectRef, ...]:
@@ -491,15 +499,12 @@ def _partition(
     if not tiled:
         # Several objects open at once (one per group): each named by its own first and last
         # record, the range [start, cut) as far as the units read.
-        refs = [
-            ObjectRef(o.key, o.first_offset, o.last_offset, o.records, o.size, o.etag or "")
-            for o in written
-        ]
+        refs = [_named(o, o.first_offset) for o in written]
         end = cut if refs else begin
     else:
         at = begin
         for o in written:
-            refs.append(ObjectRef(o.key, at, o.last_offset, o.records, o.size, o.etag or ""))
+            refs.append(_named(o, at))
             at = o.last_offset + 1
         if refs:  # the last object's range reaches the end of what its units read
             end = max(cut, at)

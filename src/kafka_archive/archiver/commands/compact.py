@@ -146,24 +146,7 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
 
 def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
     """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
-    why = next(
-        (
-            f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
-            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
-            if r.iceberg is not None
-            else f"{r.topic}: {job.command} of PARTITIONBY and time layouts is not built: "
-            "their objects interleave, so the offsets it removes would have to be named one "
-            "by one (a range would cover other groups' records)"
-            if commit_log.interleaved(r) and not isinstance(job.request, maintenance.Compact)
-            else f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
-            "indexes yet (vacuum would take them)"
-            for r in plan.routes
-            if r.iceberg is not None
-            or (commit_log.interleaved(r) and not isinstance(job.request, maintenance.Compact))
-            or r.codecs.gzip_block_bytes
-        ),
-        None,
-    )
+    why = next((w for r in plan.routes if (w := refusal(r, job.request)) is not None), None)
     if why is not None:
         raise ConfigError(
             f"{job.command}: {why}", hint=f"{job.command} works on what commit_protocol=log runs"
@@ -189,6 +172,30 @@ def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
             _Target(store, settings, target, routes, logs[target], run_id, job, result).run()
     result.s3_requests = store.requests.read()
     return result
+
+
+def refusal(route: Route, request: maintenance.Request | None = None) -> str | None:
+    """Why the maintenance session cannot carry ``request`` out on ``route``'s objects (None:
+    it can; ``request`` None: compact's)."""
+    if route.iceberg is not None:
+        return (
+            f"{route.topic}: Iceberg table {route.iceberg.table} is compacted by Iceberg's own "
+            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
+        )
+    if commit_log.interleaved(route) and not (
+        request is None or isinstance(request, maintenance.Compact)
+    ):
+        return (
+            f"{route.topic}: PARTITIONBY and time layouts interleave a partition's objects, so "
+            "the offsets erase and expire remove would have to be named one by one (a range "
+            "would cover other groups' records): not built"
+        )
+    if route.codecs.gzip_block_bytes:
+        return (
+            f"{route.topic}: a rewrite entry does not name the new objects' gzip block "
+            "indexes yet (vacuum would take them)"
+        )
+    return None
 
 
 def _logged(store: S3Store, target: Target, command: str) -> core.LogState:
@@ -230,6 +237,7 @@ class _Target:
         self.run_id, self.job, self.result = run_id, job, result
         self.attempts = 0
         self.at = time.time()  # when the offsets dropped were removed (the entry says)
+        self.drops: set[str] = set()  # expire: keys of objects dropped whole, unread
 
     @property
     def where(self) -> str:
@@ -321,14 +329,19 @@ class _Target:
     ) -> list[Group]:
         """erase, expire: every committed object of our routes' partitions, each its own
         group (only reading it tells what it holds; a rewrite that drops nothing writes
-        nothing)."""
+        nothing); expire's objects wholly before the cut by their time bounds are dropped
+        unread (their keys in ``drops``), those wholly after it left alone."""
         out: list[Group] = []
         for ref, st in sorted(self.tl.state.partitions.items()):
             if ref.topic not in self.routes or (only is not None and ref not in only):
                 continue
             objects = [self._readable(ref, st.removed, o) for o in st.objects]
-            if objects:
-                out += [(ref, g.objects) for g in maintenance.plan(objects, request).rewrites]
+            if not objects:
+                continue
+            planned = maintenance.plan(objects, request)
+            self.drops |= {o.key for o in planned.drops}
+            groups = [g.objects for g in planned.rewrites] + [(o,) for o in planned.drops]
+            out += [(ref, g) for g in sorted(groups, key=lambda g: g[0].first)]
         return out
 
     def _readable(
@@ -354,7 +367,9 @@ class _Target:
                 hint=f"{self.job.command} rewrites objects whose records fill their offsets "
                 "(archived by a commit_protocol=log run, not transactional)",
             )
-        return maintenance.CommittedObject(o.key, o.first, o.last, o.records, o.size)
+        return maintenance.CommittedObject(
+            o.key, o.first, o.last, o.records, o.size, (), None, o.min_time_ms, o.max_time_ms
+        )
 
     def _modified(self) -> dict[str, int]:
         """Each key's LastModified (ms, the store's clock), the log's included: one LIST."""
@@ -405,8 +420,9 @@ class _Target:
                 mine.append(PartitionRewrite(ref, replaced, news, removed, tiled=False))
             elif mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
                 last = mine[-1]
+                removed = _joined(last.removed + removed)
                 mine[-1] = PartitionRewrite(
-                    ref, last.replaced + replaced, last.objects + news, last.removed + removed
+                    ref, last.replaced + replaced, last.objects + news, removed
                 )
             else:
                 mine.append(PartitionRewrite(ref, replaced, news, removed))
@@ -424,6 +440,10 @@ class _Target:
         assert self.tl.me is not None
         route = self.routes[ref.topic]
         tp = topic_partition(ref)
+        if len(objects) == 1 and objects[0].key in self.drops:
+            # Wholly before expire's cut: replaced by nothing, its offsets expired, unread.
+            removed = [(r.first, r.last) for r in self.tl.state.partitions[ref].removed]
+            return (), maintenance.unremoved(objects[0].first, objects[0].last, removed), False
         suffix = f".g{1 + max(generation(o.key) for o in objects)}"
         dead: set[int] = set()
         for _ in range(TRIES):
@@ -448,7 +468,16 @@ class _Target:
                 self._clear(str(exc.args[0]), ref, tp, attempt, dead)
                 continue
             news = tuple(
-                ObjectRef(n.key, n.first, n.last, n.records, n.size, n.checksum)
+                ObjectRef(
+                    n.key,
+                    n.first,
+                    n.last,
+                    n.records,
+                    n.size,
+                    n.checksum,
+                    min_time_ms=n.min_time_ms,
+                    max_time_ms=n.max_time_ms,
+                )
                 for n in made.objects
             )
             return news, made.dropped, made.unchanged
@@ -527,6 +556,18 @@ def _key_group(layout: Layout, key: str) -> tuple[str | None, ...]:
             hint="Run kafka-archive verify on this archive",
         )
     return parsed.group
+
+
+def _joined(removed: Sequence[Removed]) -> tuple[Removed, ...]:
+    """Removed ranges in order, those that touch joined (one session's: one reason and
+    time), so that expiring many whole objects records one range, not one per object."""
+    out: list[Removed] = []
+    for r in removed:
+        if out and out[-1].last + 1 == r.first and (out[-1].reason, out[-1].at) == (r.reason, r.at):
+            out[-1] = Removed(out[-1].first, r.last, r.reason, r.at)
+        else:
+            out.append(r)
+    return tuple(out)
 
 
 def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:

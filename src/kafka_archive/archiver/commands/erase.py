@@ -14,8 +14,10 @@ Refused up front, one line and exit 2, nothing written: ``erase`` on a route who
 records carry no key (no ``store.envelope``, or one without its key) and no ``--key-field``;
 ``expire`` on a route whose stored records carry no time (no envelope with its metadata).
 
-The log names no record times, so ``expire`` reads every object (one GET each); an object
-wholly before the cut is replaced by nothing, one that spans it rewritten.
+``expire`` plans by the record-time bounds the log names with each object: one wholly
+before the cut is replaced by nothing without being read (its offsets recorded expired),
+one wholly at or after it left alone unread; only those that span it, or whose bounds are
+unknown (written before bounds, imported), are read (one GET each) and rewritten.
 """
 
 from __future__ import annotations

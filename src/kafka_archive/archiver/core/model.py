@@ -168,6 +168,11 @@ class ObjectWritten:
     # commit_protocol=log: its gzip block index (key, ETag its create returned), which the
     # log entry names beside it (a side object).
     index: tuple[str, str] | None = None
+    # The least and greatest time of its records (epoch ms), where they store their time
+    # and each has one (None: unknown): the log names them, so expire drops the object
+    # wholly before its cut without reading it.
+    min_time_ms: int | None = None
+    max_time_ms: int | None = None
 
 
 class CommittedState(Protocol):

@@ -26,7 +26,9 @@ a broken log) refuse with "upgrade it". A rewrite of a partition whose objects i
 (``tiled`` false: one PARTITIONBY group's objects replaced, compact) is version 6: a reader up
 to 5 would check it as tiled and call the log broken, so it says "upgrade it". Every entry
 carries its writer's wall-clock time (``at``; additive, no version: an older reader ignores
-it).
+it), and each object it names the time bounds of its records where known (``min_time_ms``,
+``max_time_ms``: additive too; ``expire`` drops an object wholly before its cut without
+reading it).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -110,7 +112,13 @@ class WriterId:
 
 @dataclass(frozen=True)
 class ObjectRef:
-    """An object a commit names: its key and the offsets [first, last] it holds."""
+    """An object a commit names: its key and the offsets [first, last] it holds.
+
+    ``min_time_ms``/``max_time_ms``: the least and greatest time of its records (epoch ms),
+    where its writer knew them (records that store their time; None: unknown, e.g. imported
+    or written by a version before bounds). Additive (no format version: a reader ignores
+    object fields it does not know), and not part of which object it is: a writer that
+    does not know them names the same object without them."""
 
     key: str
     first: int
@@ -118,6 +126,8 @@ class ObjectRef:
     records: int
     size: int
     checksum: str
+    min_time_ms: int | None = field(default=None, compare=False)
+    max_time_ms: int | None = field(default=None, compare=False)
 
 
 Gaps = tuple[tuple[int, int], ...]
@@ -279,6 +289,9 @@ def _object_json(o: ObjectRef) -> dict[str, Any]:
         "records": o.records,
         "size": o.size,
         "checksum": o.checksum,
+        # Only where known (additive: older readers ignore them; no version bump).
+        **({} if o.min_time_ms is None else {"min_time_ms": o.min_time_ms}),
+        **({} if o.max_time_ms is None else {"max_time_ms": o.max_time_ms}),
     }
 
 
@@ -290,7 +303,13 @@ def _object(d: Mapping[str, Any]) -> ObjectRef:
         int(d["records"]),
         int(d["size"]),
         str(d["checksum"]),
+        _time(d.get("min_time_ms")),
+        _time(d.get("max_time_ms")),
     )
+
+
+def _time(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def _removed_json(r: Removed) -> dict[str, Any]:

@@ -57,6 +57,11 @@ class OpenChunk:
     upload: StreamingUpload | MemoryUpload | None
     last_offset: int = -1
     records: int = 0
+    # Its records' time bounds (epoch ms) while every one has a time and the route stores
+    # it (``timed``); once one has none, or records come encoded ahead, unknown for good.
+    timed: bool = False
+    min_time: int | None = None
+    max_time: int | None = None
 
     def stats(self) -> flush.ChunkStats:
         return flush.ChunkStats(self.records, self.writer.bytes_written(), self.first_timestamp)
@@ -104,6 +109,8 @@ class Objects:
         self._stamp = stamp.text if stamp is not None and in_bytes else None
         self._keyed = stamp if stamp is not None and not in_bytes else None
         self._factory = _factory_of(unit, self._stamp)
+        # Record-time bounds are kept where the records store their time (what expire reads).
+        self._timed = unit.route.envelope.enabled and unit.route.envelope.metadata
         blocks = unit.route.codecs.gzip_block_bytes
         self._block_bytes = int(blocks) if blocks else None
 
@@ -141,7 +148,9 @@ class Objects:
         else:
             compressor = compression.compressing(file, self._codec, self._stamp)
         writer = self._factory(compressor or file, self._unit.route, self._registry)
-        return OpenChunk(key, offset, timestamp, path, file, writer, compressor, upload)
+        chunk = OpenChunk(key, offset, timestamp, path, file, writer, compressor, upload)
+        chunk.timed = self._timed
+        return chunk
 
 
 def write(chunk: OpenChunk, record: Record) -> None:
@@ -152,6 +161,16 @@ def write(chunk: OpenChunk, record: Record) -> None:
         chunk.compressor.record_done(record.offset)
     chunk.records += 1
     chunk.last_offset = record.offset
+    if chunk.timed:
+        t = record.timestamp
+        if t is None:
+            chunk.timed = False
+        elif chunk.min_time is None or chunk.max_time is None:
+            chunk.min_time = chunk.max_time = t
+        elif t < chunk.min_time:
+            chunk.min_time = t
+        elif t > chunk.max_time:
+            chunk.max_time = t
 
 
 def write_encoded(
@@ -160,6 +179,7 @@ def write_encoded(
     """Append ``records`` records encoded ahead by the format's batch encoder (a route with
     one, :func:`.formats.writers.batch_encoder_for`), the last at ``last_offset``."""
     cast(BatchWriter, chunk.writer).write_encoded(data)
+    chunk.timed = False  # (pass-through routes: their records store no time)
     chunk.records += records
     chunk.last_offset = last_offset
 
@@ -194,6 +214,8 @@ def close(chunk: OpenChunk) -> Closed:
         records=chunk.records,
         size=chunk.file.tell() if chunk.path is None else chunk.path.stat().st_size,
         columns=_columns_of(chunk.writer),
+        min_time_ms=chunk.min_time if chunk.timed else None,
+        max_time_ms=chunk.max_time if chunk.timed else None,
     )
     return Closed(chunk.key, chunk.path, chunk.upload, tuple(keys), written, index)
 

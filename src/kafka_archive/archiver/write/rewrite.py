@@ -79,6 +79,8 @@ class NewObject:
     size: int
     checksum: str
     index: str | None = None
+    min_time_ms: int | None = None  # its records' time bounds (None: a record has no time)
+    max_time_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,12 @@ class _Output:
     compressor: BinaryIO | None
     last: int = -1
     records: int = 0
+    low: int | None = None  # its records' least and greatest time so far
+    high: int | None = None
+    untimed: bool = False  # a record without its time: bounds unknown
+
+    def bounds(self) -> tuple[int | None, int | None]:
+        return (None, None) if self.untimed else (self.low, self.high)
 
 
 class _Outputs:
@@ -228,6 +236,12 @@ class _Outputs:
             out.compressor.record_done(record.offset)
         out.records += 1
         out.last = record.offset
+        t = record.timestamp
+        if t is None:
+            out.untimed = True
+        else:
+            out.low = t if out.low is None else min(out.low, t)
+            out.high = t if out.high is None else max(out.high, t)
 
     def _open(self, offset: int) -> _Output:
         key = self._layout.key(self._tp, offset, self._group)
@@ -279,7 +293,11 @@ class _Outputs:
                     self._store.upload_bytes(bucket, index_key(out.key), index)
             size, digest = _digest(out.path)
             named = index_key(out.key) if index is not None else None
-            done.append(NewObject(out.key, out.first, out.last, out.records, size, digest, named))
+            done.append(
+                NewObject(
+                    out.key, out.first, out.last, out.records, size, digest, named, *out.bounds()
+                )
+            )
             _discard(self._finished.pop(0)[0])
         return tuple(done)
 

@@ -23,9 +23,16 @@ from kafka_archive.cli.options import (
     foreign_layout,
     kcql_option,
     load_config,
+    report_option,
     run_options,
 )
-from kafka_archive.cli.output import gap_line, render_status, render_verify, requests_lines
+from kafka_archive.cli.output import (
+    gap_line,
+    render_status,
+    render_verify,
+    requests_lines,
+    write_report,
+)
 
 
 @click.command()
@@ -37,16 +44,19 @@ from kafka_archive.cli.output import gap_line, render_status, render_verify, req
     metavar="N",
     help="Exit 1 when any partition lags by more than N records (for cron alerts).",
 )
-def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
+@report_option
+def status(flags: RunFlags, output: str, max_lag: int | None, report_path: Path | None) -> None:
     """Per partition: archived offset, Kafka end offset, lag, last commit, objects, bytes."""
     loaded = flags.load()
     plan = flags.plan(loaded)
     require_bootstrap(loaded.settings, flags.config)
     report = api.status(loaded.settings, plan)
+    prices = loaded.settings.prices
     if output == "json":
-        click.echo(json.dumps(report.to_json(loaded.settings.prices), indent=2))
+        click.echo(json.dumps(report.to_json(prices), indent=2))
     else:
-        click.echo(render_status(report, loaded.settings.prices))
+        click.echo(render_status(report, prices))
+    write_report(report_path, "status", report.to_json(prices), report.s3_requests, prices)
     if report.refused:  # every row shown first; a re-created topic outweighs any lag
         raise report.refused[0]
     if max_lag is not None and report.max_lag > max_lag:
@@ -75,6 +85,7 @@ def status(flags: RunFlags, output: str, max_lag: int | None) -> None:
     help="With --layout: where the other sink's archive is.",
 )
 @foreign_layout
+@report_option
 def verify(
     flags: RunFlags,
     offline: bool,
@@ -82,6 +93,7 @@ def verify(
     location: str | None = None,
     layout: str | None = None,
     layout_options: tuple[str, ...] = (),
+    report_path: Path | None = None,
 ) -> None:
     """Check that every archived record is in exactly one object and matches Kafka.
 
@@ -90,6 +102,8 @@ def verify(
     if layout or location:  # an archive another sink wrote
         if not location:
             raise click.UsageError("--layout needs --from (where the archive is)")
+        if report_path is not None:
+            raise click.UsageError("--report is not written for another sink's archive")
         return foreign.verify(
             flags, foreign.spec(location, layout, layout_options), offline, output
         )
@@ -100,10 +114,12 @@ def verify(
     result = api.verify(
         loaded.settings, plan, offline=offline, progress=invocation.current().progress()
     )
+    prices = loaded.settings.prices
     if output == "json":
-        click.echo(json.dumps(verify_json(result, loaded.settings.prices), indent=2))
+        click.echo(json.dumps(verify_json(result, prices), indent=2))
     else:
-        click.echo(render_verify(result, loaded.settings.prices))
+        click.echo(render_verify(result, prices))
+    write_report(report_path, "verify", verify_json(result, prices), result.s3_requests, prices)
     if result.refused:  # every partition reported first
         raise result.refused[0]
     if not result.clean:
@@ -129,6 +145,7 @@ def verify(
 @click.option("--endpoint-url", metavar="URL", help="S3-compatible endpoint; absent means AWS.")
 @click.option("--region", help="S3 region.")
 @foreign_layout
+@report_option
 def cat_command(
     location: str,
     topic: str,
@@ -142,19 +159,27 @@ def cat_command(
     region: str | None,
     layout: str | None = None,
     layout_options: tuple[str, ...] = (),
+    report_path: Path | None = None,
 ) -> None:
     """Print archived records of one partition from an offset, as JSON lines or raw values."""
     loaded = load_config(config, {"endpoint_url": endpoint_url, "region": region})
     if layout:  # an archive another sink wrote
+        if report_path is not None:
+            raise click.UsageError("--report is not written for another sink's archive")
         given = foreign.spec(location, layout, layout_options)
         return foreign.cat(loaded, given, topic, partition, offset, count, output)
     plan = compile_kcql(kcql_texts, loaded) if kcql_texts or loaded.statements else None
     stdout = sys.stdout.buffer
     spent: list[S3Requests] = []
-    for chunk in api.cat(
+    records = 0
+    for chunk in api.cat(  # one record a chunk
         loaded.settings, plan, location, topic, partition, offset, count, output, spent.append
     ):
         stdout.write(chunk)
+        records += 1
     stdout.flush()
-    for line in requests_lines(spent[0] if spent else NO_REQUESTS, loaded.settings.prices):
+    requests, prices = spent[0] if spent else NO_REQUESTS, loaded.settings.prices
+    for line in requests_lines(requests, prices):
         click.echo(line, err=True)  # stdout is the records
+    summary = {"topic": topic, "partition": partition, "offset": offset, "records": records}
+    write_report(report_path, "cat", summary, requests, prices)

@@ -3,7 +3,6 @@ commit log; ``export-states``: such a target back to partition states (issue 37)
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -18,16 +17,8 @@ from kafka_archive.archiver.config.positions import parse_timestamp
 from kafka_archive.archiver.config.settings import S3Prices
 from kafka_archive.archiver.core.errors import ConfigError
 from kafka_archive.archiver.plan.maintenance import DEFAULT_TARGET_SIZE
-from kafka_archive.cli.options import RunFlags, run_options
-from kafka_archive.cli.output import render_requests
-
-# The summary as JSON, of each maintenance command.
-report_option = click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the summary as JSON to this file.",
-)
+from kafka_archive.cli.options import RunFlags, report_option, run_options
+from kafka_archive.cli.output import render_requests, write_report
 
 _SIZE = re.compile(r"(\d+)\s*(B|KB|MB|GB|KIB|MIB|GIB)?", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -114,22 +105,18 @@ def _tail(result: CompactResult, prices: S3Prices, command: str, report: Path | 
         click.echo(f"vacuum: removed {result.vacuumed} object(s) no commit names")
     if result.s3_requests.total:
         click.echo(render_requests(result.s3_requests, prices))
-    if report is not None:
-        document = {
-            "command": command,
-            "partitions": result.partitions,
-            "groups": result.groups,
-            "entries": result.entries,
-            "objects_before": result.objects_before,
-            "objects_after": result.objects_after,
-            "bytes_before": result.bytes_before,
-            "bytes_after": result.bytes_after,
-            "records_dropped": result.records_dropped,
-            "vacuumed": result.vacuumed,
-            "s3_requests": result.s3_requests.by_type(),
-            "s3_cost_usd": prices.cost(result.s3_requests),
-        }
-        report.write_text(json.dumps(document, indent=2) + "\n")
+    summary = {
+        "partitions": result.partitions,
+        "groups": result.groups,
+        "entries": result.entries,
+        "objects_before": result.objects_before,
+        "objects_after": result.objects_after,
+        "bytes_before": result.bytes_before,
+        "bytes_after": result.bytes_after,
+        "records_dropped": result.records_dropped,
+        "vacuumed": result.vacuumed,
+    }
+    write_report(report, command, summary, result.s3_requests, prices)
 
 
 def _removal(command: str, past: str, result: CompactResult) -> str:

@@ -16,6 +16,7 @@ from kafka_archive.archiver.plan.maintenance import (
     MaintenancePlan,
     RewriteGroup,
     plan,
+    unremoved,
 )
 
 
@@ -259,3 +260,71 @@ def test_expire_drops_reads_and_keeps_by_the_time_bounds(
             assert o.key not in dropped | read
         else:
             assert o.key in read
+
+
+@st.composite
+def timed_partitions(draw: st.DrawFn) -> tuple[list[list[int]], list[bool], int]:
+    """A partition's objects as their records' times (any order: Kafka's CreateTime need not
+    grow), whether the log names each one's bounds, and a cut."""
+    count = draw(st.integers(0, 12))
+    times = draw(
+        st.lists(
+            st.lists(st.integers(0, 100), min_size=1, max_size=6), min_size=count, max_size=count
+        )
+    )
+    known = draw(st.lists(st.booleans(), min_size=count, max_size=count))
+    return times, known, draw(st.integers(0, 110))
+
+
+@settings(max_examples=300, deadline=None)
+@given(timed_partitions())
+def test_expire_reads_an_object_iff_it_spans_the_cut_or_lacks_bounds_and_keeps_the_rest(
+    case: tuple[list[list[int]], list[bool], int],
+) -> None:
+    """Carried out as the engine does (a drop removes every record of its object unread, a
+    read object loses the records before the cut, any other stays as it is), the plan leaves
+    exactly the records at or after the cut."""
+    times, known, cut = case
+    objs, at = [], 0
+    for ts, bounded in zip(times, known, strict=True):
+        low, high = (min(ts), max(ts)) if bounded else (None, None)
+        objs.append(
+            CommittedObject(f"k/{at}", at, at + len(ts) - 1, len(ts), 1, (), None, low, high)
+        )
+        at += len(ts)
+    record_times = {o.key: ts for o, ts in zip(objs, times, strict=True)}
+    result = plan(objs, Expire(cut))
+    read = [o for g in result.rewrites for o in g.objects]
+    assert all(len(g.objects) == 1 for g in result.rewrites)
+    for o in objs:
+        spans = o.min_time_ms is None or o.min_time_ms < cut <= (o.max_time_ms or 0)
+        assert (o in read) == spans, o
+    kept_by_engine: list[int] = []
+    for o in objs:
+        if o in result.drops:
+            continue
+        ts = record_times[o.key]
+        kept_by_engine += [t for t in ts if t >= cut] if o in read else ts
+    assert sorted(kept_by_engine) == sorted(t for ts in times for t in ts if t >= cut)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.lists(st.tuples(st.integers(0, 80), st.integers(0, 10)), max_size=6),
+)
+def test_the_offsets_left_of_a_span_are_those_no_removal_holds(
+    first: int, length: int, removals: list[tuple[int, int]]
+) -> None:
+    last = first + length
+    removed: list[tuple[int, int]] = []
+    for a, n in sorted(removals):  # disjoint, sorted, as a partition's removed ranges
+        if not removed or a > removed[-1][1]:
+            removed.append((a, a + n))
+    left = unremoved(first, last, removed)
+    gone = {o for a, b in removed for o in range(a, b + 1)}
+    assert [o for a, b in left for o in range(a, b + 1)] == [
+        o for o in range(first, last + 1) if o not in gone
+    ]
+    assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(left))  # maximal ranges

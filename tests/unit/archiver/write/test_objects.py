@@ -67,3 +67,24 @@ def test_release_closes_and_removes_an_open_spool_file(tmp_path: Path) -> None:
     assert chunk.file.closed and not chunk.path.exists()
     with pytest.raises(ValueError):
         chunk.file.write(b"x")
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(times=st.lists(st.one_of(st.none(), st.integers(0, 2**45)), min_size=1, max_size=20))
+def test_a_closed_object_names_its_records_time_bounds_where_it_stores_them(
+    tmp_path: Path, times: list[int | None]
+) -> None:
+    """The min and max of its records' times (any order), for the commit log: only where
+    the records store their time (the envelope with its metadata) and every record has one."""
+    for props, stored in (
+        ("PROPERTIES('store.envelope'=true)", True),
+        ("PROPERTIES('store.envelope'=true, 'store.envelope.fields.metadata'=false)", False),
+        ("", False),
+    ):
+        chunk = _objects(props, tmp_path).open("k", 0, times[0])
+        for i, t in enumerate(times):
+            objects.write(chunk, Record("t", 0, i, t, None, b"1"))
+        written = objects.close(chunk).written
+        known = [t for t in times if t is not None]
+        expected = (min(known), max(known)) if stored and len(known) == len(times) else (None, None)
+        assert (written.min_time_ms, written.max_time_ms) == expected, props
