@@ -36,11 +36,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver.commands import commit_log, target_log
+from kafka_archive.archiver.commands import commit_log, table_maintenance, target_log
 from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ConfigError, FencedError, StateConflictError
 from kafka_archive.archiver.core.model import S3Requests, TopicPartition
+from kafka_archive.archiver.iceberg.maintenance import TableJob
 from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.plan import maintenance
 from kafka_archive.archiver.plan.naming import new_run_id
@@ -130,19 +131,19 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
 
 
 def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
-    """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
+    """Carry ``job`` out on every target of ``plan`` (the module's doc); Iceberg routes:
+    :mod:`.table_maintenance`."""
+    if any(r.iceberg is not None for r in plan.routes):
+        return _with_tables(settings, plan, job)
     why = next(
         (
-            f"{r.topic}: Iceberg table {r.iceberg.table} is compacted by Iceberg's own "
-            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
-            if r.iceberg is not None
-            else f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
+            f"{r.topic}: PARTITIONBY and time layouts interleave a partition's objects, "
             "which a rewrite entry cannot replace yet"
             if commit_log.interleaved(r)
             else f"{r.topic}: a rewrite entry does not name the new objects' gzip block "
             "indexes yet (vacuum would take them)"
             for r in plan.routes
-            if r.iceberg is not None or commit_log.interleaved(r) or r.codecs.gzip_block_bytes
+            if commit_log.interleaved(r) or r.codecs.gzip_block_bytes
         ),
         None,
     )
@@ -475,3 +476,29 @@ def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:
     """Whether ``b`` follows ``a`` in the partition's named objects."""
     keys = [o.key for o in objects]
     return keys.index(b.key) == keys.index(a.key) + 1
+
+
+def _with_tables(settings: Settings, plan: Plan, job: Job) -> CompactResult:
+    """``job`` on the plan's Iceberg routes (:mod:`.table_maintenance`), then on the rest."""
+    rest = tuple(r for r in plan.routes if r.iceberg is None)
+    table_job = TableJob(
+        job.command,
+        None if isinstance(job.request, maintenance.Compact) else job.drop,
+        job.reason,
+        job.target_size,
+        job.older_than_seconds,
+    )
+    done = table_maintenance.maintain_tables(settings, plan, table_job)
+    o = done.outcome
+    result = maintain(settings, dataclasses.replace(plan, routes=rest), job) if rest else None
+    result = result or CompactResult()
+    result.partitions += len(o.removed) if job.reason else int(o.committed)
+    result.groups += int(o.committed)
+    result.entries += int(o.committed)
+    result.objects_before += o.files_before
+    result.objects_after += o.files_after
+    result.bytes_before += o.bytes_before
+    result.bytes_after += o.bytes_after
+    result.records_dropped += o.records_dropped
+    result.s3_requests = result.s3_requests + done.s3_requests
+    return result
