@@ -340,5 +340,42 @@ def test_an_erase_a_newer_run_claims_over_stops_with_exit_18(
     assert rows(table) == expected(list(range(220)))
     assert "kafka-archive.maintenance" not in ours(table)
     assert not [k for k in table.properties if k.startswith(REMOVED)]
-    counts = Counter(path.rsplit("/", 1)[-1] for path in referenced(table, bkt))
-    assert max(counts.values()) == 1
+    # The table references no file the run removed (the erase's, of a lower epoch).
+    current = table.inspect.files().column("file_path").to_pylist()
+    assert max(Counter(current).values()) == 1
+    assert referenced(table, bkt) <= data_keys(s3_client, bkt)
+
+
+def test_refused_with_one_line_and_exit_2_before_anything_is_written(
+    s3_endpoint: str,
+    s3_client: Any,
+    catalog_uri: str,
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A table whose rows carry no offsets (no envelope) cannot record what erase removes; a
+    target without a commit log (commit_protocol=states, or never archived) is refused."""
+    bkt = bucket()
+    bare = kcql_for("orders", bkt, 10)
+    cases = [
+        (
+            command("erase", bare, "127.0.0.1:1", s3_endpoint, "--key", "a", "--key-field", "id"),
+            "do not carry their partition and offset",
+        ),
+        (
+            command(
+                "expire", kcql("orders", bkt, 10), "127.0.0.1:1", s3_endpoint, "--older-than", "1d"
+            ),
+            "has no commit log",
+        ),
+        (
+            command("compact", kcql("orders", bkt, 10), "127.0.0.1:1", s3_endpoint),
+            "has no commit log",
+        ),
+    ]
+    for args, why in cases:
+        code, out, err = cli(capsys, *args)
+        assert code == 2, (args[0], out, err)
+        assert why in err and "Traceback" not in err, err
+        assert len(err.strip().splitlines()) <= 2, err  # the line and its hint
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=bkt)

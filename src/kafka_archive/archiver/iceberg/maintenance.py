@@ -300,6 +300,7 @@ class TableMaintenance:
     def _read(self, task: Any) -> pa.Table:
         """One data file's rows as pyiceberg reads them (position deletes applied, projected
         onto the table's current schema)."""
+        # Heavy (seconds to import): loaded only when a command has an Iceberg route.
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.io.pyarrow import ArrowScan
 
@@ -436,6 +437,7 @@ def _overwrite(
 ) -> None:
     """One transaction: ``deleted`` data files replaced by ``added`` in one OVERWRITE snapshot
     whose summary holds ``props``; the offsets (and ``removed``) set as table properties."""
+    # Heavy (seconds to import): loaded only when a command has an Iceberg route.
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
