@@ -341,7 +341,7 @@ class TableMaintenance:
         target = self.table.target
         head = f"{target.prefix}/" if target.prefix else ""
         bucket = target.bucket
-        name = f"{first}_{self.me.run_id}_{self.job_name}.parquet"
+        name = f"{first:012d}_{self.me.run_id}_{self.job_name}.parquet"  # as a run names it
         key = f"{head}{DATA_DIR}/{topic_segment(tp.topic)}/{tp.partition}/{name}"
         sink = io.BytesIO()
         pq.write_table(rows, sink, compression="snappy")
