@@ -285,6 +285,58 @@ def test_a_command_killed_before_its_commit_is_finished_by_a_rerun(
     assert rows(reader_table(catalog_uri, s3_endpoint)) == expected(want + list(range(200, 220)))
 
 
+def test_an_erase_killed_inside_its_commit_is_finished_by_a_rerun(
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    catalog_uri: str,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+    log_mode: None,
+) -> None:
+    """SIGKILL of erase's process group at its first write under ``metadata/`` after its new
+    data files (every file written, the commit begun, the catalog not yet moved): the table
+    as before; a rerun finishes, each record that should stay once, no orphan left."""
+    name, bkt = topic(partitions=P), bucket()
+    text = kcql(name, bkt, 50)
+    produce(name, 200, partitions=P, key=key_of, timestamp=BASE)
+    assert main(run_args(text, broker, s3_endpoint)) == 0, capsys.readouterr().err
+    wrote, entered, release = threading.Event(), threading.Event(), threading.Event()
+
+    def hold(method: str, path: str, headers: dict[str, str]) -> bool:
+        if method in ("PUT", "POST") and "/tables/orders/data/" in path:
+            wrote.set()
+        elif (
+            method in ("PUT", "POST")
+            and "/tables/orders/metadata/" in path
+            and wrote.is_set()
+            and not entered.is_set()
+        ):
+            entered.set()
+            release.wait(120)
+        return False
+
+    with FaultProxy(s3_endpoint, rate=0.0, seed=1) as proxy:
+        proxy.drop_response = hold
+        args = [KAFKA_ARCHIVE, *command("erase", text, broker, proxy.url, "--key", "k5")]
+        with process_group(args, process_env(**LOG_MODE)) as erase:
+            assert entered.wait(180), erase.communicate()
+            os.killpg(erase.pid, signal.SIGKILL)
+            erase.wait(timeout=60)
+            release.set()
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert rows(table) == expected(list(range(200)))
+    assert data_keys(s3_client, bkt) - referenced(table, bkt), "the kill left no file"
+    code, _, err = cli(capsys, *command("erase", text, broker, s3_endpoint, "--key", "k5"))
+    assert code == 0, err
+    table = reader_table(catalog_uri, s3_endpoint)
+    assert rows(table) == expected([i for i in range(200) if i % 10 != 5])
+    assert data_keys(s3_client, bkt) == referenced(table, bkt), "orphans left"
+
+
 def test_an_erase_a_newer_run_claims_over_stops_with_exit_18(
     broker: str,
     produce: Callable[..., None],
