@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kafka_archive.archiver.commands import commit_log, presence, target_log
+from kafka_archive.archiver.commands import commit_log, presence, table_maintenance, target_log
 from kafka_archive.archiver.commands.target_log import TargetLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import (
@@ -54,6 +54,7 @@ from kafka_archive.archiver.core.errors import (
     StateConflictError,
 )
 from kafka_archive.archiver.core.model import S3Requests, TopicPartition
+from kafka_archive.archiver.iceberg.maintenance import TableJob
 from kafka_archive.archiver.partition.layouts import Layout, layout_for
 from kafka_archive.archiver.partition.parse import parse_key
 from kafka_archive.archiver.partition.values import topic_segment
@@ -145,7 +146,10 @@ def compact(settings: Settings, plan: Plan, options: CompactOptions) -> CompactR
 
 
 def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
-    """Carry ``job`` out on every target of ``plan`` (the module's doc)."""
+    """Carry ``job`` out on every target of ``plan`` (the module's doc); Iceberg routes:
+    :mod:`.table_maintenance`."""
+    if any(r.iceberg is not None for r in plan.routes):
+        return _with_tables(settings, plan, job)
     why = next((w for r in plan.routes if (w := refusal(r, job.request)) is not None), None)
     if why is not None:
         raise ConfigError(
@@ -176,12 +180,8 @@ def maintain(settings: Settings, plan: Plan, job: Job) -> CompactResult:
 
 def refusal(route: Route, request: maintenance.Request | None = None) -> str | None:
     """Why the maintenance session cannot carry ``request`` out on ``route``'s objects (None:
-    it can; ``request`` None: compact's)."""
-    if route.iceberg is not None:
-        return (
-            f"{route.topic}: Iceberg table {route.iceberg.table} is compacted by Iceberg's own "
-            "maintenance (e.g. Spark's rewrite_data_files), not by compact"
-        )
+    it can; ``request`` None: compact's). Iceberg routes are not asked: :func:`maintain`
+    hands them to :mod:`.table_maintenance`."""
     if commit_log.interleaved(route) and not (
         request is None or isinstance(request, maintenance.Compact)
     ):
@@ -574,3 +574,29 @@ def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:
     """Whether ``b`` follows ``a`` in the partition's named objects."""
     keys = [o.key for o in objects]
     return keys.index(b.key) == keys.index(a.key) + 1
+
+
+def _with_tables(settings: Settings, plan: Plan, job: Job) -> CompactResult:
+    """``job`` on the plan's Iceberg routes (:mod:`.table_maintenance`), then on the rest."""
+    rest = tuple(r for r in plan.routes if r.iceberg is None)
+    table_job = TableJob(
+        job.command,
+        None if isinstance(job.request, maintenance.Compact) else job.drop,
+        job.reason,
+        job.target_size,
+        job.older_than_seconds,
+    )
+    done = table_maintenance.maintain_tables(settings, plan, table_job)
+    o = done.outcome
+    result = maintain(settings, dataclasses.replace(plan, routes=rest), job) if rest else None
+    result = result or CompactResult()
+    result.partitions += len(o.removed) if job.reason else int(o.committed)
+    result.groups += int(o.committed)
+    result.entries += int(o.committed)
+    result.objects_before += o.files_before
+    result.objects_after += o.files_after
+    result.bytes_before += o.bytes_before
+    result.bytes_after += o.bytes_after
+    result.records_dropped += o.records_dropped
+    result.s3_requests = result.s3_requests + done.s3_requests
+    return result

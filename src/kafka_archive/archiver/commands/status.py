@@ -9,6 +9,7 @@ from kafka_archive.archiver import iceberg
 from kafka_archive.archiver.config.settings import LIST_PRICES, S3Prices, Settings, requests_json
 from kafka_archive.archiver.core.errors import TopicRecreatedError
 from kafka_archive.archiver.core.model import NO_REQUESTS, S3Requests
+from kafka_archive.archiver.iceberg.maintenance import removed_ranges
 from kafka_archive.archiver.plan.preflight import preflight
 from kafka_archive.archiver.plan.views import partition_states
 from kafka_archive.archiver.protocol.log import Removed
@@ -112,7 +113,11 @@ def status(settings: Settings, plan: Plan) -> JobStatus:
             assert marks is not None
             archived = view.committed
             error = refused.get((view.route.target, view.tp.topic))
-            removed = removals.get(view.route.target, {}).get(view.tp, ())
+            removed = (
+                removed_ranges(table.table).get(view.tp, ())  # (table properties)
+                if table is not None
+                else removals.get(view.route.target, {}).get(view.tp, ())
+            )
             # A re-created topic's offsets are the new topic's: none of it is archived here.
             since = marks.low if error is not None or archived is None else archived
             lag = marks.high - max(since, marks.low)

@@ -16,11 +16,6 @@ _INTO = "INSERT INTO bkt:p SELECT * FROM t"
     ("statement", "reason"),
     [
         (
-            f"{_INTO} STOREAS PARQUET "
-            "PROPERTIES('table.format'='iceberg', 'iceberg.table'='db.orders')",
-            "t: Iceberg table db.orders is compacted by Iceberg's own maintenance",
-        ),
-        (
             f"{_INTO} PROPERTIES('store.compression'='gzip', 'store.gzip.block.bytes'=1024)",
             "t: a rewrite entry does not name the new objects' gzip block indexes",
         ),
