@@ -67,7 +67,7 @@ from kafka_archive.archiver.protocol.log import (
     PartitionRewrite,
     Removed,
 )
-from kafka_archive.archiver.protocol.maintenance import generation
+from kafka_archive.archiver.protocol.maintenance import generation, joined
 from kafka_archive.archiver.protocol.naming import log_head, topic_partition
 from kafka_archive.archiver.protocol.s3 import BucketStore
 from kafka_archive.archiver.protocol.steps import List, drive, read_log, send_read
@@ -420,7 +420,7 @@ class _Target:
                 mine.append(PartitionRewrite(ref, replaced, news, removed, tiled=False))
             elif mine and _adjacent(st.objects, mine[-1].replaced[-1], replaced[0]):
                 last = mine[-1]
-                removed = _joined(last.removed + removed)
+                removed = joined(last.removed + removed)
                 mine[-1] = PartitionRewrite(
                     ref, last.replaced + replaced, last.objects + news, removed
                 )
@@ -556,18 +556,6 @@ def _key_group(layout: Layout, key: str) -> tuple[str | None, ...]:
             hint="Run kafka-archive verify on this archive",
         )
     return parsed.group
-
-
-def _joined(removed: Sequence[Removed]) -> tuple[Removed, ...]:
-    """Removed ranges in order, those that touch joined (one session's: one reason and
-    time), so that expiring many whole objects records one range, not one per object."""
-    out: list[Removed] = []
-    for r in removed:
-        if out and out[-1].last + 1 == r.first and (out[-1].reason, out[-1].at) == (r.reason, r.at):
-            out[-1] = Removed(out[-1].first, r.last, r.reason, r.at)
-        else:
-            out.append(r)
-    return tuple(out)
 
 
 def _adjacent(objects: Sequence[ObjectRef], a: ObjectRef, b: ObjectRef) -> bool:

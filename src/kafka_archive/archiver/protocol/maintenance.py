@@ -254,3 +254,15 @@ class Maintainer(Writer):
                             yield from self._delete(o.key, self.etags.get(o.key))
                 return
             self.state = yield from read_log(self.prefix, self.state)
+
+
+def joined(removed: Sequence[Removed]) -> tuple[Removed, ...]:
+    """Removed ranges in order, those that touch joined (one session's: one reason and
+    time), so that expiring many whole objects records one range, not one per object."""
+    out: list[Removed] = []
+    for r in removed:
+        if out and out[-1].last + 1 == r.first and (out[-1].reason, out[-1].at) == (r.reason, r.at):
+            out[-1] = Removed(out[-1].first, r.last, r.reason, r.at)
+        else:
+            out.append(r)
+    return tuple(out)

@@ -128,16 +128,17 @@ ICEBERG = (
 )
 
 
-def test_an_iceberg_route_is_archived_in_log_mode_and_refused_by_compact() -> None:
-    """Log mode fences an Iceberg table's commit with its claim (iceberg.commits); compact
-    rewrites objects named by the log, never a table's files (Iceberg's own maintenance
-    compacts a table): it refuses the route with one line, before anything is read."""
-    from kafka_archive.archiver.commands.compact import CompactOptions, compact
+def test_an_iceberg_route_is_not_refused_by_the_object_maintenance() -> None:
+    """compact, erase and expire hand an Iceberg route to the table maintenance
+    (commands.table_maintenance: a rewrite of data files through pyiceberg); the object
+    path's refusals (PARTITIONBY erase, gzip block indexes) never name it."""
+    from kafka_archive.archiver.commands.compact import refusal
+    from kafka_archive.archiver.plan import maintenance
 
-    plan = kcql.parse(ICEBERG)
-    with pytest.raises(ConfigError, match="Iceberg") as refused:
-        compact(settings_with(commit_protocol="log"), plan, CompactOptions())
-    assert "\n" not in str(refused.value)
+    route = kcql.parse(ICEBERG).routes[0]
+    assert route.iceberg is not None
+    for request in (None, maintenance.Erase(frozenset({b"k"})), maintenance.Expire(0)):
+        assert refusal(route, request) is None
 
 
 def test_a_partition_moves_past_a_passed_gap_or_begins_at_its_start_else_is_refused() -> None:

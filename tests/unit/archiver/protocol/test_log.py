@@ -8,6 +8,7 @@ from kafka_archive.archiver.protocol import core
 from kafka_archive.archiver.protocol.log import (
     FORMAT_VERSION,
     LogFormatError,
+    Removed,
     checkpoint_key,
     checkpoint_seq,
     decode_checkpoint,
@@ -119,6 +120,6 @@ def test_a_rewrite_naming_an_object_without_its_bounds_still_names_it() -> None:
     state, entry = _committed((core.ObjectRef("k0", 0, 0, 1, 1, "c", 10, 20),))
     state = core.fold(state, entry)
     older = core.PartitionRewrite(_REF, (core.ObjectRef("k0", 0, 0, 1, 1, "c"),), ())
-    older = core.PartitionRewrite(_REF, older.replaced, (), (core.Removed(0, 0, "expired", 1.0),))
+    older = core.PartitionRewrite(_REF, older.replaced, (), (Removed(0, 0, "expired", 1.0),))
     assert core.rewrite_verdict(state, _ME, [older]) is core.Verdict.OK
     assert core.fold(state, core.rewrite_entry(state, _ME, [older])).partitions[_REF].objects == ()
