@@ -392,7 +392,7 @@ def test_an_erase_a_newer_run_claims_over_stops_with_exit_18(
             # taken over, and the run's claim fences it.
             assert main(run_args(text, broker, s3_endpoint)) == 8
             live_err = capsys.readouterr().err
-            assert "erase is writing" in live_err, live_err
+            assert "erase of job" in live_err and "is writing" in live_err, live_err
             os.killpg(erase.pid, signal.SIGSTOP)
             release.set()
             wait_presence_expired(s3_client, bkt, "tables/orders")
