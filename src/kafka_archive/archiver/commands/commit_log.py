@@ -71,8 +71,8 @@ from kafka_archive.archiver.protocol.steps import (
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.read.migrate import mark, migrate
-from kafka_archive.archiver.state import checkpoint
-from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.state import checkpoint, legacy
+from kafka_archive.archiver.state.paths import pending_root, state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
 from kafka_archive.kcql.plan import Plan, Route, Target
@@ -104,7 +104,10 @@ def migrate_states(
     A state run still holding the target's lease stops this one (exit 8): nothing written."""
     if core.committed_any(state):
         return False
-    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is None:
+    root = f"{state_root(target)}/"
+    keys = list(store.list_keys(target.bucket, root))
+    refuse_unsettled(store, target, keys)
+    if not any(key.startswith(f"{root}state/") for key in keys):
         return False
     done = migrate(store, target, routes, run_id=run_id, job=job)
     log.info(
@@ -114,6 +117,32 @@ def migrate_states(
         done.partitions,
     )
     return True
+
+
+def refuse_unsettled(store: S3Store, target: Target, keys: Sequence[str]) -> None:
+    """Before a migration: what only the states protocol settles refuses it (exit 2, nothing
+    written), ``keys`` the target's ``.kafka-archive/`` listing. Intent markers name objects a
+    crashed or fenced states run may have left past its commit: the log would never name
+    them and vacuum leaves an object without a log writer, so they would stay beside the
+    archive for good. States of an earlier version's per-job layout are not read by the
+    migration: the log would begin their partitions again (every record twice)."""
+    where = f"s3://{target.bucket}/{target.prefix}"
+    hint = (
+        "Run it once with commit_protocol=states (it {}), then again with "
+        "commit_protocol=log: the commit log takes the archive over"
+    )
+    if any(key.startswith(pending_root(target)) for key in keys):
+        raise ConfigError(
+            f"{where} holds intent markers of a states-protocol run that crashed or was "
+            "fenced: the commit log cannot take it over before they are recovered",
+            hint=hint.format("recovers them"),
+        )
+    if legacy.scan(store, target, keys).partitions():
+        raise ConfigError(
+            f"{where} holds partition states of an earlier version's per-job layout "
+            "(.kafka-archive/<job>/state/), which the migration to the commit log does not read",
+            hint=hint.format("adopts them"),
+        )
 
 
 def refuse_logged(store: S3Store, target: Target, keys: Iterable[str]) -> None:
