@@ -65,7 +65,6 @@ from kafka_archive.archiver.protocol.steps import (
     Steps,
     drive,
     get_or_none,
-    read_log,
     send,
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
@@ -192,7 +191,8 @@ class CommitLog:
         deleted."""
         for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
             tl = TargetLog(target, BucketStore(self._s3, target.bucket), core.LogState())
-            tl.state = drive(read_log(tl.head), tl.store)
+            # (read.committed's: a log of a newer format or damaged is one line, exit 24 or 14)
+            tl.state = read_committed_log(self._s3, target)
             refuse_exported(target, tl.state)
             routes = [r for r in plan.routes if r.target == target]
             if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
