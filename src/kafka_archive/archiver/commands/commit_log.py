@@ -51,6 +51,7 @@ from kafka_archive.archiver.protocol.log import (
     Gaps,
     ObjectRef,
     PartitionCommit,
+    PartitionRef,
     checkpoint_key,
     decode_entry,
     encode_checkpoint,
@@ -184,6 +185,11 @@ class CommitLog:
         # Where each partition of the batch moves without objects: (commit start, gaps passed,
         # begins) by (route index, partition), from the plan (:meth:`units`).
         self._moves: dict[tuple[int, TopicPartition], Move] = {}
+        # Partitions that begin at 0 though the log committed nothing on them: found by an
+        # earlier run (its claim names them) or found empty by this session. A run pins every
+        # partition it finds, an empty one at 0 (``--start``): a later run, or batch, must not
+        # decide again (``latest`` would skip what arrived in between).
+        self._found: set[tuple[Target, PartitionRef]] = set()
 
     def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]], job: str) -> int:
         """At the session's start: each target's log read (an archive of states migrated onto
@@ -202,6 +208,7 @@ class CommitLog:
                 # its lease: the lock is taken over (a live holder: exit 8) and the migrated
                 # marker put in its place, so that no states-mode run writes it again.
                 mark(self._s3, target, self.run_id)
+            self._found |= {(target, ref) for ref, st in tl.state.partitions.items() if st.holder}
             self.targets[target] = tl
         self.claim(plan, partitions)
         return sum(self._vacuum(tl, plan) for tl in self.targets.values())
@@ -242,12 +249,15 @@ class CommitLog:
 
     def known(self, wanted: Iterable[tuple[int, Target, TopicPartition]]) -> Known:
         """Each wanted (route index, partition) as the log has it: its committed end as the
-        state's next offset; none where the log committed nothing (``--start`` decides)."""
+        state's next offset; 0 where the log committed nothing on a partition an earlier run
+        or batch found; none on any other (``--start`` decides)."""
         out: Known = {}
         for number, target, tp in wanted:
             st = self.targets[target].state.partitions.get(partition_ref(tp))
             if st is None or not (st.objects or st.begin or st.end):
-                out[(number, tp)] = checkpoint.LoadedState(None, None)
+                pinned = (target, partition_ref(tp)) in self._found
+                found = checkpoint.PartitionState(0, self.run_id, "") if pinned else None
+                out[(number, tp)] = checkpoint.LoadedState(found, None)
             else:
                 state = checkpoint.PartitionState(st.end, self.run_id, "")
                 out[(number, tp)] = checkpoint.LoadedState(state, None)
@@ -288,6 +298,8 @@ class CommitLog:
             st = self.targets[target].state
             gap = passed.get((skip.route_index, skip.tp))
             move = _move(st, skip.tp, skip.next_offset, gap)
+            if move is None and skip.next_offset == 0:  # found empty: it begins at 0
+                self._found.add((target, partition_ref(skip.tp)))
             if move is not None and (move.gaps or move.begins):
                 ref = partition_ref(skip.tp)
                 moved.setdefault(target, []).append(
