@@ -460,7 +460,7 @@ def _move(state: core.LogState, tp: TopicPartition, start: int, gap: Gap | None)
         return Move(start, (), True)
     raise ConfigError(
         f"commit_protocol=log: {tp} would start at offset {start}, its committed end is {end}",
-        hint="Run with commit_protocol=states (the default)",
+        hint="The plan and the target's commit log disagree: see kafka-archive status and verify",
     )
 
 
