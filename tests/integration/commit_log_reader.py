@@ -5,8 +5,9 @@ each as a correct log must be. Never our log codec or fold (``protocol/log.py``,
 
 The fold covers every entry kind a log holds: claims (epochs grow), imports of a migrated
 archive of states (ends, objects and passed gaps as given, on partitions with no end yet),
-commits by the claim's holder from the partition's end, tiled (objects cover the range in
-order) or untiled (``"tiled": false``, PARTITIONBY: objects interleave, each inside the range)
+commits by the claim's holder from the partition's end (or past 0 where a first commit
+``begins``, ``--start``), tiled (objects and passed ``gaps`` cover the range in order) or
+untiled (``"tiled": false``, PARTITIONBY: objects interleave, each inside the range)
 and rewrites (compact, erase, expire: consecutive named objects replaced, exactly as named, by
 objects inside their span that hold every offset of it but the removed ones), tiled or
 untiled (``"tiled": false``, PARTITIONBY and time layouts: named objects of one group
@@ -36,6 +37,7 @@ class CommitLog:
     objects: dict[Partition, list[dict[str, Any]]] = field(default_factory=dict)
     gaps: dict[Partition, list[tuple[int, int]]] = field(default_factory=dict)
     removed: dict[Partition, list[dict[str, Any]]] = field(default_factory=dict)
+    begins: dict[Partition, int] = field(default_factory=dict)  # where --start began it
 
     @property
     def kinds(self) -> list[str]:
@@ -106,21 +108,37 @@ def _import(log: CommitLog, n: int, writer: Writer, i: dict[str, Any]) -> None:
 def _commit(log: CommitLog, n: int, writer: Writer, c: dict[str, Any]) -> None:
     tp = (c["topic"], c["partition"])
     assert log.holders.get(tp) == writer, f"entry {n}: {tp} committed by a non-holder"
-    assert c["start"] == log.ends.get(tp, 0), f"entry {n}: {tp} leaves a gap or overlaps"
+    if c.get("begins"):  # a partition's first commit, past 0 (--start): below it, never had
+        assert log.ends.get(tp, 0) == 0 and not log.objects.get(tp), f"entry {n}: {tp} begins late"
+        assert tp not in log.begins, f"entry {n}: {tp} begins twice"
+        log.begins[tp] = c["start"]
+    else:
+        assert c["start"] == log.ends.get(tp, 0), f"entry {n}: {tp} leaves a gap or overlaps"
+    # Passed gaps (--allow-gaps): offsets Kafka deleted, inside the range, in no object.
+    gaps = sorted((int(g[0]), int(g[1])) for g in c.get("gaps", []))
+    for first, last in gaps:
+        assert c["start"] <= first <= last < c["end"], f"entry {n}: gap {first}..{last} outside"
     named = log.named()
     for o in c["objects"]:
         assert o["key"] not in named, f"entry {n}: {o['key']} named twice"
         named.add(o["key"])
-    if c.get("tiled", True):
-        at = c["start"]
+        for first, last in gaps:
+            assert o["last"] < first or o["first"] > last, f"entry {n}: {o} over a gap"
+    if c.get("tiled", True):  # objects and gaps tile the range, in order
+        at, left = c["start"], list(gaps)
         for o in c["objects"]:
+            while left and left[0][0] == at:
+                at = left.pop(0)[1] + 1
             assert o["first"] == at and o["last"] >= o["first"], f"entry {n}: {o} from {at}"
             at = o["last"] + 1
-        assert at == c["end"], f"entry {n}: {tp}'s objects end at {at}, not {c['end']}"
+        while left and left[0][0] == at:
+            at = left.pop(0)[1] + 1
+        assert at == c["end"] and not left, f"entry {n}: {tp} tiled to {at}, not {c['end']}"
     else:  # objects of several groups interleave: each inside the range, no more records
         for o in c["objects"]:
             assert c["start"] <= o["first"] <= o["last"] < c["end"], f"entry {n}: {c}, {o}"
         assert sum(o["records"] for o in c["objects"]) <= c["end"] - c["start"]
+    log.gaps.setdefault(tp, []).extend(gaps)
     log.ends[tp] = c["end"]
     log.objects.setdefault(tp, []).extend(c["objects"])
 

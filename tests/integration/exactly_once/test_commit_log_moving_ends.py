@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from archive_helpers import cli, run_args
+from commit_log_reader import read_log
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -85,6 +86,9 @@ def test_start_latest_begins_each_partition_at_kafkas_end_and_later_runs_resume_
     assert archived_ids(s3_client, bkt, named_keys(s3_client, bkt)) == list(range(20, 36))
     for cs in commits(s3_client, bkt).values():
         assert cs[-1]["end"] == 18 and [c["start"] for c in cs] == [10, 10, 15], cs
+    folded = read_log(s3_client, bkt)  # the fold: a first commit may begin past 0
+    assert folded.begins == {(name, p): 10 for p in range(P)}, folded.begins
+    assert folded.ends == {(name, p): 18 for p in range(P)}, folded.ends
 
     for extra in ((), ("--offline",)):
         code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, *extra, command="verify"))
@@ -128,6 +132,7 @@ def test_allow_gaps_passes_records_kafka_deleted_records_the_gap_and_verify_allo
     gapped = [c for c in commits(s3_client, bkt)[0] if c.get("gaps")]
     assert [(c["start"], c["end"], c["gaps"]) for c in gapped] == [(10, 20, [[10, 14]])]
     assert gapped[0]["objects"][0]["first"] == 15
+    assert read_log(s3_client, bkt).gaps[(name, 0)] == [(10, 14)]  # objects and gap tile
     lost = {20 + 2 * i for i in range(5)}  # partition 0's offsets 10..14
     expected = sorted(set(range(40)) - lost)
     assert archived_ids(s3_client, bkt, named_keys(s3_client, bkt)) == expected

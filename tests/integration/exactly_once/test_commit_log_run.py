@@ -502,3 +502,36 @@ def test_a_late_delete_of_a_fenced_writer_s_object_never_removes_what_the_rerun_
     # `verify` finds each object the log names in the listing (no hole, no leftover).
     code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint, command="verify"))
     assert code == 0, out + err
+
+
+def test_a_run_over_a_log_of_a_newer_format_stops_with_one_line_and_exit_24(
+    log_mode: None,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A newer kafka-archive wrote the target's log in a format this one does not read: a
+    log-mode run says so (exit 24, "upgrade it") and writes nothing, as `status` does."""
+    name, bkt = topic(partitions=P), bucket()
+    kcql = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 7"
+    produce(name, 30, partitions=P)
+    claim = {
+        "version": 99,
+        "seq": 1,
+        "kind": "claim",
+        "writer": {"run_id": "newer", "epoch": 1},
+        "claims": [{"route": name, "topic": name, "partition": 0}],
+        "commits": [],
+    }
+    s3_client.put_object(Bucket=bkt, Key=f"{LOG}{1:020d}.json", Body=json.dumps(claim).encode())
+    before = listing(s3_client, bkt)
+    code, out, err = cli(capsys, *run_args(kcql, broker, s3_endpoint))
+    assert code == 24, out + err
+    assert "format version 99" in err and "upgrade it" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 2, err
+    assert {k: v for k, v in listing(s3_client, bkt).items() if "/probe" not in k} == before

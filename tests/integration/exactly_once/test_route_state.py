@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from archive_helpers import archived_ids
+from commit_log_reader import entry_keys, read_log
 
 from kafka_archive.archiver.config.settings import S3Settings
 from kafka_archive.archiver.core.errors import StateConflictError
@@ -183,6 +184,124 @@ def test_an_archive_of_the_job_scoped_layout_is_adopted(
     lock = "arch/.kafka-archive/orders-0a1b2c3d/lock.json"
     retired = json.loads(s3_client.get_object(Bucket=bkt, Key=lock)["Body"].read())
     assert retired["retired"] is True and retired["epoch"] > old["epoch"]
+
+
+def _data_keys(s3: Any, bucket: str) -> set[str]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="arch/")
+    return {
+        o["Key"]
+        for page in pages
+        for o in page.get("Contents", [])
+        if "/.kafka-archive/" not in o["Key"]
+    }
+
+
+def _refused_then_settled(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    s3: Any,
+    bucket: str,
+    statement: str,
+    flags: tuple[str, ...],
+    why: str,
+) -> None:
+    """A commit_protocol=log run refuses what only the states protocol settles, in one line
+    (exit 2), writing nothing; a states run settles it."""
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    before = _data_keys(s3, bucket)
+    code = main(["run", "--kcql", statement, *flags])
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert why in err and "commit_protocol=states" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) <= 2, err
+    assert _data_keys(s3, bucket) == before and entry_keys(s3, bucket) == []
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    _run(capsys, [statement], *flags)
+
+
+def test_a_log_mode_run_over_the_job_scoped_layout_says_to_adopt_it_first_then_migrates_it(
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The commit log's migration reads route states only: over an archive of an earlier
+    version's per-job layout a log-mode run would begin every partition again (each record
+    twice). It refuses instead; once a states run adopted the layout, it migrates."""
+    name, bkt = topic(), bucket()
+    flags = ("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    statement = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 50"
+    produce(name, 100, partitions=1)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    _run(capsys, [statement], *flags)
+    _to_old_layout(s3_client, bkt, name, "orders-0a1b2c3d")
+    produce(name, 40, first=100, partitions=1)
+
+    _refused_then_settled(capsys, monkeypatch, s3_client, bkt, statement, flags, "per-job layout")
+    produce(name, 20, first=140, partitions=1)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    out = _run(capsys, [statement], *flags)
+    assert "total: 20 records" in out, out
+    assert _ids(s3_client, bkt, name) == list(range(160))
+    logged = read_log(s3_client, bkt)
+    assert logged.kinds == ["claim", "import", "claim", "commit"]
+    assert logged.ends == {(name, 0): 160}
+    assert logged.named() == _data_keys(s3_client, bkt)
+
+
+def test_a_log_mode_run_after_a_crashed_states_run_says_to_recover_it_first_then_migrates_it(
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    produce: Callable[..., None],
+    s3_endpoint: str,
+    s3_client: Any,
+    spark: Any,
+    topic: Callable[..., str],
+    bucket: Callable[..., str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A states run that crashed left an object past its commit and the intent marker that
+    names it; only the states protocol's recovery deletes it (the log never names it, and
+    vacuum leaves an object without a log writer). A log-mode run refuses to migrate such a
+    target; after a states run recovered it, a log-mode run migrates it, exactly once."""
+    name, bkt = topic(), bucket()
+    flags = ("--bootstrap-servers", broker, "--endpoint-url", s3_endpoint)
+    statement = f"INSERT INTO {bkt}:arch SELECT * FROM {name} STOREAS `JSON` WITH_FLUSH_COUNT = 50"
+    produce(name, 100, partitions=1)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "states")
+    _run(capsys, [statement], *flags)
+    state = json.loads(
+        s3_client.get_object(Bucket=bkt, Key=f"arch/.kafka-archive/state/{name}/0.json")[
+            "Body"
+        ].read()
+    )
+    stray = f"arch/{name}/0/000000000100.json"
+    s3_client.put_object(Bucket=bkt, Key=stray, Body=b'{"id": -1}\n')
+    digest = hashlib.sha256(stray.encode()).hexdigest()[:16]
+    marker = {"key": stray, "start": 100, "run": "crashed", "epoch": state["epoch"] + 1}
+    s3_client.put_object(
+        Bucket=bkt,
+        Key=f"arch/.kafka-archive/pending/{name}/0/{100:020d}-{digest}.json",
+        Body=json.dumps(marker).encode(),
+    )
+    produce(name, 40, first=100, partitions=1)
+
+    _refused_then_settled(capsys, monkeypatch, s3_client, bkt, statement, flags, "intent marker")
+    assert stray not in _data_keys(s3_client, bkt) or _ids(s3_client, bkt, name) == list(range(140))
+    produce(name, 20, first=140, partitions=1)
+    monkeypatch.setenv("KAFKA_ARCHIVE_COMMIT_PROTOCOL", "log")
+    out = _run(capsys, [statement], *flags)
+    assert "total: 20 records" in out, out
+    assert _ids(s3_client, bkt, name) == list(range(160))
+    logged = read_log(s3_client, bkt)
+    assert logged.kinds == ["claim", "import", "claim", "commit"]
+    assert logged.ends == {(name, 0): 160}
+    assert logged.named() == _data_keys(s3_client, bkt)
 
 
 @pytest.fixture

@@ -51,6 +51,7 @@ from kafka_archive.archiver.protocol.log import (
     Gaps,
     ObjectRef,
     PartitionCommit,
+    PartitionRef,
     checkpoint_key,
     decode_entry,
     encode_checkpoint,
@@ -65,14 +66,13 @@ from kafka_archive.archiver.protocol.steps import (
     Steps,
     drive,
     get_or_none,
-    read_log,
     send,
 )
 from kafka_archive.archiver.protocol.store import Ambiguous, PreconditionFailed
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.read.migrate import mark, migrate
-from kafka_archive.archiver.state import checkpoint
-from kafka_archive.archiver.state.paths import state_root
+from kafka_archive.archiver.state import checkpoint, legacy
+from kafka_archive.archiver.state.paths import pending_root, state_root
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.archiver.write.task import UnitFailure, requests_of
 from kafka_archive.kcql.plan import Plan, Route, Target
@@ -104,7 +104,10 @@ def migrate_states(
     A state run still holding the target's lease stops this one (exit 8): nothing written."""
     if core.committed_any(state):
         return False
-    if next(store.list_keys(target.bucket, f"{state_root(target)}/state/"), None) is None:
+    root = f"{state_root(target)}/"
+    keys = list(store.list_keys(target.bucket, root))
+    refuse_unsettled(store, target, keys)
+    if not any(key.startswith(f"{root}state/") for key in keys):
         return False
     done = migrate(store, target, routes, run_id=run_id, job=job)
     log.info(
@@ -114,6 +117,32 @@ def migrate_states(
         done.partitions,
     )
     return True
+
+
+def refuse_unsettled(store: S3Store, target: Target, keys: Sequence[str]) -> None:
+    """Before a migration: what only the states protocol settles refuses it (exit 2, nothing
+    written), ``keys`` the target's ``.kafka-archive/`` listing. Intent markers name objects a
+    crashed or fenced states run may have left past its commit: the log would never name
+    them and vacuum leaves an object without a log writer, so they would stay beside the
+    archive for good. States of an earlier version's per-job layout are not read by the
+    migration: the log would begin their partitions again (every record twice)."""
+    where = f"s3://{target.bucket}/{target.prefix}"
+    hint = (
+        "Run it once with commit_protocol=states (it {}), then again with "
+        "commit_protocol=log: the commit log takes the archive over"
+    )
+    if any(key.startswith(pending_root(target)) for key in keys):
+        raise ConfigError(
+            f"{where} holds intent markers of a states-protocol run that crashed or was "
+            "fenced: the commit log cannot take it over before they are recovered",
+            hint=hint.format("recovers them"),
+        )
+    if legacy.scan(store, target, keys).partitions():
+        raise ConfigError(
+            f"{where} holds partition states of an earlier version's per-job layout "
+            "(.kafka-archive/<job>/state/), which the migration to the commit log does not read",
+            hint=hint.format("adopts them"),
+        )
 
 
 def refuse_logged(store: S3Store, target: Target, keys: Iterable[str]) -> None:
@@ -156,6 +185,11 @@ class CommitLog:
         # Where each partition of the batch moves without objects: (commit start, gaps passed,
         # begins) by (route index, partition), from the plan (:meth:`units`).
         self._moves: dict[tuple[int, TopicPartition], Move] = {}
+        # Partitions that begin at 0 though the log committed nothing on them: found by an
+        # earlier run (its claim names them) or found empty by this session. A run pins every
+        # partition it finds, an empty one at 0 (``--start``): a later run, or batch, must not
+        # decide again (``latest`` would skip what arrived in between).
+        self._found: set[tuple[Target, PartitionRef]] = set()
 
     def open(self, plan: Plan, partitions: Mapping[str, Sequence[int]], job: str) -> int:
         """At the session's start: each target's log read (an archive of states migrated onto
@@ -163,7 +197,8 @@ class CommitLog:
         deleted."""
         for target in sorted({r.target for r in plan.routes}, key=lambda t: (t.bucket, t.prefix)):
             tl = TargetLog(target, BucketStore(self._s3, target.bucket), core.LogState())
-            tl.state = drive(read_log(tl.head), tl.store)
+            # (read.committed's: a log of a newer format or damaged is one line, exit 24 or 14)
+            tl.state = read_committed_log(self._s3, target)
             refuse_exported(target, tl.state)
             routes = [r for r in plan.routes if r.target == target]
             if migrate_states(self._s3, target, routes, tl.state, run_id=self.run_id, job=job):
@@ -173,6 +208,7 @@ class CommitLog:
                 # its lease: the lock is taken over (a live holder: exit 8) and the migrated
                 # marker put in its place, so that no states-mode run writes it again.
                 mark(self._s3, target, self.run_id)
+            self._found |= {(target, ref) for ref, st in tl.state.partitions.items() if st.holder}
             self.targets[target] = tl
         self.claim(plan, partitions)
         return sum(self._vacuum(tl, plan) for tl in self.targets.values())
@@ -213,12 +249,15 @@ class CommitLog:
 
     def known(self, wanted: Iterable[tuple[int, Target, TopicPartition]]) -> Known:
         """Each wanted (route index, partition) as the log has it: its committed end as the
-        state's next offset; none where the log committed nothing (``--start`` decides)."""
+        state's next offset; 0 where the log committed nothing on a partition an earlier run
+        or batch found; none on any other (``--start`` decides)."""
         out: Known = {}
         for number, target, tp in wanted:
             st = self.targets[target].state.partitions.get(partition_ref(tp))
             if st is None or not (st.objects or st.begin or st.end):
-                out[(number, tp)] = checkpoint.LoadedState(None, None)
+                pinned = (target, partition_ref(tp)) in self._found
+                found = checkpoint.PartitionState(0, self.run_id, "") if pinned else None
+                out[(number, tp)] = checkpoint.LoadedState(found, None)
             else:
                 state = checkpoint.PartitionState(st.end, self.run_id, "")
                 out[(number, tp)] = checkpoint.LoadedState(state, None)
@@ -259,6 +298,8 @@ class CommitLog:
             st = self.targets[target].state
             gap = passed.get((skip.route_index, skip.tp))
             move = _move(st, skip.tp, skip.next_offset, gap)
+            if move is None and skip.next_offset == 0:  # found empty: it begins at 0
+                self._found.add((target, partition_ref(skip.tp)))
             if move is not None and (move.gaps or move.begins):
                 ref = partition_ref(skip.tp)
                 moved.setdefault(target, []).append(
@@ -419,7 +460,7 @@ def _move(state: core.LogState, tp: TopicPartition, start: int, gap: Gap | None)
         return Move(start, (), True)
     raise ConfigError(
         f"commit_protocol=log: {tp} would start at offset {start}, its committed end is {end}",
-        hint="Run with commit_protocol=states (the default)",
+        hint="The plan and the target's commit log disagree: see kafka-archive status and verify",
     )
 
 

@@ -74,6 +74,7 @@ from kafka_archive.archiver.protocol.steps import List, drive, read_log, send_re
 from kafka_archive.archiver.protocol.tasks import Stamp, object_metadata
 from kafka_archive.archiver.protocol.writer import object_writer
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
+from kafka_archive.archiver.read.verdict import uncovered
 from kafka_archive.archiver.state.paths import state_root
 from kafka_archive.archiver.store.s3 import PreconditionFailed, S3Store
 from kafka_archive.archiver.write.rewrite import Drop, Rewritten, keep_all, rewrite
@@ -443,7 +444,7 @@ class _Target:
         if len(objects) == 1 and objects[0].key in self.drops:
             # Wholly before expire's cut: replaced by nothing, its offsets expired, unread.
             removed = [(r.first, r.last) for r in self.tl.state.partitions[ref].removed]
-            return (), maintenance.unremoved(objects[0].first, objects[0].last, removed), False
+            return (), tuple(uncovered(objects[0].first, objects[0].last, removed)), False
         suffix = f".g{1 + max(generation(o.key) for o in objects)}"
         dead: set[int] = set()
         for _ in range(TRIES):

@@ -46,11 +46,9 @@ from kafka_archive.archiver.core.model import S3Requests
 from kafka_archive.archiver.partition.values import topic_segment
 from kafka_archive.archiver.plan.naming import job_name_for, new_run_id
 from kafka_archive.archiver.protocol import core, naming
-from kafka_archive.archiver.protocol.log import PartitionState, entry_seq, log_prefix
+from kafka_archive.archiver.protocol.log import PartitionState
 from kafka_archive.archiver.protocol.s3 import BucketStore
-from kafka_archive.archiver.protocol.steps import Head, List, Steps, drive, read_log, send_read
-from kafka_archive.archiver.protocol.store import NotFound
-from kafka_archive.archiver.protocol.writer import object_writer
+from kafka_archive.archiver.protocol.steps import Steps, drive, read_log
 from kafka_archive.archiver.read.committed import iso_time
 from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.read.migrate import is_marker, mark
@@ -273,29 +271,9 @@ class _Export:
         if me is None:  # (before the claim: as the claim will leave the log)
             claim = core.claim_entry(state, self.run_id, sorted(state.partitions))
             state, me = core.fold(state, claim), claim.writer
-        named = state.named()
-        listed = yield from send_read(List(self.tl.head))
-        now = max((item.last_modified for item in listed), default=0.0)
-        found: list[core.Listed] = []
-        unknown: list[str] = []
-        for item in listed:
-            if item.key.startswith(log_prefix(self.tl.head)) or item.key in named:
-                continue
-            if not target_log._ours(item.key, self.tl.head, self.segments):
-                continue
-            try:
-                got = yield from send_read(Head(item.key))
-            except NotFound:
-                continue
-            writer, _, ref = object_writer(got.metadata)
-            if writer is None:
-                unknown.append(item.key)
-            found.append(core.Listed(item.key, got.etag, got.last_modified, writer, ref))
-        times = {
-            seq: item.last_modified
-            for item in listed
-            if (seq := entry_seq(self.tl.head, item.key)) is not None
-        }
+        u = yield from target_log.unnamed_steps(self.tl.head, state, self.segments, 0.0)
+        found, now, times = u.found, u.now, u.times
+        unknown = [o.key for o in found if o.writer is None]
         doomed = {o.key for o in core.vacuum_candidates(state, me, found, now, self.grace, times)}
         stay = sorted(o.key for o in found if o.key not in doomed)
         if not stay:

@@ -131,18 +131,31 @@ def _ours(key: str, head: str, segments: Iterable[str]) -> bool:
     )
 
 
-def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
-    assert tl.me is not None
-    tl.state = yield from read_log(tl.head, tl.state)
-    named = tl.state.named()
-    listed = yield from send_read(List(tl.head))
-    # The store's clock: the newest LastModified listed, the log (this session's claim) included.
+@dataclass(frozen=True)
+class Unnamed:
+    """What a listing of a target showed beside its commit log: ``found``, the routes'
+    objects no entry names, each with the writer its metadata names (a HEAD each); ``now``,
+    the store's clock (the newest LastModified listed, the log included); ``times``, when
+    each entry landed (a rewrite's replaced objects wait for its entry's age too)."""
+
+    found: list[core.Listed]
+    now: float
+    times: dict[int, float]
+
+
+def unnamed_steps(
+    head: str, state: core.LogState, segments: Iterable[str], min_age: float
+) -> Steps[Unnamed]:
+    """The target's objects ``state`` does not name (:class:`Unnamed`); those younger than
+    ``min_age`` by the store's clock are left out unread."""
+    named = state.named()
+    listed = yield from send_read(List(head))
     now = max((item.last_modified for item in listed), default=0.0)
     found = []
     for item in listed:
-        if item.key.startswith(log_prefix(tl.head)) or item.key in named:
+        if item.key.startswith(log_prefix(head)) or item.key in named:
             continue
-        if not _ours(item.key, tl.head, segments) or now - item.last_modified < grace:
+        if not _ours(item.key, head, segments) or now - item.last_modified < min_age:
             continue
         try:
             got = yield from send_read(Head(item.key))
@@ -150,10 +163,14 @@ def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list
             continue
         writer, _, ref = object_writer(got.metadata)
         found.append(core.Listed(item.key, got.etag, got.last_modified, writer, ref))
-    # When each entry landed (a rewrite's replaced objects wait for its entry's age too).
     times = {
-        seq: item.last_modified
-        for item in listed
-        if (seq := entry_seq(tl.head, item.key)) is not None
+        seq: item.last_modified for item in listed if (seq := entry_seq(head, item.key)) is not None
     }
-    return core.vacuum_candidates(tl.state, tl.me, found, now, grace, times)
+    return Unnamed(found, now, times)
+
+
+def _vacuum_steps(tl: TargetLog, segments: set[str], grace: float) -> Steps[list[core.Listed]]:
+    assert tl.me is not None
+    tl.state = yield from read_log(tl.head, tl.state)
+    u = yield from unnamed_steps(tl.head, tl.state, segments, grace)
+    return core.vacuum_candidates(tl.state, tl.me, u.found, u.now, grace, u.times)

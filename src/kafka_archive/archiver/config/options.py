@@ -186,9 +186,12 @@ OPTIONS: tuple[Option, ...] = (
         "how a run commits what it archived: states (a lease, per-partition states and intent "
         "markers) or log (experimental: one claim per session and one create-only commit-log "
         "entry per batch under <prefix>/.kafka-archive/log/, about one S3 request per object; "
-        "refused for targets that hold partition states but no log; each attempt's "
-        "objects are its own: its run, epoch and attempt in Parquet or Avro file metadata or "
-        "the gzip header, else in the key, <first offset>.e<epoch>a<attempt>.<ext>)",
+        "each attempt's objects are its own: its run, epoch and attempt in Parquet or Avro "
+        "file metadata or the gzip header, else in the key, "
+        "<first offset>.e<epoch>a<attempt>.<ext>; a target that holds partition states is "
+        "migrated onto the log by its first log-mode run: the lock becomes a migrated marker, "
+        "the states an import entry; refused, exit 2, while a states run's intent markers or "
+        "an earlier version's per-job states remain: a states run settles them first)",
     ),
     Option(
         "log_vacuum_grace_seconds",

@@ -146,24 +146,6 @@ def plan(objects: Iterable[CommittedObject], request: Request) -> MaintenancePla
     return MaintenancePlan(rewrites=tuple(RewriteGroup((o,)) for o in spanning), drops=drops)
 
 
-def unremoved(
-    first: int, last: int, removed: Iterable[tuple[int, int]]
-) -> tuple[tuple[int, int], ...]:
-    """The offsets of ``[first, last]`` in none of the ``removed`` ranges, as ranges in
-    order: what an expired object dropped whole removes (those removed before stay so)."""
-    out: list[tuple[int, int]] = []
-    at = first
-    for a, b in sorted(removed):
-        if b < at or a > last:
-            continue
-        if a > at:
-            out.append((at, a - 1))
-        at = max(at, b + 1)
-    if at <= last:
-        out.append((at, last))
-    return tuple(out)
-
-
 def _ordered(objects: Iterable[CommittedObject]) -> list[CommittedObject]:
     ordered = sorted(objects, key=lambda o: o.first)
     for obj in ordered:

@@ -264,3 +264,15 @@ def test_a_bad_s3_price_in_the_config_file_is_refused(tmp_path: Path) -> None:
     for text in ("s3_price_get_per_1000: [1]\n", "s3_price_get_per_1000: yes\n"):
         with pytest.raises(ConfigError, match="s3_price_get_per_1000 from config file"):
             load_settings(_config(tmp_path, text), {}, {})
+
+
+def test_commit_protocol_help_says_a_states_archive_is_migrated_and_what_refuses_it() -> None:
+    """A commit_protocol=log run over a target that holds partition states migrates it
+    (commit_log.migrate_states; test_commit_log_run's migration test) unless a states run
+    left intent markers or an earlier version's per-job states (refuse_unsettled, exit 2):
+    the help says that, not that such targets are refused, and keeps states the default."""
+    (option,) = [o for o in OPTIONS if o.name == "commit_protocol"]
+    assert option.default == "states"
+    assert "refused for targets that hold partition states" not in option.help
+    assert "migrated onto the log by its first log-mode run" in option.help
+    assert "intent markers" in option.help and "per-job" in option.help

@@ -16,7 +16,6 @@ from kafka_archive.archiver.plan.maintenance import (
     MaintenancePlan,
     RewriteGroup,
     plan,
-    unremoved,
 )
 
 
@@ -306,25 +305,3 @@ def test_expire_reads_an_object_iff_it_spans_the_cut_or_lacks_bounds_and_keeps_t
         ts = record_times[o.key]
         kept_by_engine += [t for t in ts if t >= cut] if o in read else ts
     assert sorted(kept_by_engine) == sorted(t for ts in times for t in ts if t >= cut)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.integers(0, 60),
-    st.integers(0, 60),
-    st.lists(st.tuples(st.integers(0, 80), st.integers(0, 10)), max_size=6),
-)
-def test_the_offsets_left_of_a_span_are_those_no_removal_holds(
-    first: int, length: int, removals: list[tuple[int, int]]
-) -> None:
-    last = first + length
-    removed: list[tuple[int, int]] = []
-    for a, n in sorted(removals):  # disjoint, sorted, as a partition's removed ranges
-        if not removed or a > removed[-1][1]:
-            removed.append((a, a + n))
-    left = unremoved(first, last, removed)
-    gone = {o for a, b in removed for o in range(a, b + 1)}
-    assert [o for a, b in left for o in range(a, b + 1)] == [
-        o for o in range(first, last + 1) if o not in gone
-    ]
-    assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(left))  # maximal ranges

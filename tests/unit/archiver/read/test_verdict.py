@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_archive import kcql
@@ -226,3 +226,25 @@ def test_on_a_compacted_topic_the_archive_may_hold_more_than_kafka_still_has() -
     bare = {k: [StoredRecord(r.value) for r in rs] for k, rs in records.items()}
     problems, notes, _ = compare(objects, bare, [(o, 1, f"v{o}") for o in kept], compacted=True)
     assert problems == [] and notes[0].startswith("5 archived record(s)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.lists(st.tuples(st.integers(0, 80), st.integers(0, 10)), max_size=6),
+)
+def test_the_offsets_left_of_a_span_are_those_no_removal_holds(
+    first: int, length: int, removals: list[tuple[int, int]]
+) -> None:
+    last = first + length
+    removed: list[tuple[int, int]] = []
+    for a, n in sorted(removals):  # disjoint, sorted, as a partition's removed ranges
+        if not removed or a > removed[-1][1]:
+            removed.append((a, a + n))
+    left = uncovered(first, last, removed)  # what an expired object dropped whole removes
+    gone = {o for a, b in removed for o in range(a, b + 1)}
+    assert [o for a, b in left for o in range(a, b + 1)] == [
+        o for o in range(first, last + 1) if o not in gone
+    ]
+    assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(left))  # maximal ranges
