@@ -25,7 +25,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka_archive.archiver.protocol import core
@@ -56,17 +56,8 @@ class RewritingKafka(Kafka):
         replaced: Sequence[tuple[ObjectRef, bytes]],
         drop: Sequence[Removed],
     ) -> list[NewObject]:
-        dropped = {x for r in drop for x in range(r.first, r.last + 1)}
-        held = [x for _, body in replaced for x in json.loads(body)["offsets"] if x not in dropped]
-        out = []
-        for i in range(0, len(held), self.merge):
-            chunk = held[i : i + self.merge]
-            key = self.cut(ref, chunk[0], chunk[0] + 1)[0]
-            body = json.dumps({"partition": ref.partition, "offsets": chunk}).encode()
-            out.append(
-                NewObject(generation_key(key, generation), chunk[0], chunk[-1], len(chunk), body)
-            )
-        return out
+        chunks = _chunks(_kept(replaced, drop), self.merge)
+        return _new_objects(ref, generation, chunks, lambda c: self.cut(ref, c[0], c[0] + 1)[0])
 
 
 @dataclass
@@ -85,22 +76,48 @@ class GroupedRewritingKafka(GroupedKafka):
         replaced: Sequence[tuple[ObjectRef, bytes]],
         drop: Sequence[Removed],
     ) -> list[NewObject]:
-        dropped = {x for r in drop for x in range(r.first, r.last + 1)}
-        held = sorted(
-            x for _, body in replaced for x in json.loads(body)["offsets"] if x not in dropped
-        )
         where = folder(replaced[0][0].key)
-        out = []
-        for i in range(0, len(held), self.merge):
-            chunk = held[i : i + self.merge]
-            if "rewrite_positional_offsets" in self.mutations:
-                chunk = list(range(chunk[0], chunk[0] + len(chunk)))
-            key = f"{self.prefix}/{ref.topic}/{where}/{ref.partition}/{chunk[0]:020d}.json"
-            body = json.dumps({"partition": ref.partition, "offsets": chunk}).encode()
-            out.append(
-                NewObject(generation_key(key, generation), chunk[0], chunk[-1], len(chunk), body)
-            )
-        return out
+        chunks = _chunks(_kept(replaced, drop), self.merge)
+        if "rewrite_positional_offsets" in self.mutations:
+            chunks = [list(range(c[0], c[0] + len(c))) for c in chunks]
+        return _new_objects(
+            ref,
+            generation,
+            chunks,
+            lambda c: f"{self.prefix}/{ref.topic}/{where}/{ref.partition}/{c[0]:020d}.json",
+        )
+
+
+def _kept(replaced: Sequence[tuple[ObjectRef, bytes]], drop: Sequence[Removed]) -> list[int]:
+    """The offsets of the replaced bodies' records, less those ``drop`` removes, in order."""
+    dropped = {x for r in drop for x in range(r.first, r.last + 1)}
+    return sorted(
+        x for _, body in replaced for x in json.loads(body)["offsets"] if x not in dropped
+    )
+
+
+def _chunks(held: list[int], merge: int) -> list[list[int]]:
+    return [held[i : i + merge] for i in range(0, len(held), merge)]
+
+
+def _new_objects(
+    ref: PartitionRef,
+    generation: int,
+    chunks: Sequence[list[int]],
+    key_of: Callable[[list[int]], str],
+) -> list[NewObject]:
+    """One new object per chunk of offsets (a JSON body naming them), at ``key_of(chunk)``
+    with the generation's suffix."""
+    return [
+        NewObject(
+            generation_key(key_of(c), generation),
+            c[0],
+            c[-1],
+            len(c),
+            json.dumps({"partition": ref.partition, "offsets": c}).encode(),
+        )
+        for c in chunks
+    ]
 
 
 @dataclass
