@@ -168,14 +168,15 @@ def plan_merges(
     return out
 
 
-def merged_ranges(offsets: Iterable[int]) -> list[tuple[int, int]]:
-    """Offsets as sorted (first, last) ranges of consecutive offsets. Pure."""
+def merged_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(first, last) ranges of offsets, sorted, those that touch or overlap joined (a single
+    offset ``o`` is ``(o, o)``). Pure."""
     out: list[tuple[int, int]] = []
-    for o in sorted(set(offsets)):
-        if out and out[-1][1] + 1 == o:
-            out[-1] = (out[-1][0], o)
+    for first, last in sorted(ranges):
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
         else:
-            out.append((o, o))
+            out.append((first, last))
     return out
 
 
@@ -252,7 +253,7 @@ class TableMaintenance:
             outcome.bytes_before += task.file.file_size_in_bytes
             outcome.records_dropped += sum(len(v) for v in gone.values())
             for tp, offsets in gone.items():
-                outcome.removed.setdefault(tp, []).extend(merged_ranges(offsets))
+                outcome.removed.setdefault(tp, []).extend(merged_ranges((o, o) for o in offsets))
             for (tp, first), part in kept.items():
                 self._write(tp, first, part, outcome)
         return outcome, deleted
@@ -404,10 +405,7 @@ class TableMaintenance:
         for tp, ranges in removed.items():
             assert self.job.reason is not None
             old = [[r.first, r.last, r.reason, r.at] for r in before.get(tp, ())]
-            new = [
-                [a, b, self.job.reason, round(self.at, 3)]
-                for a, b in merged_ranges(o for a, b in ranges for o in range(a, b + 1))
-            ]
+            new = [[a, b, self.job.reason, round(self.at, 3)] for a, b in merged_ranges(ranges)]
             out[removed_property(tp)] = json.dumps(sorted(old + new), separators=(",", ":"))
         return out
 

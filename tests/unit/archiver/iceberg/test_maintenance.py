@@ -71,8 +71,20 @@ def test_merges_are_runs_of_one_group_in_order_within_the_size(
 
 @given(st.sets(st.integers(0, 60)))
 def test_offsets_as_ranges(offsets: set[int]) -> None:
-    ranges = merged_ranges(offsets)
+    ranges = merged_ranges((o, o) for o in offsets)
     assert {o for a, b in ranges for o in range(a, b + 1)} == offsets
+    assert all(b2 > b1 + 1 for (_, b1), (b2, _) in itertools.pairwise(ranges))
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8))))
+def test_ranges_joined_where_they_touch_or_overlap(spans: list[tuple[int, int]]) -> None:
+    """Ranges of several files' removed offsets, in any order, joined without expanding
+    them: the same offsets, as maximal ranges."""
+    given_ranges = [(a, a + n) for a, n in spans]
+    ranges = merged_ranges(given_ranges)
+    assert {o for a, b in ranges for o in range(a, b + 1)} == {
+        o for a, b in given_ranges for o in range(a, b + 1)
+    }
     assert all(b2 > b1 + 1 for (_, b1), (b2, _) in itertools.pairwise(ranges))
 
 
