@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from kafka_archive.archiver import iceberg
-from kafka_archive.archiver.commands import presence
+from kafka_archive.archiver.commands import commit_log, presence
 from kafka_archive.archiver.commands.commit_log import CommitLog
 from kafka_archive.archiver.config.settings import Settings
 from kafka_archive.archiver.core.errors import ConfigError
@@ -30,9 +30,7 @@ from kafka_archive.archiver.iceberg.maintenance import (
 )
 from kafka_archive.archiver.plan.naming import check_job_name, job_name_for, new_run_id
 from kafka_archive.archiver.protocol.log import WriterId
-from kafka_archive.archiver.protocol.naming import log_head
-from kafka_archive.archiver.protocol.s3 import BucketStore
-from kafka_archive.archiver.protocol.steps import drive, read_log
+from kafka_archive.archiver.read.committed import read_log as read_committed_log
 from kafka_archive.archiver.store.s3 import S3Store
 from kafka_archive.kcql.plan import Plan, Target
 
@@ -98,8 +96,12 @@ def maintain_tables(settings: Settings, plan: Plan, job: TableJob) -> TablesResu
 
 
 def _require_log(store: S3Store, target: Target, command: str) -> None:
-    """A target whose commit log holds no claim was archived in commit_protocol=states."""
-    state = drive(read_log(log_head(target)), BucketStore(store, target.bucket))
+    """A target whose commit log holds no claim was archived in commit_protocol=states; one
+    that export-states moved back to partition states is refused as the object commands
+    refuse it. The log is read as every command reads it (:func:`.read.committed.read_log`:
+    a log of a newer format or a damaged one is one line, exit 24 or 14)."""
+    state = read_committed_log(store, target)
+    commit_log.refuse_exported(target, state)
     if state.max_epoch == 0:
         raise ConfigError(
             f"{command}: s3://{target.bucket}/{target.prefix} has no commit log "
